@@ -1,0 +1,243 @@
+//! The reference in-memory backend. It never tears, so it shows the
+//! contract without any file-format concerns; the backend contract suite
+//! runs against it and against every real backend. Clones share the same
+//! sessions, so a second `Store` over a clone behaves like a restarted
+//! process.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{Backend, LogWriter, Stored, SyncMode};
+use crate::contract::{Placement, Policy};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, classify_tail};
+
+/// Sessions held in memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend {
+    sessions: Arc<Mutex<BTreeMap<String, MemSession>>>,
+}
+
+#[derive(Debug)]
+struct MemSession {
+    header: SessionHeader,
+    policy: Policy,
+    events: Vec<Event>,
+    locked: bool,
+}
+
+impl MemoryBackend {
+    /// An empty store.
+    pub fn new() -> MemoryBackend {
+        MemoryBackend::default()
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, BTreeMap<String, MemSession>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn locked_error(id: &str) -> Error {
+        Error::Locked {
+            id: id.to_owned(),
+            path: format!("memory:{id}").into(),
+            holder: Some(std::process::id()),
+        }
+    }
+}
+
+/// Classifies an in-memory event list exactly as a file scan would.
+pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Event]) -> Scan {
+    let committed = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::TurnEnd)
+        .map_or(0, |i| i + 1);
+    let committed_turn = events[..committed]
+        .iter()
+        .filter(|e| e.kind() == EventKind::TurnStart)
+        .count() as u64;
+    let tail = &events[committed..];
+    let verdict = classify_tail(policy, committed as u64, committed_turn, tail);
+    let cut = verdict.debris.as_ref().map(|v| Cut {
+        offset: (committed + verdict.kept) as u64,
+        seq: (committed + verdict.kept) as u64,
+        len: (tail.len() - verdict.kept) as u64,
+        reason: CutReason::Debris,
+        detail: v.to_string(),
+    });
+    let kept = &tail[..verdict.kept];
+    Scan {
+        header: header.clone(),
+        policy,
+        committed: committed as u64,
+        committed_turn,
+        tail: kept.to_vec(),
+        cut,
+        closers: verdict.closers,
+        last_turn: verdict.last_turn,
+        bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
+        last_time: events[..committed + verdict.kept].last().map(Event::time),
+    }
+}
+
+impl MemSession {
+    fn scan(&self) -> Scan {
+        scan_events(&self.header, self.policy, &self.events)
+    }
+
+    fn stored(&self) -> Stored {
+        let scan = self.scan();
+        let events = self.events[..scan.stored_len() as usize].to_vec();
+        Stored { scan, events }
+    }
+
+    fn read_from(&self, from_seq: u64) -> Vec<Event> {
+        let end = self.scan().stored_len() as usize;
+        let start = usize::try_from(from_seq).unwrap_or(usize::MAX).min(end);
+        self.events[start..end].to_vec()
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn location(&self) -> String {
+        "memory".into()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        Ok(self
+            .sessions()
+            .iter()
+            .map(|(id, s)| {
+                let scan = s.scan();
+                SessionSummary {
+                    id: id.clone(),
+                    header: Some(s.header.clone()),
+                    events: s.events.len() as u64,
+                    turns: scan.last_turn,
+                    bytes: scan.bytes,
+                    last_activity: s.events.last().map(Event::time),
+                    state: scan.state(),
+                    problem: None,
+                }
+            })
+            .collect())
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        Ok(self.sessions().contains_key(id))
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<Scan>> {
+        Ok(self.sessions().get(id).map(MemSession::scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        Ok(self.sessions().get(id).map(MemSession::stored))
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        Ok(self.sessions().get(id).map(|s| s.read_from(from_seq)))
+    }
+
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        _placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        let mut sessions = self.sessions();
+        if sessions.contains_key(&header.id) {
+            return Err(Error::AlreadyExists { id: header.id.clone(), on_disk: true });
+        }
+        sessions.insert(
+            header.id.clone(),
+            MemSession { header: header.clone(), policy, events: batch.to_vec(), locked: true },
+        );
+        Ok(Box::new(MemWriter { backend: self.clone(), id: header.id.clone() }))
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        let mut sessions = self.sessions();
+        let Some(session) = sessions.get_mut(id) else { return Ok(None) };
+        if session.locked {
+            return Err(MemoryBackend::locked_error(id));
+        }
+        session.locked = true;
+        Ok(Some(Box::new(MemWriter { backend: self.clone(), id: id.to_owned() })))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        let mut sessions = self.sessions();
+        match sessions.get(id) {
+            None => Ok(false),
+            Some(s) if s.locked => Err(MemoryBackend::locked_error(id)),
+            Some(_) => {
+                sessions.remove(id);
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// The writer of one in-memory session; dropping it releases the session.
+struct MemWriter {
+    backend: MemoryBackend,
+    id: String,
+}
+
+impl MemWriter {
+    fn with<T>(&self, f: impl FnOnce(&mut MemSession) -> T) -> Result<T> {
+        let mut sessions = self.backend.sessions();
+        let session = sessions
+            .get_mut(&self.id)
+            .ok_or_else(|| Error::NotFound { id: self.id.clone() })?;
+        Ok(f(session))
+    }
+}
+
+impl LogWriter for MemWriter {
+    fn scan(&mut self) -> Result<Scan> {
+        self.with(|s| s.scan())
+    }
+
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
+        self.with(|s| s.read_from(from_seq))
+    }
+
+    fn repair(&mut self, scan: &Scan) -> Result<()> {
+        self.with(|s| {
+            s.events.truncate(scan.stored_len() as usize);
+            s.events.extend(scan.closers.iter().cloned());
+        })
+    }
+
+    fn append(&mut self, batch: &[Event], _: &[Placement], _: SyncMode) -> Result<u64> {
+        self.with(|s| {
+            s.events.extend(batch.iter().cloned());
+            s.events.len() as u64
+        })
+    }
+
+    fn sync(&mut self) -> Result<u64> {
+        self.with(|s| s.events.len() as u64)
+    }
+
+    fn durable_events(&self) -> u64 {
+        self.with(|s| s.events.len() as u64).unwrap_or(0)
+    }
+
+    fn delete(self: Box<Self>) -> Result<()> {
+        self.backend.sessions().remove(&self.id);
+        Ok(())
+    }
+}
+
+impl Drop for MemWriter {
+    fn drop(&mut self) {
+        if let Some(s) = self.backend.sessions().get_mut(&self.id) {
+            s.locked = false;
+        }
+    }
+}

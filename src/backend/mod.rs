@@ -1,0 +1,134 @@
+//! Storage backends. Each one implements [`Backend`] (the store-wide
+//! operations) and hands out one exclusive [`LogWriter`] per session; the
+//! [`crate::Store`] above them owns the turn contract and the session
+//! lifecycle, so every backend has the same semantics.
+
+pub mod memory;
+pub mod wal;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::contract::{Placement, Policy};
+use crate::error::Result;
+use crate::event::Event;
+use crate::header::SessionHeader;
+use crate::scan::{Scan, SessionSummary};
+
+/// When appended events become durable (and are acknowledged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyncMode {
+    /// fdatasync at every batch that holds a `turn/end`: the turn is the unit
+    /// of durability. The default.
+    #[default]
+    Turn,
+    /// fdatasync at the end of every append batch.
+    Batch,
+    /// Leave it to the OS: acknowledged once written. Survives a process
+    /// crash, not a power loss.
+    Never,
+}
+
+impl fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SyncMode::Turn => "turn",
+            SyncMode::Batch => "batch",
+            SyncMode::Never => "never",
+        })
+    }
+}
+
+impl FromStr for SyncMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SyncMode, String> {
+        match s {
+            "turn" => Ok(SyncMode::Turn),
+            "batch" => Ok(SyncMode::Batch),
+            "never" => Ok(SyncMode::Never),
+            other => Err(format!("unknown sync mode {other:?} (expected turn, batch or never)")),
+        }
+    }
+}
+
+/// A stored log read back: its scan and every kept event (committed prefix
+/// plus kept tail, no closers).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// How the log splits.
+    pub scan: Scan,
+    /// The kept events, seq 0 to `scan.stored_len() - 1`.
+    pub events: Vec<Event>,
+}
+
+/// The store-wide operations of a backend. Everything here is read-only
+/// except [`Backend::create`] and [`Backend::delete`]; nothing here repairs.
+pub trait Backend: Send + Sync {
+    /// Where the store lives, for messages.
+    fn location(&self) -> String;
+
+    /// Every materialized session, read from headers and log tails without
+    /// reading whole logs where the backend allows it.
+    fn list(&self) -> Result<Vec<SessionSummary>>;
+
+    /// Whether a session is materialized.
+    fn exists(&self, id: &str) -> Result<bool>;
+
+    /// Reads and classifies a stored log without writing or locking; `None`
+    /// when the session does not exist.
+    fn scan(&self, id: &str) -> Result<Option<Scan>>;
+
+    /// Like [`Backend::scan`], and decodes every kept event.
+    fn load(&self, id: &str) -> Result<Option<Stored>>;
+
+    /// The kept events from `from_seq` on, as stored (no closers, no repair).
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
+
+    /// Materializes a new session with its first batch, atomically, and
+    /// returns its writer. Fails with `AlreadyExists` when it exists.
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>>;
+
+    /// Takes the writer lock of a stored session; `None` when it does not
+    /// exist, `Locked` when another writer holds it.
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>>;
+
+    /// Deletes a stored session (taking its writer lock first); `false` when
+    /// it does not exist.
+    fn delete(&self, id: &str) -> Result<bool>;
+}
+
+/// The exclusive writer of one session.
+pub trait LogWriter: Send {
+    /// Classifies the stored log (under the lock).
+    fn scan(&mut self) -> Result<Scan>;
+
+    /// Reads the kept events from `from_seq` on.
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>>;
+
+    /// Commits a repair found by [`LogWriter::scan`]: cuts `scan.cut`, appends
+    /// `scan.closers`, makes it durable. Crash-safe and idempotent: a crash
+    /// at any point leaves a log whose next scan gives the same repair.
+    fn repair(&mut self, scan: &Scan) -> Result<()>;
+
+    /// Appends a checked batch (one placement per event). On error nothing
+    /// of the batch is acknowledged and the stored log is rolled back to its
+    /// last durable length; events accepted earlier but not yet durable are
+    /// kept in memory and rewritten by the next append or sync.
+    /// Returns how many events are durable.
+    fn append(&mut self, batch: &[Event], placements: &[Placement], sync: SyncMode) -> Result<u64>;
+
+    /// Makes every accepted event durable; returns how many events are.
+    fn sync(&mut self) -> Result<u64>;
+
+    /// How many events are known durable.
+    fn durable_events(&self) -> u64;
+
+    /// Deletes the session while holding its lock.
+    fn delete(self: Box<Self>) -> Result<()>;
+}

@@ -1,0 +1,377 @@
+//! The native append-only WAL backend: one CRC-framed file per session,
+//! scanned through a memory map. Every byte is specified in docs/FORMAT.md.
+
+pub mod format;
+mod naming;
+pub mod scan;
+pub mod storage;
+mod writer;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use naming::{decode_file_name, encode_file_name};
+pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
+
+use self::format::{RECORD_HEADER_LEN, TRAILER_LEN};
+use self::scan::{Classified, check_at, read_file_header, scan_log};
+use self::storage::{FsStorage, OpenMode, Storage, StorageFile};
+use super::{Backend, LogWriter, Stored};
+use crate::contract::{Placement, Policy};
+use crate::error::{Corruption, Error, Result};
+use crate::event::Event;
+use crate::header::SessionHeader;
+use crate::scan::{LogState, SessionSummary};
+
+/// The extension of session files.
+pub const LOG_EXTENSION: &str = ".twal";
+/// The extension of lock files.
+pub const LOCK_EXTENSION: &str = ".lock";
+
+/// A native WAL store rooted at a directory.
+#[derive(Debug, Clone)]
+pub struct WalBackend {
+    root: PathBuf,
+    storage: Arc<dyn Storage>,
+}
+
+impl WalBackend {
+    /// A store at `root` on the real file system. Nothing is created until
+    /// the first session is materialized; a missing directory is an empty
+    /// store.
+    pub fn open(root: &Path) -> Result<WalBackend> {
+        WalBackend::with_storage(root, Arc::new(FsStorage))
+    }
+
+    /// A store at `root` over any storage (the crash tests pass a simulated
+    /// disk).
+    pub fn with_storage(root: &Path, storage: Arc<dyn Storage>) -> Result<WalBackend> {
+        if root.exists() && !root.is_dir() {
+            return Err(Error::io(
+                "open store",
+                root,
+                io::Error::new(io::ErrorKind::NotADirectory, "a WAL store must be a directory"),
+            ));
+        }
+        Ok(WalBackend { root: root.to_owned(), storage })
+    }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// The log file of session `id`.
+    pub fn log_path(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{}{LOG_EXTENSION}", encode_file_name(id)))
+    }
+
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{}{LOCK_EXTENSION}", encode_file_name(id)))
+    }
+
+    fn open_file(&self, path: &Path, mode: OpenMode) -> Result<Option<Box<dyn StorageFile>>> {
+        match self.storage.open(path, mode) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("open", path, e)),
+        }
+    }
+
+    /// Maps and classifies the log of `id`, read-only.
+    fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
+        let path = self.log_path(id);
+        let Some(file) = self.open_file(&path, OpenMode::Read)? else { return Ok(None) };
+        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
+        let classified = scan_log(&map, &path)?;
+        check_id(&classified.scan.header, id, &path)?;
+        Ok(Some((map, classified, path)))
+    }
+
+    fn lock(&self, id: &str) -> Result<Box<dyn storage::LockGuard>> {
+        let path = self.lock_path(id);
+        match self.storage.try_lock(&path) {
+            Ok(Ok(guard)) => Ok(guard),
+            Ok(Err(holder)) => Err(Error::Locked { id: id.to_owned(), path, holder }),
+            Err(e) => Err(Error::io("lock", path, e)),
+        }
+    }
+
+    /// Header and state of one log from its file header and last record,
+    /// falling back to a full scan when the last record is not valid.
+    fn summarize(&self, name: &str) -> SessionSummary {
+        let path = self.sessions_dir().join(name);
+        let id_guess = decode_file_name(name.trim_end_matches(LOG_EXTENSION)).unwrap_or_default();
+        let broken = |problem: String, state: LogState| SessionSummary {
+            id: id_guess.clone(),
+            header: None,
+            events: 0,
+            turns: 0,
+            bytes: 0,
+            last_activity: None,
+            state,
+            problem: Some(problem),
+        };
+        match self.quick_summary(&path) {
+            Ok(Some(summary)) => summary,
+            Ok(None) => match self.full_summary(&path) {
+                Ok(summary) => summary,
+                Err(e) => broken(e.to_string(), LogState::Corrupt),
+            },
+            Err(e) => broken(e.to_string(), LogState::Corrupt),
+        }
+    }
+
+    fn quick_summary(&self, path: &Path) -> Result<Option<SessionSummary>> {
+        let file = self.open_file(path, OpenMode::Read)?.ok_or_else(|| {
+            Error::io("open", path, io::ErrorKind::NotFound.into())
+        })?;
+        let io_err = |op, e| Error::io(op, path, e);
+        let len = file.len().map_err(|e| io_err("stat", e))?;
+        let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
+        file.read_exact_at(&mut prefix, 0).map_err(|e| io_err("read", e))?;
+        let Some(header_len) = format::file_header_len(&prefix).filter(|&n| n <= len) else {
+            return Ok(None);
+        };
+        let mut head_bytes = vec![0; header_len as usize];
+        file.read_exact_at(&mut head_bytes, 0).map_err(|e| io_err("read", e))?;
+        let fh = read_file_header(&head_bytes, path)?;
+        let mut summary = SessionSummary {
+            id: fh.header.id.clone(),
+            header: Some(fh.header.clone()),
+            events: 0,
+            turns: 0,
+            bytes: len,
+            last_activity: None,
+            state: LogState::Clean,
+            problem: None,
+        };
+        if len == fh.records_start {
+            return Ok(Some(summary));
+        }
+        if len < fh.records_start + format::MIN_RECORD_LEN as u64 {
+            return Ok(None);
+        }
+        let mut trailer = [0; TRAILER_LEN];
+        file.read_exact_at(&mut trailer, len - TRAILER_LEN as u64).map_err(|e| io_err("read", e))?;
+        let record_len = u64::from(u32::from_le_bytes(trailer));
+        if record_len < format::MIN_RECORD_LEN as u64 || record_len > len - fh.records_start {
+            return Ok(None);
+        }
+        let mut record = vec![0; record_len as usize];
+        file.read_exact_at(&mut record, len - record_len).map_err(|e| io_err("read", e))?;
+        let Ok(head) = check_at(&record, 0, None, fh.salt) else { return Ok(None) };
+        debug_assert!(record.len() >= RECORD_HEADER_LEN);
+        summary.events = head.seq + 1;
+        summary.turns = u64::from(head.turn);
+        summary.last_activity = Some(head.time);
+        summary.state = if head.in_turn() { LogState::OpenTurn } else { LogState::Clean };
+        Ok(Some(summary))
+    }
+
+    fn full_summary(&self, path: &Path) -> Result<SessionSummary> {
+        let file = self.open_file(path, OpenMode::Read)?.ok_or_else(|| {
+            Error::io("open", path, io::ErrorKind::NotFound.into())
+        })?;
+        let map = file.map().map_err(|e| Error::io("map", path, e))?;
+        let c = scan_log(&map, path)?;
+        Ok(SessionSummary {
+            id: c.scan.header.id.clone(),
+            header: Some(c.scan.header.clone()),
+            events: c.frames.records,
+            turns: c.scan.last_turn,
+            bytes: c.frames.len,
+            last_activity: c.scan.last_time,
+            state: c.scan.state(),
+            problem: c.scan.cut.as_ref().map(|cut| format!("{} at byte {}: {}", cut.reason, cut.offset, cut.detail)),
+        })
+    }
+
+    /// Removes leftovers of interrupted materializations of this name.
+    fn remove_stale_temps(&self, name: &str) {
+        let prefix = format!(".{name}.");
+        if let Ok(names) = self.storage.list_dir(&self.sessions_dir()) {
+            for n in names.iter().filter(|n| n.starts_with(&prefix) && n.ends_with(".tmp")) {
+                let _ = self.storage.remove_file(&self.sessions_dir().join(n));
+            }
+        }
+    }
+}
+
+fn check_id(header: &SessionHeader, id: &str, path: &Path) -> Result<()> {
+    if header.id != id {
+        return Err(Error::from(Corruption {
+            path: path.to_owned(),
+            offset: 0,
+            seq: None,
+            reason: format!(
+                "file holds session {:?}, not {id:?} (a file name collision)",
+                header.id
+            ),
+        }));
+    }
+    Ok(())
+}
+
+/// A random value for salts and temp names, without a dependency: the
+/// standard library seeds `RandomState` from the OS.
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+impl Backend for WalBackend {
+    fn location(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let dir = self.sessions_dir();
+        let names = self.storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+        Ok(names
+            .iter()
+            .filter(|n| n.ends_with(LOG_EXTENSION) && !n.starts_with('.'))
+            .map(|n| self.summarize(n))
+            .collect())
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        let path = self.log_path(id);
+        self.storage.exists(&path).map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
+        Ok(self.classify(id)?.map(|(_, c, _)| c.scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        let Some((map, classified, path)) = self.classify(id)? else { return Ok(None) };
+        let events = writer::decode_kept(&map, &classified, 0, &path)?;
+        Ok(Some(Stored { scan: classified.scan, events }))
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        let Some((map, classified, path)) = self.classify(id)? else { return Ok(None) };
+        writer::decode_kept(&map, &classified, from_seq, &path).map(Some)
+    }
+
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        let dir = self.sessions_dir();
+        self.storage.create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        let lock = self.lock(&header.id)?;
+        let path = self.log_path(&header.id);
+        if self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
+            return Err(Error::AlreadyExists { id: header.id.clone(), on_disk: true });
+        }
+        let name = encode_file_name(&header.id);
+        self.remove_stale_temps(&name);
+        let salt = random_u64() as u32;
+        let mut bytes = Vec::new();
+        format::encode_file_header(&mut bytes, header, policy, salt);
+        for (event, placement) in batch.iter().zip(placements) {
+            format::check_limits(event).map_err(|reason| {
+                crate::event::EventError::new(reason).at_seq(event.seq()).of_type(event.event_type())
+            })?;
+            format::encode_record(&mut bytes, event, *placement, 0, salt);
+        }
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
+        let io = |op, e| Error::io(op, &tmp, e);
+        let mut file = self.storage.open(&tmp, OpenMode::CreateNew).map_err(|e| io("create", e))?;
+        let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            let _ = self.storage.remove_file(&tmp);
+            return Err(io("write", e));
+        }
+        drop(file);
+        if let Err(e) = self.storage.rename(&tmp, &path) {
+            let _ = self.storage.remove_file(&tmp);
+            return Err(Error::io("rename", &path, e));
+        }
+        self.storage.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let file = self
+            .storage
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| Error::io("open", &path, e))?;
+        Ok(Box::new(WalWriter::new(
+            header.id.clone(),
+            path,
+            self.storage.clone(),
+            file,
+            self.lock_path(&header.id),
+            lock,
+            salt,
+            bytes.len() as u64,
+            batch.len() as u64,
+        )))
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        let path = self.log_path(id);
+        if !self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
+            return Ok(None);
+        }
+        let lock = self.lock(id)?;
+        let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else { return Ok(None) };
+        let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+        let header_len = {
+            let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
+            file.read_exact_at(&mut prefix, 0).map_err(|e| Error::io("read", &path, e))?;
+            format::file_header_len(&prefix).unwrap_or(prefix.len() as u64).min(len)
+        };
+        let mut head_bytes = vec![0; header_len as usize];
+        file.read_exact_at(&mut head_bytes, 0).map_err(|e| Error::io("read", &path, e))?;
+        let fh = read_file_header(&head_bytes, &path)?;
+        check_id(&fh.header, id, &path)?;
+        // Whatever a crashed writer left in the page cache becomes durable
+        // now, so later records' watermarks cover all of it.
+        file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+        let lock_path = self.lock_path(id);
+        // The event count is learned by the first scan.
+        Ok(Some(Box::new(WalWriter::new(
+            id.to_owned(),
+            path,
+            self.storage.clone(),
+            file,
+            lock_path,
+            lock,
+            fh.salt,
+            len,
+            0,
+        ))))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        let path = self.log_path(id);
+        if !self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
+            return Ok(false);
+        }
+        let _lock = self.lock(id)?;
+        match self.storage.remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("remove", &path, e)),
+        }
+        let dir = self.sessions_dir();
+        self.storage.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let _ = self.storage.remove_file(&self.lock_path(id));
+        Ok(true)
+    }
+}

@@ -1,0 +1,256 @@
+//! `scan_log`: one pass over a session file's bytes that finds the valid
+//! records, the commit point, and what after it is tail, torn or corrupt.
+//! Records are checked by framing and checksum only; JSON is parsed only for
+//! the records after the commit point.
+
+use std::path::Path;
+
+use super::format::{
+    self, FileHeader, FileHeaderError, MIN_RECORD_LEN, RECORD_HEADER_LEN, RecordHead,
+};
+use crate::error::{Corruption, Error, Result};
+use crate::event::{Event, EventKind};
+use crate::scan::{Cut, CutReason, Scan, classify_tail};
+
+/// The framing-level result of a scan.
+#[derive(Debug, Clone)]
+pub struct Frames {
+    /// The decoded file header.
+    pub file: FileHeader,
+    /// File length.
+    pub len: u64,
+    /// Valid records before the first invalid byte.
+    pub records: u64,
+    /// End of the last valid record.
+    pub valid_end: u64,
+    /// End of the last valid `turn/end` (the commit point), or the start of
+    /// the records when there is none.
+    pub commit_end: u64,
+    /// Records through the commit point.
+    pub committed: u64,
+    /// Turn number stored in the last `turn/end`.
+    pub committed_turn: u64,
+    /// Time of the last `turn/end`.
+    pub committed_time: Option<i64>,
+    /// The last valid record.
+    pub last: Option<RecordHead>,
+    /// The first invalid byte range, if the valid records do not reach the end.
+    pub invalid: Option<Invalid>,
+}
+
+/// Bytes after the last valid record.
+#[derive(Debug, Clone)]
+pub struct Invalid {
+    /// Where they start.
+    pub offset: u64,
+    /// Classification.
+    pub reason: CutReason,
+    /// Which check failed.
+    pub detail: String,
+}
+
+fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
+    Error::from(Corruption { path: path.to_owned(), offset, seq, reason })
+}
+
+/// Decodes the file header, mapping its failures to errors.
+pub fn read_file_header(bytes: &[u8], path: &Path) -> Result<FileHeader> {
+    format::decode_file_header(bytes).map_err(|e| match e {
+        FileHeaderError::Corrupt(reason) => corrupt(path, 0, None, reason),
+        FileHeaderError::Unsupported(detail) => Error::Unsupported { path: path.to_owned(), detail },
+    })
+}
+
+/// Checks the record at `at` (expected seq `seq`). `Ok` carries its head.
+pub fn check_at(bytes: &[u8], at: u64, seq: Option<u64>, salt: u32) -> Result<RecordHead, (CutReason, String)> {
+    let rest = &bytes[at as usize..];
+    if rest.len() < MIN_RECORD_LEN {
+        return Err((CutReason::Incomplete, format!("{} bytes left, too few for a record", rest.len())));
+    }
+    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).map_err(|d| (CutReason::Invalid, d))?;
+    let len = head.record_len();
+    if len > rest.len() as u64 {
+        return Err((
+            CutReason::Incomplete,
+            format!("record of {len} bytes runs past the end of the file ({} bytes left)", rest.len()),
+        ));
+    }
+    let record = &rest[..len as usize];
+    format::check_record(record, &head, salt).map_err(|d| (CutReason::Invalid, d))?;
+    if let Some(expected) = seq
+        && head.seq != expected
+    {
+        return Err((CutReason::Invalid, format!("record holds seq {}, expected {expected}", head.seq)));
+    }
+    if head.kind == format::KIND_OTHER {
+        let name = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.type_len as usize];
+        match std::str::from_utf8(name) {
+            Ok(n) if EventKind::of(n) == EventKind::Other => {}
+            _ => return Err((CutReason::Invalid, "record type name is not a valid other-kind name".into())),
+        }
+    }
+    Ok(head)
+}
+
+/// Walks the records of a mapped session file.
+pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
+    let file = read_file_header(bytes, path)?;
+    let len = bytes.len() as u64;
+    let mut at = file.records_start;
+    let mut frames = Frames {
+        len,
+        records: 0,
+        valid_end: at,
+        commit_end: at,
+        committed: 0,
+        committed_turn: 0,
+        committed_time: None,
+        last: None,
+        invalid: None,
+        file,
+    };
+    let salt = frames.file.salt;
+    while at < len {
+        match check_at(bytes, at, Some(frames.records), salt) {
+            Ok(head) => {
+                at += head.record_len();
+                frames.records += 1;
+                if head.event_kind() == EventKind::TurnEnd {
+                    frames.commit_end = at;
+                    frames.committed = frames.records;
+                    frames.committed_turn = u64::from(head.turn);
+                    frames.committed_time = Some(head.time);
+                }
+                frames.last = Some(head);
+            }
+            Err((reason, detail)) => {
+                let reason = if bytes[at as usize..].iter().all(|&b| b == 0) {
+                    CutReason::ZeroFill
+                } else {
+                    reason
+                };
+                frames.invalid = Some(Invalid { offset: at, reason, detail });
+                break;
+            }
+        }
+    }
+    frames.valid_end = at.min(len);
+    if let Some(invalid) = &frames.invalid {
+        refuse_acknowledged_hole(bytes, path, &frames, invalid)?;
+    }
+    Ok(frames)
+}
+
+/// A hole is corruption when a later valid record proves the hole's bytes
+/// had been made durable before it was written (its watermark lies past the
+/// hole). Otherwise nothing from the hole on was ever acknowledged.
+fn refuse_acknowledged_hole(bytes: &[u8], path: &Path, frames: &Frames, invalid: &Invalid) -> Result<()> {
+    if invalid.reason == CutReason::ZeroFill {
+        return Ok(());
+    }
+    let salt = frames.file.salt;
+    let len = bytes.len() as u64;
+    let mut at = invalid.offset + 1;
+    while at + MIN_RECORD_LEN as u64 <= len {
+        let Ok(head) = check_at(bytes, at, None, salt) else {
+            at += 1;
+            continue;
+        };
+        if head.watermark > invalid.offset {
+            return Err(corrupt(
+                path,
+                invalid.offset,
+                Some(frames.records),
+                format!(
+                    "{} ({}); the record at byte {at} (seq {}) shows the log was durable \
+                     through byte {}, so this record had been acknowledged",
+                    invalid.detail, invalid.reason, head.seq, head.watermark
+                ),
+            ));
+        }
+        at += head.record_len();
+    }
+    Ok(())
+}
+
+/// Iterates the heads of the records in `[from, to)`, which the caller has
+/// already validated.
+pub fn heads(bytes: &[u8], from: u64, to: u64) -> impl Iterator<Item = (u64, RecordHead)> + '_ {
+    let mut at = from;
+    std::iter::from_fn(move || {
+        if at >= to {
+            return None;
+        }
+        let head = format::parse_head(&bytes[at as usize..at as usize + RECORD_HEADER_LEN])
+            .expect("record validated by the scan");
+        let here = at;
+        at += head.record_len();
+        Some((here, head))
+    })
+}
+
+/// Decodes the validated record at `at`.
+pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Result<Event> {
+    let record = &bytes[at as usize..(at + head.record_len()) as usize];
+    format::decode_record(record, head).map_err(|reason| corrupt(path, at, Some(head.seq), reason))
+}
+
+/// The full classification: frames plus the contract check of the tail.
+#[derive(Debug, Clone)]
+pub struct Classified {
+    /// Framing results.
+    pub frames: Frames,
+    /// The backend-neutral scan.
+    pub scan: Scan,
+    /// End of the kept records (where closers go).
+    pub kept_end: u64,
+}
+
+/// Scans and classifies a session file's bytes (see docs/FORMAT.md).
+pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
+    let frames = scan_frames(bytes, path)?;
+    let mut tail = Vec::new();
+    let mut offsets = Vec::new();
+    for (at, head) in heads(bytes, frames.commit_end, frames.valid_end) {
+        tail.push(decode_at(bytes, at, &head, path)?);
+        offsets.push(at);
+    }
+    let verdict =
+        classify_tail(frames.file.policy, frames.committed, frames.committed_turn, &tail);
+    let kept_end = offsets.get(verdict.kept).copied().unwrap_or(frames.valid_end);
+    let cut = match (&verdict.debris, &frames.invalid) {
+        (Some(v), _) => Some(Cut {
+            offset: kept_end,
+            seq: frames.committed + verdict.kept as u64,
+            len: frames.len - kept_end,
+            reason: CutReason::Debris,
+            detail: match &frames.invalid {
+                Some(inv) => format!("{v}; then {} at byte {}", inv.reason, inv.offset),
+                None => v.to_string(),
+            },
+        }),
+        (None, Some(inv)) => Some(Cut {
+            offset: inv.offset,
+            seq: frames.records,
+            len: frames.len - inv.offset,
+            reason: inv.reason,
+            detail: inv.detail.clone(),
+        }),
+        (None, None) => None,
+    };
+    tail.truncate(verdict.kept);
+    let last_time = tail.last().map(Event::time).or(frames.committed_time);
+    let scan = Scan {
+        header: frames.file.header.clone(),
+        policy: frames.file.policy,
+        committed: frames.committed,
+        committed_turn: frames.committed_turn,
+        tail,
+        cut,
+        closers: verdict.closers,
+        last_turn: verdict.last_turn,
+        bytes: frames.len,
+        last_time,
+    };
+    Ok(Classified { frames, scan, kept_end })
+}

@@ -1,0 +1,157 @@
+//! The one error type of the public API.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::contract::Violation;
+use crate::event::EventError;
+use crate::header::HeaderError;
+
+/// Everything an operation can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A malformed event (bad JSON, bad envelope key, bad seq or time).
+    #[error(transparent)]
+    Event(#[from] EventError),
+    /// A batch that breaks the turn contract; nothing of it was written.
+    #[error(transparent)]
+    Contract(#[from] Violation),
+    /// A session header that fails validation.
+    #[error("invalid session header: {0}")]
+    Header(#[from] HeaderError),
+    /// A batch that does not start at the stored next seq (a stale writer, or
+    /// a re-sent batch).
+    #[error("session {id:?}: stored next seq is {expected}, but the batch starts at seq {got}")]
+    SeqMismatch {
+        /// Session id.
+        id: String,
+        /// The seq the batch must start at.
+        expected: u64,
+        /// The seq it started at.
+        got: u64,
+    },
+    /// No such session.
+    #[error("session {id:?} not found")]
+    NotFound {
+        /// Session id.
+        id: String,
+    },
+    /// `create` of an id that exists.
+    #[error("session {id:?} already exists {}", if *.on_disk { "and has a persisted log on disk; load it instead of creating it" } else { "in this store (created, not yet appended)" })]
+    AlreadyExists {
+        /// Session id.
+        id: String,
+        /// Whether a log is on disk (rather than a pending in-memory create).
+        on_disk: bool,
+    },
+    /// Stored data that fails validation at or before the commit point.
+    #[error(transparent)]
+    Corrupt(Box<Corruption>),
+    /// A log in a format or version this build does not read.
+    #[error("{path}: {detail}")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What is unsupported, and which side to upgrade.
+        detail: String,
+    },
+    /// Another writer holds the session.
+    #[error("session {id:?} is locked by another writer ({}); lock file {}", holder_text(*.holder), .path.display())]
+    Locked {
+        /// Session id.
+        id: String,
+        /// The lock file.
+        path: PathBuf,
+        /// The holder's pid, as it recorded it.
+        holder: Option<u32>,
+    },
+    /// An operation that needs a balanced log met an open turn.
+    #[error("session {id:?}: {reason}")]
+    OpenTurn {
+        /// Session id.
+        id: String,
+        /// Why the open turn is in the way.
+        reason: String,
+    },
+    /// A bad argument (seq out of range, empty id, …).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The writer failed earlier in a way that leaves its state unknown
+    /// (a failed rollback); reopen to recover from disk.
+    #[error("session {id:?}: writer is poisoned by an earlier failure ({cause}); reopen the store to recover from disk")]
+    Poisoned {
+        /// Session id.
+        id: String,
+        /// The failure that poisoned it.
+        cause: String,
+    },
+    /// An I/O failure, with the operation and the path.
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        /// What was being done (`"open"`, `"fdatasync"`, …).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn holder_text(holder: Option<u32>) -> String {
+    match holder {
+        Some(pid) => format!("pid {pid}"),
+        None => "pid unknown".into(),
+    }
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// The corruption report, if this is one.
+    pub fn corruption(&self) -> Option<&Corruption> {
+        match self {
+            Error::Corrupt(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl From<Corruption> for Error {
+    fn from(c: Corruption) -> Error {
+        Error::Corrupt(Box::new(c))
+    }
+}
+
+/// Where and why stored data is corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    /// The file (or database) holding the session.
+    pub path: PathBuf,
+    /// Byte offset of the bad record (backends without byte offsets give the
+    /// record's position).
+    pub offset: u64,
+    /// The seq the bad record holds or should hold.
+    pub seq: Option<u64>,
+    /// The rule it breaks.
+    pub reason: String,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: corrupt at byte {}", self.path.display(), self.offset)?;
+        if let Some(seq) = self.seq {
+            write!(f, " (seq {seq})")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for Corruption {}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,772 @@
+//! The persisted unit: the harness's own event, stored losslessly.
+//!
+//! An [`Event`] is the envelope `{type, seq, time, data}` plus the optional
+//! upstream keys `ignorable`, `sourceEventSeqs` and `surfaceOp`. Its JSON parts
+//! are kept as validated raw text ([`RawJson`]), never as a parsed value tree, so
+//! number spelling (`1e+21`, `-0.0`), key order, escapes and lone UTF-16
+//! surrogate escapes (`"\ud800"`) come back byte for byte.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::Deserializer;
+use serde_json::value::RawValue;
+
+/// Largest integer a JavaScript harness can represent exactly (`2^53 - 1`).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Longest event type name, in bytes (the native format stores it in a `u16`).
+pub const MAX_TYPE_LEN: usize = u16::MAX as usize;
+
+/// The event types the engine understands. Everything else is [`EventKind::Other`]
+/// and is stored with its type name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// `turn/start`: opens a turn.
+    TurnStart,
+    /// `turn/end`: closes the open turn; the commit point.
+    TurnEnd,
+    /// `step/start`: opens a step inside the open turn.
+    StepStart,
+    /// `step/end`: closes the open step.
+    StepEnd,
+    /// `user/message`.
+    UserMessage,
+    /// `assistant/chunk`: one raw stream chunk of the open step.
+    AssistantChunk,
+    /// `assistant/message`.
+    AssistantMessage,
+    /// `tool/call`: a tool call recorded as started.
+    ToolCall,
+    /// `tool/result`.
+    ToolResult,
+    /// `session/end-seed`: marks where a fork's inherited history ends.
+    EndSeed,
+    /// `todo/write`.
+    TodoWrite,
+    /// `request/header`.
+    RequestHeader,
+    /// `request/context`.
+    RequestContext,
+    /// Any other type (plugin events); its name is stored with the event.
+    Other,
+}
+
+impl EventKind {
+    /// Classifies a type name.
+    pub fn of(event_type: &str) -> EventKind {
+        match event_type {
+            "turn/start" => EventKind::TurnStart,
+            "turn/end" => EventKind::TurnEnd,
+            "step/start" => EventKind::StepStart,
+            "step/end" => EventKind::StepEnd,
+            "user/message" => EventKind::UserMessage,
+            "assistant/chunk" => EventKind::AssistantChunk,
+            "assistant/message" => EventKind::AssistantMessage,
+            "tool/call" => EventKind::ToolCall,
+            "tool/result" => EventKind::ToolResult,
+            "session/end-seed" => EventKind::EndSeed,
+            "todo/write" => EventKind::TodoWrite,
+            "request/header" => EventKind::RequestHeader,
+            "request/context" => EventKind::RequestContext,
+            _ => EventKind::Other,
+        }
+    }
+
+    /// The type name of a known kind; `None` for [`EventKind::Other`].
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            EventKind::TurnStart => "turn/start",
+            EventKind::TurnEnd => "turn/end",
+            EventKind::StepStart => "step/start",
+            EventKind::StepEnd => "step/end",
+            EventKind::UserMessage => "user/message",
+            EventKind::AssistantChunk => "assistant/chunk",
+            EventKind::AssistantMessage => "assistant/message",
+            EventKind::ToolCall => "tool/call",
+            EventKind::ToolResult => "tool/result",
+            EventKind::EndSeed => "session/end-seed",
+            EventKind::TodoWrite => "todo/write",
+            EventKind::RequestHeader => "request/header",
+            EventKind::RequestContext => "request/context",
+            EventKind::Other => return None,
+        })
+    }
+
+    /// Surface types are the only ones that may carry `surfaceOp` and
+    /// `sourceEventSeqs`.
+    pub fn is_surface(self) -> bool {
+        matches!(
+            self,
+            EventKind::UserMessage | EventKind::AssistantMessage | EventKind::ToolResult
+        )
+    }
+}
+
+/// Validated JSON text, kept exactly as written.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RawJson(Box<str>);
+
+impl RawJson {
+    /// Validates `text` as one JSON value. Surrounding whitespace is removed;
+    /// everything else is kept byte for byte.
+    ///
+    /// ```
+    /// use turnwal::RawJson;
+    /// let raw = RawJson::parse(r#" {"n": 1e+21, "s": "\ud800"} "#).unwrap();
+    /// assert_eq!(raw.get(), r#"{"n": 1e+21, "s": "\ud800"}"#);
+    /// assert!(RawJson::parse("NaN").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<RawJson, serde_json::Error> {
+        let raw: &RawValue = serde_json::from_str(text)?;
+        Ok(RawJson(raw.get().into()))
+    }
+
+    /// Wraps text the caller has already validated (bytes read back from a
+    /// checksummed record, or produced by our own serializer).
+    pub(crate) fn trusted(text: impl Into<Box<str>>) -> RawJson {
+        RawJson(text.into())
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Box<RawValue>> for RawJson {
+    fn from(raw: Box<RawValue>) -> RawJson {
+        RawJson(raw.get().into())
+    }
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The type name of an event: a known kind costs no allocation.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum TypeName {
+    Known(EventKind),
+    Other(Box<str>),
+}
+
+/// One session event.
+///
+/// ```
+/// use turnwal::Event;
+/// let e = Event::new("user/message", 1, 1_700_000_000_000, r#"{"id":"m1","text":"hi"}"#).unwrap();
+/// assert_eq!(e.event_type(), "user/message");
+/// assert_eq!(e.data().get(), r#"{"id":"m1","text":"hi"}"#);
+/// assert_eq!(
+///     e.to_json(),
+///     r#"{"type":"user/message","seq":1,"time":1700000000000,"data":{"id":"m1","text":"hi"}}"#
+/// );
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Event {
+    name: TypeName,
+    seq: u64,
+    time: i64,
+    data: RawJson,
+    ignorable: bool,
+    source_event_seqs: Option<RawJson>,
+    surface_op: Option<RawJson>,
+    surface_op_first: bool,
+}
+
+impl Event {
+    /// Builds an event, validating the type name, seq, time and `data` JSON.
+    pub fn new(event_type: &str, seq: u64, time: i64, data: &str) -> Result<Event, EventError> {
+        let fail = |reason: String| EventError::new(reason).at_seq(seq).of_type(event_type);
+        let data = RawJson::parse(data).map_err(|e| fail(format!("data is not valid JSON: {e}")))?;
+        Event::from_parts(event_type, seq, time, data)
+    }
+
+    /// Builds an event from already validated JSON.
+    pub fn from_parts(
+        event_type: &str,
+        seq: u64,
+        time: i64,
+        data: RawJson,
+    ) -> Result<Event, EventError> {
+        validate_type_name(event_type).map_err(|r| EventError::new(r).at_seq(seq))?;
+        check_seq(seq).map_err(|r| EventError::new(r).at_seq(seq).of_type(event_type))?;
+        check_time(time).map_err(|r| EventError::new(r).at_seq(seq).of_type(event_type))?;
+        Ok(Event {
+            name: type_name(event_type),
+            seq,
+            time,
+            data,
+            ignorable: false,
+            source_event_seqs: None,
+            surface_op: None,
+            surface_op_first: false,
+        })
+    }
+
+    /// Parses one complete event from its JSON envelope (`seq` and `time`
+    /// required). Any top-level key other than the seven envelope keys is
+    /// rejected.
+    ///
+    /// ```
+    /// use turnwal::Event;
+    /// let e = Event::from_json(br#"{"type":"turn/start","seq":0,"time":5,"data":{"turn":1}}"#).unwrap();
+    /// assert_eq!((e.seq(), e.time()), (0, 5));
+    /// let err = Event::from_json(br#"{"type":"x","seq":0,"time":5,"data":1,"extra":2}"#).unwrap_err();
+    /// assert!(err.to_string().contains("unknown field `extra`"));
+    /// ```
+    pub fn from_json(line: &[u8]) -> Result<Event, EventError> {
+        let incoming = IncomingEvent::parse(line)?;
+        let seq = incoming.seq.ok_or_else(|| incoming.error("missing field `seq`"))?;
+        let time = incoming.time.ok_or_else(|| incoming.error("missing field `time`"))?;
+        Ok(incoming.into_event(seq, time))
+    }
+
+    /// Marks the event `ignorable: true` (readers may skip an unknown type).
+    pub fn with_ignorable(mut self) -> Event {
+        self.ignorable = true;
+        self
+    }
+
+    /// Sets `surfaceOp` (`"append"` or `{"op":"replace","start":S,"end":E}`).
+    pub fn with_surface_op(mut self, surface_op: &str) -> Result<Event, EventError> {
+        let raw = RawJson::parse(surface_op)
+            .map_err(|e| self.error(format!("surfaceOp is not valid JSON: {e}")))?;
+        check_surface_op(&raw).map_err(|r| self.error(r))?;
+        self.surface_op = Some(raw);
+        Ok(self)
+    }
+
+    /// Sets `sourceEventSeqs`.
+    pub fn with_source_event_seqs(mut self, seqs: &[u64]) -> Result<Event, EventError> {
+        let text = serde_json::to_string(seqs).expect("a u64 slice always serializes");
+        let raw = RawJson::trusted(text);
+        check_source_event_seqs(&raw, self.seq).map_err(|r| self.error(r))?;
+        self.source_event_seqs = Some(raw);
+        Ok(self)
+    }
+
+    /// Writes `surfaceOp` before `sourceEventSeqs` in the JSON form, as the
+    /// upstream harness's synthetic closers do.
+    pub(crate) fn with_surface_op_first(mut self) -> Event {
+        self.surface_op_first = true;
+        self
+    }
+
+    pub(crate) fn set_extras(
+        &mut self,
+        ignorable: bool,
+        source_event_seqs: Option<RawJson>,
+        surface_op: Option<RawJson>,
+        surface_op_first: bool,
+    ) {
+        self.ignorable = ignorable;
+        self.source_event_seqs = source_event_seqs;
+        self.surface_op = surface_op;
+        self.surface_op_first = surface_op_first;
+    }
+
+    /// The type name, e.g. `"turn/start"`.
+    pub fn event_type(&self) -> &str {
+        match &self.name {
+            TypeName::Known(kind) => kind.name().expect("known kinds have names"),
+            TypeName::Other(name) => name,
+        }
+    }
+
+    /// The classified type.
+    pub fn kind(&self) -> EventKind {
+        match &self.name {
+            TypeName::Known(kind) => *kind,
+            TypeName::Other(_) => EventKind::Other,
+        }
+    }
+
+    /// Position in the session log: event `i` has seq `i`.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Replaces the seq (used when a caller leaves seqs to the engine).
+    pub fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
+    /// Unix time in milliseconds.
+    pub fn time(&self) -> i64 {
+        self.time
+    }
+
+    /// The payload, exactly as written.
+    pub fn data(&self) -> &RawJson {
+        &self.data
+    }
+
+    /// Whether the event carries `ignorable: true`.
+    pub fn ignorable(&self) -> bool {
+        self.ignorable
+    }
+
+    /// `sourceEventSeqs`, as written.
+    pub fn source_event_seqs(&self) -> Option<&RawJson> {
+        self.source_event_seqs.as_ref()
+    }
+
+    /// `surfaceOp`, as written.
+    pub fn surface_op(&self) -> Option<&RawJson> {
+        self.surface_op.as_ref()
+    }
+
+    /// Whether `surfaceOp` is written before `sourceEventSeqs`.
+    pub fn surface_op_first(&self) -> bool {
+        self.surface_op_first
+    }
+
+    /// The envelope as one line of JSON (no newline).
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(self.data.get().len() + 64);
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("JSON output is UTF-8")
+    }
+
+    /// Appends the envelope's JSON to `out`, in the upstream key order:
+    /// `type, seq, time, data`, then `ignorable`, `sourceEventSeqs`, `surfaceOp`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"type\":");
+        write_json_string(out, self.event_type());
+        out.extend_from_slice(b",\"seq\":");
+        out.extend_from_slice(self.seq.to_string().as_bytes());
+        out.extend_from_slice(b",\"time\":");
+        out.extend_from_slice(self.time.to_string().as_bytes());
+        out.extend_from_slice(b",\"data\":");
+        out.extend_from_slice(self.data.get().as_bytes());
+        if self.ignorable {
+            out.extend_from_slice(b",\"ignorable\":true");
+        }
+        let sources = |out: &mut Vec<u8>| {
+            if let Some(raw) = &self.source_event_seqs {
+                out.extend_from_slice(b",\"sourceEventSeqs\":");
+                out.extend_from_slice(raw.get().as_bytes());
+            }
+        };
+        let surface = |out: &mut Vec<u8>| {
+            if let Some(raw) = &self.surface_op {
+                out.extend_from_slice(b",\"surfaceOp\":");
+                out.extend_from_slice(raw.get().as_bytes());
+            }
+        };
+        if self.surface_op_first {
+            surface(out);
+            sources(out);
+        } else {
+            sources(out);
+            surface(out);
+        }
+        out.push(b'}');
+    }
+
+    fn error(&self, reason: impl Into<String>) -> EventError {
+        EventError::new(reason).at_seq(self.seq).of_type(self.event_type())
+    }
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
+/// Writes `s` as a JSON string literal.
+pub(crate) fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
+}
+
+fn type_name(event_type: &str) -> TypeName {
+    match EventKind::of(event_type) {
+        EventKind::Other => TypeName::Other(event_type.into()),
+        kind => TypeName::Known(kind),
+    }
+}
+
+fn validate_type_name(event_type: &str) -> Result<(), String> {
+    if event_type.is_empty() {
+        return Err("type must be a non-empty string".into());
+    }
+    if event_type.len() > MAX_TYPE_LEN {
+        return Err(format!(
+            "type is {} bytes long; the limit is {MAX_TYPE_LEN}",
+            event_type.len()
+        ));
+    }
+    Ok(())
+}
+
+fn check_seq(seq: u64) -> Result<(), String> {
+    if seq > MAX_SAFE_INTEGER {
+        return Err(format!("seq {seq} is not a safe integer (max {MAX_SAFE_INTEGER})"));
+    }
+    Ok(())
+}
+
+fn check_time(time: i64) -> Result<(), String> {
+    if time.unsigned_abs() > MAX_SAFE_INTEGER {
+        return Err(format!("time {time} is not a safe integer"));
+    }
+    Ok(())
+}
+
+/// `surfaceOp` is `"append"` or `{"op":"replace","start":S,"end":E}` with
+/// safe-integer seqs `S <= E`.
+fn check_surface_op(raw: &RawJson) -> Result<(), String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Replace<'a> {
+        #[serde(borrow)]
+        op: Cow<'a, str>,
+        start: u64,
+        end: u64,
+    }
+    if raw.get() == "\"append\"" {
+        return Ok(());
+    }
+    let replace: Replace = serde_json::from_str(raw.get()).map_err(|_| {
+        format!(
+            "surfaceOp must be \"append\" or {{\"op\":\"replace\",\"start\":S,\"end\":E}}, got {}",
+            abbreviate(raw.get())
+        )
+    })?;
+    if replace.op != "replace" {
+        return Err(format!("surfaceOp.op must be \"replace\", got {:?}", replace.op));
+    }
+    if replace.start > replace.end || replace.end > MAX_SAFE_INTEGER {
+        return Err(format!(
+            "surfaceOp replace range {}..={} is invalid",
+            replace.start, replace.end
+        ));
+    }
+    Ok(())
+}
+
+/// `sourceEventSeqs` holds unique, earlier, non-negative safe integers.
+fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), String> {
+    let seqs: Vec<u64> = serde_json::from_str(raw.get()).map_err(|_| {
+        format!(
+            "sourceEventSeqs must be an array of non-negative safe integers, got {}",
+            abbreviate(raw.get())
+        )
+    })?;
+    let mut seen = std::collections::HashSet::with_capacity(seqs.len());
+    for s in seqs {
+        if s >= seq {
+            return Err(format!("sourceEventSeqs entry {s} is not earlier than seq {seq}"));
+        }
+        if !seen.insert(s) {
+            return Err(format!("sourceEventSeqs entry {s} appears twice"));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn abbreviate(text: &str) -> Cow<'_, str> {
+    const LIMIT: usize = 80;
+    if text.len() <= LIMIT {
+        return Cow::Borrowed(text);
+    }
+    let mut end = LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &text[..end]))
+}
+
+/// An event as a producer hands it in: `seq` and `time` may be left to the
+/// engine (the `turnwal append` line format).
+#[derive(Debug)]
+pub struct IncomingEvent {
+    event_type: String,
+    /// The seq the producer gave, if any.
+    pub seq: Option<u64>,
+    /// The time the producer gave, if any.
+    pub time: Option<i64>,
+    data: RawJson,
+    ignorable: bool,
+    source_event_seqs: Option<RawJson>,
+    surface_op: Option<RawJson>,
+    surface_op_first: bool,
+}
+
+/// Accepts any JSON value (including `null`) so presence can be told from
+/// absence; `Option<&RawValue>` would fold `null` into `None`.
+struct Present<T>(Option<T>);
+
+impl<T> Default for Present<T> {
+    fn default() -> Self {
+        Present(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Present<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(d).map(|v| Present(Some(v)))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    event_type: Cow<'a, str>,
+    #[serde(default)]
+    seq: Present<u64>,
+    #[serde(default)]
+    time: Present<i64>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+    #[serde(default, borrow)]
+    ignorable: Present<&'a RawValue>,
+    #[serde(default, borrow, rename = "sourceEventSeqs")]
+    source_event_seqs: Present<&'a RawValue>,
+    #[serde(default, borrow, rename = "surfaceOp")]
+    surface_op: Present<&'a RawValue>,
+}
+
+impl IncomingEvent {
+    /// Parses one JSON object. `type` and `data` are required, `seq` and
+    /// `time` optional; unknown keys, invalid UTF-8, invalid JSON and
+    /// non-JSON tokens (`NaN`, `Infinity`) are rejected with the reason.
+    pub fn parse(line: &[u8]) -> Result<IncomingEvent, EventError> {
+        let text = std::str::from_utf8(line).map_err(|e| {
+            EventError::new(format!("invalid UTF-8 at byte {}", e.valid_up_to()))
+        })?;
+        let env: Envelope = serde_json::from_str(text)
+            .map_err(|e| EventError::new(format!("invalid event JSON: {e}")))?;
+        let event_type: &str = &env.event_type;
+        let seq = env.seq.0;
+        let tag = |r: String| {
+            let err = EventError::new(r).of_type(event_type);
+            match seq {
+                Some(s) => err.at_seq(s),
+                None => err,
+            }
+        };
+        validate_type_name(event_type).map_err(tag)?;
+        if let Some(s) = seq {
+            check_seq(s).map_err(tag)?;
+        }
+        if let Some(t) = env.time.0 {
+            check_time(t).map_err(tag)?;
+        }
+        let ignorable = match env.ignorable.0 {
+            None => false,
+            Some(raw) if raw.get() == "true" => true,
+            Some(raw) => {
+                return Err(tag(format!(
+                    "ignorable must be absent or exactly true, got {}",
+                    abbreviate(raw.get())
+                )));
+            }
+        };
+        // The raw values borrow from `text`, so their addresses give their order.
+        let surface_op_first = match (env.surface_op.0, env.source_event_seqs.0) {
+            (Some(op), Some(sources)) => op.get().as_ptr() < sources.get().as_ptr(),
+            _ => false,
+        };
+        let source_event_seqs = env.source_event_seqs.0.map(|r| RawJson::trusted(r.get()));
+        let surface_op = env.surface_op.0.map(|r| RawJson::trusted(r.get()));
+        if let Some(raw) = &surface_op {
+            check_surface_op(raw).map_err(tag)?;
+        }
+        if let Some(raw) = &source_event_seqs {
+            // Without a seq the "earlier than" half waits for `into_event`.
+            check_source_event_seqs(raw, seq.unwrap_or(MAX_SAFE_INTEGER)).map_err(tag)?;
+        }
+        Ok(IncomingEvent {
+            event_type: env.event_type.into_owned(),
+            seq,
+            time: env.time.0,
+            data: RawJson::trusted(env.data.get()),
+            ignorable,
+            source_event_seqs,
+            surface_op,
+            surface_op_first,
+        })
+    }
+
+    /// The event's type name.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// Completes the event with its seq and time.
+    pub fn into_event(self, seq: u64, time: i64) -> Event {
+        Event {
+            name: type_name(&self.event_type),
+            seq,
+            time,
+            data: self.data,
+            ignorable: self.ignorable,
+            source_event_seqs: self.source_event_seqs,
+            surface_op: self.surface_op,
+            surface_op_first: self.surface_op_first,
+        }
+    }
+
+    /// Like [`IncomingEvent::into_event`], but re-checks what depends on the
+    /// final seq and time (`sourceEventSeqs` must name earlier seqs).
+    pub fn complete(self, seq: u64, time: i64) -> Result<Event, EventError> {
+        check_seq(seq).map_err(|r| self.error(r))?;
+        check_time(time).map_err(|r| self.error(r))?;
+        if let Some(raw) = &self.source_event_seqs {
+            check_source_event_seqs(raw, seq)
+                .map_err(|r| EventError::new(r).at_seq(seq).of_type(&self.event_type))?;
+        }
+        Ok(self.into_event(seq, time))
+    }
+
+    fn error(&self, reason: impl Into<String>) -> EventError {
+        let err = EventError::new(reason).of_type(&self.event_type);
+        match self.seq {
+            Some(s) => err.at_seq(s),
+            None => err,
+        }
+    }
+}
+
+/// A malformed event, with where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventError {
+    /// Input line (1-based), when the event came from a line-oriented input.
+    pub line: Option<u64>,
+    /// The event's seq, when known.
+    pub seq: Option<u64>,
+    /// The event's type, when known.
+    pub event_type: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl EventError {
+    /// An error with only a reason.
+    pub fn new(reason: impl Into<String>) -> EventError {
+        EventError { line: None, seq: None, event_type: None, reason: reason.into() }
+    }
+
+    /// Adds the seq.
+    pub fn at_seq(mut self, seq: u64) -> EventError {
+        self.seq = Some(seq);
+        self
+    }
+
+    /// Adds the type.
+    pub fn of_type(mut self, event_type: &str) -> EventError {
+        self.event_type = Some(event_type.to_owned());
+        self
+    }
+
+    /// Adds the input line number (1-based).
+    pub fn at_line(mut self, line: u64) -> EventError {
+        self.line = Some(line);
+        self
+    }
+}
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut place = Vec::new();
+        if let Some(line) = self.line {
+            place.push(format!("line {line}"));
+        }
+        if let Some(seq) = self.seq {
+            place.push(format!("seq {seq}"));
+        }
+        if let Some(t) = &self.event_type {
+            place.push(format!("type {t:?}"));
+        }
+        if place.is_empty() {
+            write!(f, "invalid event: {}", self.reason)
+        } else {
+            write!(f, "invalid event at {}: {}", place.join(", "), self.reason)
+        }
+    }
+}
+
+impl std::error::Error for EventError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_survives_byte_for_byte() {
+        for data in [
+            r#"{"n":1e+21,"z":-0.0,"big":123456789012345678901234567890}"#,
+            r#"{"b":1,"a":2}"#,
+            r#""\ud800""#,
+            r#"{"s":"\udc00\ud800x","e":"\u0041\n\/"}"#,
+            "null",
+        ] {
+            let e = Event::new("x/y", 0, 1, data).unwrap();
+            assert_eq!(e.data().get(), data);
+            let back = Event::from_json(e.to_json().as_bytes()).unwrap();
+            assert_eq!(back.data().get(), data);
+            assert_eq!(back, e);
+        }
+    }
+
+    #[test]
+    fn rejects_non_json_with_seq_and_reason() {
+        let err = Event::new("x", 7, 1, "NaN").unwrap_err();
+        assert_eq!(err.seq, Some(7));
+        assert!(err.reason.contains("not valid JSON"), "{err}");
+        let err = IncomingEvent::parse(b"{\"type\":\"x\",\"data\":\"\xff\"}").unwrap_err();
+        assert!(err.reason.contains("invalid UTF-8 at byte 20"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x"}"#).unwrap_err();
+        assert!(err.reason.contains("missing field `data`"), "{err}");
+        let err = IncomingEvent::parse(br#"{"data":1}"#).unwrap_err();
+        assert!(err.reason.contains("missing field `type`"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","data":1} x"#).unwrap_err();
+        assert!(err.reason.contains("trailing characters"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","data":Infinity}"#).unwrap_err();
+        assert!(err.reason.contains("invalid event JSON"), "{err}");
+    }
+
+    #[test]
+    fn envelope_keys_are_checked() {
+        let err = IncomingEvent::parse(br#"{"type":"x","data":1,"ignorable":false}"#).unwrap_err();
+        assert!(err.reason.contains("ignorable must be absent or exactly true"));
+        let err = IncomingEvent::parse(br#"{"type":"x","data":1,"surfaceOp":null}"#).unwrap_err();
+        assert!(err.reason.contains("surfaceOp must be"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","seq":null,"data":1}"#).unwrap_err();
+        assert!(err.reason.contains("invalid type: null"), "{err}");
+        let err =
+            IncomingEvent::parse(br#"{"type":"x","seq":3,"data":1,"sourceEventSeqs":[1,3]}"#)
+                .unwrap_err();
+        assert!(err.reason.contains("entry 3 is not earlier than seq 3"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","seq":-1,"data":1}"#).unwrap_err();
+        assert!(err.reason.contains("invalid value"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","seq":9007199254740992,"data":1}"#)
+            .unwrap_err();
+        assert!(err.reason.contains("not a safe integer"), "{err}");
+    }
+
+    #[test]
+    fn extras_keep_their_order() {
+        let line = r#"{"type":"tool/result","seq":4,"time":2,"data":{},"surfaceOp":"append","sourceEventSeqs":[1]}"#;
+        let e = Event::from_json(line.as_bytes()).unwrap();
+        assert!(e.surface_op_first());
+        assert_eq!(e.to_json(), line);
+        let line = r#"{"type":"tool/result","seq":4,"time":2,"data":{},"ignorable":true,"sourceEventSeqs":[1],"surfaceOp":{"op":"replace","start":1,"end":2}}"#;
+        let e = Event::from_json(line.as_bytes()).unwrap();
+        assert_eq!(e.to_json(), line);
+    }
+}

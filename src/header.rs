@@ -1,0 +1,302 @@
+//! Session metadata, kept outside the log.
+
+use serde_json::{Map, Value};
+
+use crate::event::MAX_SAFE_INTEGER;
+
+/// The session format version this build reads and writes (the upstream
+/// harness's `SESSION_FORMAT_VERSION`).
+pub const SESSION_FORMAT_VERSION: i64 = 0;
+
+/// The header of one session: `{version, id, createdAt, cwd?, parentSession?,
+/// seedLength?, origin?, delegationDepth?, agentPreset?}`.
+///
+/// ```
+/// use turnwal::SessionHeader;
+/// let h = SessionHeader::new("s1", 1_700_000_000_000).with_cwd("/work/app");
+/// assert_eq!(h.to_json(), r#"{"version":0,"id":"s1","createdAt":1700000000000,"cwd":"/work/app"}"#);
+/// assert_eq!(SessionHeader::from_json(&h.to_json()).unwrap(), h);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHeader {
+    /// Session format version; this build accepts only
+    /// [`SESSION_FORMAT_VERSION`].
+    pub version: i64,
+    /// Session id: any non-empty string.
+    pub id: String,
+    /// Creation time, unix ms.
+    pub created_at: u64,
+    /// Absolute working directory.
+    pub cwd: Option<String>,
+    /// The session this one was forked from.
+    pub parent_session: Option<String>,
+    /// Number of inherited events (a fork's seed).
+    pub seed_length: Option<u64>,
+    /// `"subagent"` for subagent sessions.
+    pub origin: Option<String>,
+    /// Subagent recursion depth.
+    pub delegation_depth: Option<u64>,
+    /// Agent preset that decides tools and prompt on resume.
+    pub agent_preset: Option<String>,
+}
+
+/// A header that fails validation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HeaderError(pub String);
+
+impl SessionHeader {
+    /// A header with the required fields; the optional ones are unset.
+    pub fn new(id: impl Into<String>, created_at: u64) -> SessionHeader {
+        SessionHeader {
+            version: SESSION_FORMAT_VERSION,
+            id: id.into(),
+            created_at,
+            cwd: None,
+            parent_session: None,
+            seed_length: None,
+            origin: None,
+            delegation_depth: None,
+            agent_preset: None,
+        }
+    }
+
+    /// Sets `cwd`.
+    pub fn with_cwd(mut self, cwd: impl Into<String>) -> SessionHeader {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Checks every field. A foreign `version` is reported separately by
+    /// [`SessionHeader::check_version`], which readers call first.
+    pub fn validate(&self) -> Result<(), HeaderError> {
+        let fail = |msg: &str| Err(HeaderError(msg.to_owned()));
+        if self.version != SESSION_FORMAT_VERSION {
+            return Err(HeaderError(format!(
+                "session metadata version must be {SESSION_FORMAT_VERSION}, got {}",
+                self.version
+            )));
+        }
+        if self.id.is_empty() {
+            return fail("session metadata id must be a non-empty string");
+        }
+        if self.created_at > MAX_SAFE_INTEGER {
+            return fail("session metadata createdAt must be a non-negative safe integer");
+        }
+        if let Some(cwd) = &self.cwd
+            && !is_absolute_path(cwd)
+        {
+            return Err(HeaderError(format!(
+                "session metadata cwd must be an absolute path, got {cwd:?}"
+            )));
+        }
+        if let Some(parent) = &self.parent_session
+            && parent.is_empty()
+        {
+            return fail("session metadata parentSession must be a non-empty string");
+        }
+        if self.seed_length.is_some_and(|n| n > MAX_SAFE_INTEGER) {
+            return fail("session metadata seedLength must be a non-negative safe integer");
+        }
+        if self.delegation_depth.is_some_and(|n| n > MAX_SAFE_INTEGER) {
+            return fail("session metadata delegationDepth must be a non-negative safe integer");
+        }
+        if let Some(origin) = &self.origin
+            && origin != "subagent"
+        {
+            return Err(HeaderError(format!(
+                "session metadata origin must be \"subagent\", got {origin:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The refusal a reader gives for a header written by another format
+    /// version, worded as the upstream harness words it: which side to upgrade.
+    pub fn check_version(&self) -> Result<(), String> {
+        version_refusal(&self.id, self.version)
+    }
+
+    /// The header as JSON, keys in the upstream order.
+    pub fn to_json(&self) -> String {
+        let mut map = Map::new();
+        map.insert("version".into(), Value::from(self.version));
+        map.insert("id".into(), Value::from(self.id.clone()));
+        map.insert("createdAt".into(), Value::from(self.created_at));
+        let mut opt = |key: &str, value: Option<Value>| {
+            if let Some(v) = value {
+                map.insert(key.into(), v);
+            }
+        };
+        opt("cwd", self.cwd.clone().map(Value::from));
+        opt("parentSession", self.parent_session.clone().map(Value::from));
+        opt("seedLength", self.seed_length.map(Value::from));
+        opt("origin", self.origin.clone().map(Value::from));
+        opt("delegationDepth", self.delegation_depth.map(Value::from));
+        opt("agentPreset", self.agent_preset.clone().map(Value::from));
+        ordered_json(&map, HEADER_KEYS)
+    }
+
+    /// Parses and validates a header. A foreign `version` is refused before
+    /// the shape is checked, so the message says which side to upgrade.
+    pub fn from_json(text: &str) -> Result<SessionHeader, HeaderError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| HeaderError(format!("session header is not valid JSON: {e}")))?;
+        let Value::Object(map) = value else {
+            return Err(HeaderError("session header is not a JSON object".into()));
+        };
+        let id_text = match map.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        let version = match map.get("version") {
+            Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().unwrap_or_default(),
+            _ => {
+                return Err(HeaderError(
+                    "session metadata version must be an integer".into(),
+                ));
+            }
+        };
+        version_refusal(&id_text, version).map_err(HeaderError)?;
+        for key in map.keys() {
+            if !HEADER_KEYS.contains(&key.as_str()) {
+                return Err(HeaderError(format!("session header has unknown field {key:?}")));
+            }
+        }
+        let header = SessionHeader {
+            version,
+            id: string_field(&map, "id")?.unwrap_or_default(),
+            created_at: safe_uint(&map, "createdAt")?.ok_or_else(|| {
+                HeaderError("session metadata createdAt must be a non-negative safe integer".into())
+            })?,
+            cwd: string_field(&map, "cwd")?,
+            parent_session: string_field(&map, "parentSession")?,
+            seed_length: safe_uint(&map, "seedLength")?,
+            origin: string_field(&map, "origin")?,
+            delegation_depth: safe_uint(&map, "delegationDepth")?,
+            agent_preset: string_field(&map, "agentPreset")?,
+        };
+        header.validate()?;
+        Ok(header)
+    }
+}
+
+const HEADER_KEYS: &[&str] = &[
+    "version",
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+];
+
+fn version_refusal(id: &str, version: i64) -> Result<(), String> {
+    use std::cmp::Ordering;
+    match version.cmp(&SESSION_FORMAT_VERSION) {
+        Ordering::Equal => Ok(()),
+        Ordering::Greater => Err(format!(
+            "session {id:?} uses log format v{version}, but this harness reads only \
+             v{SESSION_FORMAT_VERSION}: the log was written by a newer harness \u{2014} \
+             upgrade the harness to open it"
+        )),
+        Ordering::Less => Err(format!(
+            "session {id:?} uses log format v{version}, older than the supported \
+             v{SESSION_FORMAT_VERSION}, and this build ships no upgrade path for it"
+        )),
+    }
+}
+
+fn ordered_json(map: &Map<String, Value>, order: &[&str]) -> String {
+    let mut out = String::from("{");
+    for key in order {
+        if let Some(value) = map.get(*key) {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&Value::from(*key).to_string());
+            out.push(':');
+            out.push_str(&value.to_string());
+        }
+    }
+    out.push('}');
+    out
+}
+
+fn string_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>, HeaderError> {
+    match map.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(HeaderError(format!("session metadata {key} must be a string"))),
+    }
+}
+
+fn safe_uint(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, HeaderError> {
+    match map.get(key) {
+        None => Ok(None),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v <= MAX_SAFE_INTEGER) => {
+            Ok(n.as_u64())
+        }
+        Some(_) => Err(HeaderError(format!(
+            "session metadata {key} must be a non-negative safe integer"
+        ))),
+    }
+}
+
+/// POSIX absolute paths, and the Windows forms a harness on Windows writes
+/// (`C:\dir`, `C:/dir`, `\\server\share`).
+fn is_absolute_path(path: &str) -> bool {
+    let b = path.as_bytes();
+    path.starts_with('/')
+        || path.starts_with("\\\\")
+        || (b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_messages() {
+        let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1.5}"#).unwrap_err();
+        assert_eq!(err.0, "session metadata createdAt must be a non-negative safe integer");
+        let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":-1}"#).unwrap_err();
+        assert_eq!(err.0, "session metadata createdAt must be a non-negative safe integer");
+        let err = SessionHeader::new("a", 1).with_cwd("rel/dir").validate().unwrap_err();
+        assert!(err.0.contains("absolute"));
+        let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1,"x":1}"#)
+            .unwrap_err();
+        assert!(err.0.contains("unknown field \"x\""));
+        assert!(SessionHeader::new("", 1).validate().is_err());
+        assert!(SessionHeader::new("a", 1).with_cwd("C:\\work").validate().is_ok());
+    }
+
+    #[test]
+    fn foreign_versions_are_refused_with_direction() {
+        let err = SessionHeader::from_json(r#"{"version":99,"id":"s","alien":true}"#).unwrap_err();
+        assert!(err.0.contains("written by a newer harness"), "{err}");
+        assert!(err.0.contains("upgrade the harness"), "{err}");
+        let err = SessionHeader::from_json(r#"{"version":-1,"id":"s","createdAt":1}"#).unwrap_err();
+        assert!(err.0.contains("older than the supported v0"), "{err}");
+        assert!(err.0.contains("no upgrade path"), "{err}");
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field() {
+        let h = SessionHeader {
+            version: 0,
+            id: "child".into(),
+            created_at: 1000,
+            cwd: Some("/w".into()),
+            parent_session: Some("parent".into()),
+            seed_length: Some(6),
+            origin: Some("subagent".into()),
+            delegation_depth: Some(2),
+            agent_preset: Some("coder".into()),
+        };
+        assert_eq!(SessionHeader::from_json(&h.to_json()).unwrap(), h);
+    }
+}

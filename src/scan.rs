@@ -1,0 +1,209 @@
+//! The scan result model shared by every backend: how a stored log splits
+//! into a committed prefix, a kept tail, bytes to cut and closers to add.
+
+use std::fmt;
+
+use crate::contract::{Policy, Tracker, Violation, interrupted_turn_closers};
+use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
+
+/// What a backend found in one stored log, before any repair.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// The session header.
+    pub header: SessionHeader,
+    /// The policy the log was written under.
+    pub policy: Policy,
+    /// Events in the committed prefix: everything through the last `turn/end`.
+    pub committed: u64,
+    /// Latest turn number started within the committed prefix.
+    pub committed_turn: u64,
+    /// Valid events kept after the commit point: the real events of an open
+    /// final turn, or (under `Lenient`) loose events between turns.
+    pub tail: Vec<Event>,
+    /// What recovery cuts: torn, zero or garbage bytes, or debris records.
+    pub cut: Option<Cut>,
+    /// Synthetic closers for the open final turn (empty when balanced).
+    pub closers: Vec<Event>,
+    /// Latest turn number started, counting the kept tail.
+    pub last_turn: u64,
+    /// Size of the stored log in bytes (rows for backends without bytes).
+    pub bytes: u64,
+    /// Time of the last kept event.
+    pub last_time: Option<i64>,
+}
+
+/// The part of a stored log that recovery removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// Where the cut starts: a byte offset for file backends.
+    pub offset: u64,
+    /// The seq the first removed record has or should have (the stored length).
+    pub seq: u64,
+    /// How much is removed: bytes for file backends.
+    pub len: u64,
+    /// Why.
+    pub reason: CutReason,
+    /// Details for people (which check failed, which rule the debris broke).
+    pub detail: String,
+}
+
+/// Why bytes or records are cut. None of them was ever acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutReason {
+    /// A record that ends past the end of the file (a torn write).
+    Incomplete,
+    /// Zero bytes after the last valid record (size persisted before data).
+    ZeroFill,
+    /// Bytes that do not form a valid record (checksum, framing, stale seq).
+    Invalid,
+    /// Valid records after the commit point that break the turn contract
+    /// (crash debris under `Strict`).
+    Debris,
+}
+
+impl CutReason {
+    /// A stable identifier.
+    pub fn code(self) -> &'static str {
+        match self {
+            CutReason::Incomplete => "incomplete-record",
+            CutReason::ZeroFill => "zero-fill",
+            CutReason::Invalid => "invalid-record",
+            CutReason::Debris => "debris",
+        }
+    }
+}
+
+impl fmt::Display for CutReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// The state of a stored log, as `ls` and `verify` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogState {
+    /// Balanced, nothing to repair.
+    Clean,
+    /// The final turn is open; recovery adds closers.
+    OpenTurn,
+    /// Bytes or records after the commit point must be cut.
+    Torn,
+    /// Committed data fails validation; the session is refused.
+    Corrupt,
+}
+
+impl LogState {
+    /// `clean`, `open-turn`, `torn` or `corrupt`.
+    pub fn code(self) -> &'static str {
+        match self {
+            LogState::Clean => "clean",
+            LogState::OpenTurn => "open-turn",
+            LogState::Torn => "torn",
+            LogState::Corrupt => "corrupt",
+        }
+    }
+}
+
+impl fmt::Display for LogState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl Scan {
+    /// Events stored and kept (committed prefix plus kept tail).
+    pub fn stored_len(&self) -> u64 {
+        self.committed + self.tail.len() as u64
+    }
+
+    /// The state before repair.
+    pub fn state(&self) -> LogState {
+        if self.cut.is_some() {
+            LogState::Torn
+        } else if !self.closers.is_empty() {
+            LogState::OpenTurn
+        } else {
+            LogState::Clean
+        }
+    }
+
+    /// Whether `load` or opening a writer has anything to commit.
+    pub fn needs_repair(&self) -> bool {
+        self.cut.is_some() || !self.closers.is_empty()
+    }
+
+    /// Complete turns once repaired.
+    pub fn turns(&self) -> u64 {
+        self.last_turn
+    }
+
+    /// A tracker positioned after the repaired log.
+    pub fn resume_tracker(&self) -> Tracker {
+        Tracker::resume(self.policy, self.stored_len() + self.closers.len() as u64, self.last_turn)
+    }
+}
+
+/// How the valid records after the commit point split.
+#[derive(Debug)]
+pub(crate) struct TailVerdict {
+    /// How many leading tail events satisfy the contract and are kept.
+    pub kept: usize,
+    /// The first event that breaks the contract, if any: it and everything
+    /// after it are debris.
+    pub debris: Option<Violation>,
+    /// Closers for the open turn among the kept events.
+    pub closers: Vec<Event>,
+    /// Latest turn number started, counting the kept events.
+    pub last_turn: u64,
+}
+
+/// Runs the tracker over the events after the commit point.
+pub(crate) fn classify_tail(
+    policy: Policy,
+    committed: u64,
+    committed_turn: u64,
+    tail: &[Event],
+) -> TailVerdict {
+    let mut tracker = Tracker::resume(policy, committed, committed_turn);
+    let mut debris = None;
+    let mut kept = tail.len();
+    for (i, event) in tail.iter().enumerate() {
+        if let Err(v) = tracker.accept(event) {
+            debris = Some(v);
+            kept = i;
+            break;
+        }
+    }
+    let closers = if tracker.in_turn() {
+        let start = tail[..kept]
+            .iter()
+            .rposition(|e| e.kind() == EventKind::TurnStart)
+            .expect("an open turn started in the tail");
+        interrupted_turn_closers(&tail[start..kept])
+    } else {
+        Vec::new()
+    };
+    TailVerdict { kept, debris, closers, last_turn: u64::from(tracker.placement().turn) }
+}
+
+/// One session in a listing.
+#[derive(Debug, Clone)]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// The header, unless the log is too damaged to read it.
+    pub header: Option<SessionHeader>,
+    /// Stored events (before repair).
+    pub events: u64,
+    /// Turns started.
+    pub turns: u64,
+    /// Size on disk.
+    pub bytes: u64,
+    /// Time of the last stored event, unix ms.
+    pub last_activity: Option<i64>,
+    /// State of the log.
+    pub state: LogState,
+    /// For `corrupt` (or an unreadable file): what is wrong.
+    pub problem: Option<String>,
+}

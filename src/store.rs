@@ -1,0 +1,517 @@
+//! [`Store`]: the backend-neutral API a harness calls.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::wal::WalBackend;
+use crate::backend::{Backend, LogWriter, SyncMode};
+use crate::contract::{Policy, Tracker};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind, MAX_SAFE_INTEGER, RawJson};
+use crate::header::SessionHeader;
+use crate::scan::{Cut, LogState, Scan, SessionSummary};
+
+/// How a [`Store`] writes and checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreOptions {
+    /// When appends become durable. Default: [`SyncMode::Turn`].
+    pub sync: SyncMode,
+    /// The policy new sessions are created with. Default: [`Policy::Strict`].
+    pub policy: Policy,
+    /// Refuse (at append and at load) event types outside the upstream
+    /// vocabulary unless they carry `ignorable: true`. Default: off, since
+    /// plugin events are legitimate in a native store.
+    pub require_known_types: bool,
+}
+
+/// What an append achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    /// The seq the next event must carry.
+    pub next_seq: u64,
+    /// How many events are durable (acknowledged): seqs `0..durable`.
+    pub durable: u64,
+}
+
+/// A session's events as a caller sees them.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    /// The header.
+    pub header: SessionHeader,
+    /// The events: the stored ones, then (in an inspect view of a crashed
+    /// log) the synthetic closers.
+    pub events: Vec<Event>,
+    /// How many of `events` are stored; the rest are closers not yet written.
+    pub stored: u64,
+    /// The state of the stored log when it was read.
+    pub state: LogState,
+    /// What recovery cuts (or, after `load`, cut).
+    pub cut: Option<Cut>,
+    /// Whether this store holds the session open with a live, unfinished turn.
+    pub live: bool,
+}
+
+/// What `recover` found and did.
+#[derive(Debug, Clone)]
+pub struct RecoveryReport {
+    /// The state before recovery.
+    pub state: LogState,
+    /// Events kept.
+    pub kept: u64,
+    /// What was (or would be) cut.
+    pub cut: Option<Cut>,
+    /// The closers that were (or would be) appended.
+    pub closers: Vec<Event>,
+    /// Whether the repair was written (false for a dry run or a clean log).
+    pub committed: bool,
+}
+
+/// A durable store of agent sessions.
+///
+/// ```
+/// use turnwal::{Event, SessionHeader, Store};
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = Store::open(dir.path()).unwrap();
+/// store.create(SessionHeader::new("s1", 1_700_000_000_000).with_cwd("/work")).unwrap();
+/// let receipt = store
+///     .append(
+///         "s1",
+///         &[
+///             Event::new("turn/start", 0, 1, r#"{"turn":1}"#).unwrap(),
+///             Event::new("user/message", 1, 2, r#"{"id":"u1","text":"hi"}"#).unwrap(),
+///             Event::new("turn/end", 2, 3, r#"{"turn":1,"reason":{"kind":"completed"}}"#).unwrap(),
+///         ],
+///     )
+///     .unwrap();
+/// assert_eq!(receipt.durable, 3); // the turn/end was fsynced
+/// drop(store);
+///
+/// let store = Store::open(dir.path()).unwrap();
+/// let view = store.load("s1").unwrap();
+/// assert_eq!(view.events.len(), 3);
+/// assert_eq!(view.events[1].data().get(), r#"{"id":"u1","text":"hi"}"#);
+/// ```
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    options: StoreOptions,
+    slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+}
+
+enum Slot {
+    /// Not held by this store: on disk or absent.
+    Cold,
+    /// Created here, not yet appended to (nothing on disk).
+    Pending { header: SessionHeader, policy: Policy },
+    /// Open for writing here.
+    Live(Live),
+}
+
+struct Live {
+    header: SessionHeader,
+    writer: Box<dyn LogWriter>,
+    tracker: Tracker,
+}
+
+impl Store {
+    /// Opens (creating if needed) a native WAL store in directory `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with_options(path, StoreOptions::default())
+    }
+
+    /// Opens a native WAL store with options.
+    pub fn open_with_options(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let backend = WalBackend::open(path.as_ref())?;
+        Ok(Store::with_backend(Arc::new(backend), options))
+    }
+
+    /// A store in memory (the reference backend).
+    pub fn in_memory() -> Store {
+        Store::with_backend(Arc::new(MemoryBackend::new()), StoreOptions::default())
+    }
+
+    /// A store over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>, options: StoreOptions) -> Store {
+        Store { backend, options, slots: Mutex::new(HashMap::new()) }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> StoreOptions {
+        self.options
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    fn slot(&self, id: &str) -> Arc<Mutex<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(id.to_owned()).or_insert_with(|| Arc::new(Mutex::new(Slot::Cold))).clone()
+    }
+
+    fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+        slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a new session. Nothing reaches disk until the first append
+    /// (lazy materialization), and until then the session is not listed.
+    /// The store's policy applies.
+    pub fn create(&self, header: SessionHeader) -> Result<()> {
+        self.create_with_policy(header, self.options.policy)
+    }
+
+    /// Registers a new session with a policy of its own.
+    pub fn create_with_policy(&self, header: SessionHeader, policy: Policy) -> Result<()> {
+        header.validate()?;
+        let slot = self.slot(&header.id);
+        let mut guard = Store::lock(&slot);
+        match &*guard {
+            Slot::Pending { .. } => {
+                return Err(Error::AlreadyExists { id: header.id, on_disk: false });
+            }
+            Slot::Live(_) => return Err(Error::AlreadyExists { id: header.id, on_disk: true }),
+            Slot::Cold => {}
+        }
+        if self.backend.exists(&header.id)? {
+            return Err(Error::AlreadyExists { id: header.id, on_disk: true });
+        }
+        *guard = Slot::Pending { header, policy };
+        Ok(())
+    }
+
+    /// Appends a batch. The whole batch is checked against the turn contract
+    /// first; a violating batch is rejected and nothing of it is written. The
+    /// first event must carry the stored next seq. Appending to a session on
+    /// disk that a crash left open commits its repair first.
+    pub fn append(&self, id: &str, events: &[Event]) -> Result<Receipt> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        if events.is_empty() {
+            return match &mut *guard {
+                Slot::Live(live) => Ok(live.receipt()),
+                _ => Ok(Receipt { next_seq: 0, durable: 0 }),
+            };
+        }
+        if let Slot::Pending { header, policy } = &*guard {
+            let mut tracker = Tracker::new(*policy).require_known_types(self.options.require_known_types);
+            check_start(id, &tracker, events)?;
+            let placements = tracker.accept_batch(events)?;
+            let writer = self.backend.create(header, *policy, events, &placements)?;
+            *guard = Slot::Live(Live { header: header.clone(), writer, tracker });
+            let Slot::Live(live) = &mut *guard else { unreachable!() };
+            return Ok(live.receipt());
+        }
+        let live = self.live(id, &mut guard)?.0;
+        live.append(id, events, self.options.sync)
+    }
+
+    /// Makes every accepted event of `id` durable; returns how many are.
+    pub fn flush(&self, id: &str) -> Result<u64> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        match &mut *guard {
+            Slot::Live(live) => live.writer.sync(),
+            Slot::Pending { .. } => Ok(0),
+            Slot::Cold => match self.backend.scan(id)? {
+                Some(scan) => Ok(scan.stored_len()),
+                None => Err(Error::NotFound { id: id.to_owned() }),
+            },
+        }
+    }
+
+    /// Flushes and releases a session this store holds open.
+    pub fn close(&self, id: &str) -> Result<()> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        if let Slot::Live(live) = &mut *guard {
+            live.writer.sync()?;
+            *guard = Slot::Cold;
+        }
+        Ok(())
+    }
+
+    /// The balanced logical view, written nowhere: the stored events plus,
+    /// for a log a crash left open, the synthetic closers in memory only.
+    /// A session this store is writing is returned as it is (its open turn
+    /// is live, not interrupted).
+    pub fn inspect(&self, id: &str) -> Result<SessionView> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        match &*guard {
+            Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Live(_) => {
+                let Slot::Live(live) = &mut *guard else { unreachable!() };
+                let events = live.writer.read_from(0)?;
+                let open = live.tracker.in_turn();
+                Ok(SessionView {
+                    header: live.header.clone(),
+                    stored: events.len() as u64,
+                    events,
+                    state: if open { LogState::OpenTurn } else { LogState::Clean },
+                    cut: None,
+                    live: open,
+                })
+            }
+            Slot::Cold => {
+                drop(guard);
+                Ok(view_of(self.read_stored(id)?))
+            }
+        }
+    }
+
+    fn read_stored(&self, id: &str) -> Result<crate::backend::Stored> {
+        let stored = self.backend.load(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        self.check_readable(&stored.scan, &stored.events)?;
+        Ok(stored)
+    }
+
+    /// Loads a session: commits its repair once (cut torn bytes, append the
+    /// closers, fsync) and returns the balanced log. The session stays open
+    /// for appends in this store.
+    pub fn load(&self, id: &str) -> Result<SessionView> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        let (live, scan) = self.live(id, &mut guard)?;
+        if live.tracker.in_turn() {
+            return Err(Error::OpenTurn {
+                id: id.to_owned(),
+                reason: "cannot load session while its live turn is open".into(),
+            });
+        }
+        live.writer.sync()?;
+        let events = live.writer.read_from(0)?;
+        let (state, cut) = scan.map_or((LogState::Clean, None), |s| (s.state(), s.cut));
+        Ok(SessionView {
+            header: live.header.clone(),
+            stored: events.len() as u64,
+            events,
+            state,
+            cut,
+            live: false,
+        })
+    }
+
+    /// The stored events from `from_seq` on, as they are: no closers, no
+    /// repair. At or past the end gives an empty list.
+    pub fn read_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
+        if from_seq > MAX_SAFE_INTEGER {
+            return Err(Error::InvalidArgument(format!(
+                "fromSeq must be a non-negative safe integer, got {from_seq}"
+            )));
+        }
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        match &mut *guard {
+            Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Live(live) => live.writer.read_from(from_seq),
+            Slot::Cold => self
+                .backend
+                .read_from(id, from_seq)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() }),
+        }
+    }
+
+    /// Every materialized session (created-but-never-appended ones are not
+    /// listed), from headers and log tails.
+    pub fn list(&self) -> Result<Vec<SessionSummary>> {
+        self.backend.list()
+    }
+
+    /// Copies events `0..=at` (default: the whole balanced view) of `id` into
+    /// a new session `child`, followed by `session/end-seed`. The child's
+    /// header takes `cwd` from the parent, `parentSession = id` and
+    /// `seedLength` = the number of copied events. Refused when `at` is
+    /// inside a turn.
+    pub fn fork(&self, id: &str, at: Option<u64>, child: &str) -> Result<SessionHeader> {
+        if child.is_empty() {
+            return Err(Error::InvalidArgument("fork child id must be non-empty".into()));
+        }
+        if self.backend.exists(child)? || !matches!(&*Store::lock(&self.slot(child)), Slot::Cold) {
+            return Err(Error::AlreadyExists { id: child.to_owned(), on_disk: true });
+        }
+        let view = self.inspect(id)?;
+        let last = view.events.len().checked_sub(1).ok_or_else(|| {
+            Error::InvalidArgument(format!("session {id:?} has no events to fork"))
+        })? as u64;
+        let at = at.unwrap_or(last);
+        if at > last {
+            return Err(Error::InvalidArgument(format!(
+                "fork boundary seq {at} is past the end of session {id:?} (last seq {last})"
+            )));
+        }
+        let policy = self.backend.scan(id)?.map_or(self.options.policy, |s| s.policy);
+        let mut prefix: Vec<Event> = view.events[..=at as usize].to_vec();
+        let mut tracker = Tracker::new(policy);
+        tracker.accept_batch(&prefix)?;
+        if let Some(turn) = tracker.open_turn() {
+            return Err(Error::OpenTurn {
+                id: id.to_owned(),
+                reason: format!("fork boundary seq {at} is inside open turn {turn}"),
+            });
+        }
+        let mut header = SessionHeader::new(child, now_ms());
+        header.cwd = view.header.cwd.clone();
+        header.parent_session = Some(id.to_owned());
+        header.seed_length = Some(prefix.len() as u64);
+        if prefix.last().map(Event::kind) != Some(EventKind::EndSeed) {
+            let seed_end = Event::from_parts("session/end-seed", at + 1, now_ms() as i64, RawJson::trusted("{}"))?;
+            prefix.push(seed_end);
+        }
+        self.create_with_policy(header.clone(), policy)?;
+        self.append(child, &prefix)?;
+        Ok(header)
+    }
+
+    /// Deletes a session and its files. A created-but-never-appended session
+    /// is simply forgotten.
+    pub fn delete(&self, id: &str) -> Result<()> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        match std::mem::replace(&mut *guard, Slot::Cold) {
+            Slot::Pending { .. } => Ok(()),
+            Slot::Live(live) => live.writer.delete(),
+            Slot::Cold => {
+                if self.backend.delete(id)? {
+                    Ok(())
+                } else {
+                    Err(Error::NotFound { id: id.to_owned() })
+                }
+            }
+        }
+    }
+
+    /// Recovers a session: with `dry_run`, reports what would be cut and
+    /// appended without writing; otherwise commits it (as `load` does).
+    pub fn recover(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        let report = |scan: Scan, committed: bool| RecoveryReport {
+            state: scan.state(),
+            kept: scan.stored_len(),
+            committed: committed && scan.needs_repair(),
+            cut: scan.cut,
+            closers: scan.closers,
+        };
+        if dry_run || matches!(&*guard, Slot::Pending { .. }) {
+            drop(guard);
+            let scan = self.backend.scan(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            self.check_version(&scan)?;
+            return Ok(report(scan, false));
+        }
+        let (live, scan) = self.live(id, &mut guard)?;
+        match scan {
+            Some(scan) => Ok(report(scan, true)),
+            None => Ok(RecoveryReport {
+                state: LogState::Clean,
+                kept: live.tracker.next_seq(),
+                cut: None,
+                closers: Vec::new(),
+                committed: false,
+            }),
+        }
+    }
+
+    /// The live session behind `guard`, opening it from disk (and committing
+    /// its repair) if this store does not hold it yet. Returns the scan it
+    /// opened with, if it opened it now.
+    fn live<'g>(&self, id: &str, guard: &'g mut MutexGuard<'_, Slot>) -> Result<(&'g mut Live, Option<Scan>)> {
+        let mut opened = None;
+        if matches!(&**guard, Slot::Cold) {
+            let mut writer =
+                self.backend.open(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            let scan = writer.scan()?;
+            self.check_version(&scan)?;
+            if self.options.require_known_types {
+                let stored = writer.read_from(0)?;
+                self.check_readable(&scan, &stored)?;
+            }
+            if scan.needs_repair() {
+                writer.repair(&scan)?;
+            }
+            let tracker = scan.resume_tracker().require_known_types(self.options.require_known_types);
+            **guard = Slot::Live(Live { header: scan.header.clone(), writer, tracker });
+            opened = Some(scan);
+        }
+        match &mut **guard {
+            Slot::Live(live) => Ok((live, opened)),
+            Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Cold => unreachable!("opened above"),
+        }
+    }
+
+    fn check_version(&self, scan: &Scan) -> Result<()> {
+        scan.header.check_version().map_err(|detail| Error::Unsupported {
+            path: self.backend.location().into(),
+            detail,
+        })
+    }
+
+    /// Read-side checks: the header version, and (when the store requires
+    /// known types) the vocabulary.
+    fn check_readable(&self, scan: &Scan, events: &[Event]) -> Result<()> {
+        self.check_version(scan)?;
+        if self.options.require_known_types
+            && let Some(e) = events
+                .iter()
+                .find(|e| !e.ignorable() && !crate::contract::is_known_type(e.event_type()))
+        {
+            return Err(Error::Unsupported {
+                path: self.backend.location().into(),
+                detail: format!(
+                    "session {:?}: event seq {} has type {:?}, which is not a known session \
+                     event type and is not marked ignorable",
+                    scan.header.id,
+                    e.seq(),
+                    e.event_type()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Live {
+    fn receipt(&self) -> Receipt {
+        Receipt { next_seq: self.tracker.next_seq(), durable: self.writer.durable_events() }
+    }
+
+    fn append(&mut self, id: &str, events: &[Event], sync: SyncMode) -> Result<Receipt> {
+        check_start(id, &self.tracker, events)?;
+        let mut tracker = self.tracker.clone();
+        let placements = tracker.accept_batch(events)?;
+        let durable = self.writer.append(events, &placements, sync)?;
+        self.tracker = tracker;
+        Ok(Receipt { next_seq: self.tracker.next_seq(), durable })
+    }
+}
+
+fn check_start(id: &str, tracker: &Tracker, events: &[Event]) -> Result<()> {
+    let first = events[0].seq();
+    if first != tracker.next_seq() {
+        return Err(Error::SeqMismatch { id: id.to_owned(), expected: tracker.next_seq(), got: first });
+    }
+    Ok(())
+}
+
+fn view_of(stored: crate::backend::Stored) -> SessionView {
+    let crate::backend::Stored { scan, mut events } = stored;
+    let n = events.len() as u64;
+    events.extend(scan.closers.iter().cloned());
+    SessionView {
+        header: scan.header.clone(),
+        events,
+        stored: n,
+        state: scan.state(),
+        cut: scan.cut,
+        live: false,
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
