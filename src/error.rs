@@ -80,7 +80,9 @@ pub enum Error {
     InvalidArgument(String),
     /// The writer failed earlier in a way that leaves its state unknown
     /// (a failed rollback); reopen to recover from disk.
-    #[error("session {id:?}: writer is poisoned by an earlier failure ({cause}); reopen the store to recover from disk")]
+    #[error(
+        "session {id:?}: writer is poisoned by an earlier failure ({cause}); reopen the store to recover from disk"
+    )]
     Poisoned {
         /// Session id.
         id: String,
@@ -109,7 +111,11 @@ fn holder_text(holder: Option<u32>) -> String {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// The corruption report, if this is one.
@@ -143,7 +149,12 @@ pub struct Corruption {
 
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: corrupt at byte {}", self.path.display(), self.offset)?;
+        write!(
+            f,
+            "{}: corrupt at byte {}",
+            self.path.display(),
+            self.offset
+        )?;
         if let Some(seq) = self.seq {
             write!(f, " (seq {seq})")?;
         }

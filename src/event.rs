@@ -188,7 +188,8 @@ impl Event {
     /// Builds an event, validating the type name, seq, time and `data` JSON.
     pub fn new(event_type: &str, seq: u64, time: i64, data: &str) -> Result<Event, EventError> {
         let fail = |reason: String| EventError::new(reason).at_seq(seq).of_type(event_type);
-        let data = RawJson::parse(data).map_err(|e| fail(format!("data is not valid JSON: {e}")))?;
+        let data =
+            RawJson::parse(data).map_err(|e| fail(format!("data is not valid JSON: {e}")))?;
         Event::from_parts(event_type, seq, time, data)
     }
 
@@ -227,8 +228,12 @@ impl Event {
     /// ```
     pub fn from_json(line: &[u8]) -> Result<Event, EventError> {
         let incoming = IncomingEvent::parse(line)?;
-        let seq = incoming.seq.ok_or_else(|| incoming.error("missing field `seq`"))?;
-        let time = incoming.time.ok_or_else(|| incoming.error("missing field `time`"))?;
+        let seq = incoming
+            .seq
+            .ok_or_else(|| incoming.error("missing field `seq`"))?;
+        let time = incoming
+            .time
+            .ok_or_else(|| incoming.error("missing field `time`"))?;
         Ok(incoming.into_event(seq, time))
     }
 
@@ -376,7 +381,9 @@ impl Event {
     }
 
     fn error(&self, reason: impl Into<String>) -> EventError {
-        EventError::new(reason).at_seq(self.seq).of_type(self.event_type())
+        EventError::new(reason)
+            .at_seq(self.seq)
+            .of_type(self.event_type())
     }
 }
 
@@ -413,7 +420,9 @@ fn validate_type_name(event_type: &str) -> Result<(), String> {
 
 fn check_seq(seq: u64) -> Result<(), String> {
     if seq > MAX_SAFE_INTEGER {
-        return Err(format!("seq {seq} is not a safe integer (max {MAX_SAFE_INTEGER})"));
+        return Err(format!(
+            "seq {seq} is not a safe integer (max {MAX_SAFE_INTEGER})"
+        ));
     }
     Ok(())
 }
@@ -446,7 +455,10 @@ fn check_surface_op(raw: &RawJson) -> Result<(), String> {
         )
     })?;
     if replace.op != "replace" {
-        return Err(format!("surfaceOp.op must be \"replace\", got {:?}", replace.op));
+        return Err(format!(
+            "surfaceOp.op must be \"replace\", got {:?}",
+            replace.op
+        ));
     }
     if replace.start > replace.end || replace.end > MAX_SAFE_INTEGER {
         return Err(format!(
@@ -468,7 +480,9 @@ fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), String> {
     let mut seen = std::collections::HashSet::with_capacity(seqs.len());
     for s in seqs {
         if s >= seq {
-            return Err(format!("sourceEventSeqs entry {s} is not earlier than seq {seq}"));
+            return Err(format!(
+                "sourceEventSeqs entry {s} is not earlier than seq {seq}"
+            ));
         }
         if !seen.insert(s) {
             return Err(format!("sourceEventSeqs entry {s} appears twice"));
@@ -545,9 +559,8 @@ impl IncomingEvent {
     /// `time` optional; unknown keys, invalid UTF-8, invalid JSON and
     /// non-JSON tokens (`NaN`, `Infinity`) are rejected with the reason.
     pub fn parse(line: &[u8]) -> Result<IncomingEvent, EventError> {
-        let text = std::str::from_utf8(line).map_err(|e| {
-            EventError::new(format!("invalid UTF-8 at byte {}", e.valid_up_to()))
-        })?;
+        let text = std::str::from_utf8(line)
+            .map_err(|e| EventError::new(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
         let env: Envelope = serde_json::from_str(text)
             .map_err(|e| EventError::new(format!("invalid event JSON: {e}")))?;
         let event_type: &str = &env.event_type;
@@ -658,7 +671,12 @@ pub struct EventError {
 impl EventError {
     /// An error with only a reason.
     pub fn new(reason: impl Into<String>) -> EventError {
-        EventError { line: None, seq: None, event_type: None, reason: reason.into() }
+        EventError {
+            line: None,
+            seq: None,
+            event_type: None,
+            reason: reason.into(),
+        }
     }
 
     /// Adds the seq.
@@ -743,19 +761,24 @@ mod tests {
     #[test]
     fn envelope_keys_are_checked() {
         let err = IncomingEvent::parse(br#"{"type":"x","data":1,"ignorable":false}"#).unwrap_err();
-        assert!(err.reason.contains("ignorable must be absent or exactly true"));
+        assert!(
+            err.reason
+                .contains("ignorable must be absent or exactly true")
+        );
         let err = IncomingEvent::parse(br#"{"type":"x","data":1,"surfaceOp":null}"#).unwrap_err();
         assert!(err.reason.contains("surfaceOp must be"), "{err}");
         let err = IncomingEvent::parse(br#"{"type":"x","seq":null,"data":1}"#).unwrap_err();
         assert!(err.reason.contains("invalid type: null"), "{err}");
-        let err =
-            IncomingEvent::parse(br#"{"type":"x","seq":3,"data":1,"sourceEventSeqs":[1,3]}"#)
-                .unwrap_err();
-        assert!(err.reason.contains("entry 3 is not earlier than seq 3"), "{err}");
+        let err = IncomingEvent::parse(br#"{"type":"x","seq":3,"data":1,"sourceEventSeqs":[1,3]}"#)
+            .unwrap_err();
+        assert!(
+            err.reason.contains("entry 3 is not earlier than seq 3"),
+            "{err}"
+        );
         let err = IncomingEvent::parse(br#"{"type":"x","seq":-1,"data":1}"#).unwrap_err();
         assert!(err.reason.contains("invalid value"), "{err}");
-        let err = IncomingEvent::parse(br#"{"type":"x","seq":9007199254740992,"data":1}"#)
-            .unwrap_err();
+        let err =
+            IncomingEvent::parse(br#"{"type":"x","seq":9007199254740992,"data":1}"#).unwrap_err();
         assert!(err.reason.contains("not a safe integer"), "{err}");
     }
 

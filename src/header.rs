@@ -129,7 +129,10 @@ impl SessionHeader {
             }
         };
         opt("cwd", self.cwd.clone().map(Value::from));
-        opt("parentSession", self.parent_session.clone().map(Value::from));
+        opt(
+            "parentSession",
+            self.parent_session.clone().map(Value::from),
+        );
         opt("seedLength", self.seed_length.map(Value::from));
         opt("origin", self.origin.clone().map(Value::from));
         opt("delegationDepth", self.delegation_depth.map(Value::from));
@@ -161,7 +164,9 @@ impl SessionHeader {
         version_refusal(&id_text, version).map_err(HeaderError)?;
         for key in map.keys() {
             if !HEADER_KEYS.contains(&key.as_str()) {
-                return Err(HeaderError(format!("session header has unknown field {key:?}")));
+                return Err(HeaderError(format!(
+                    "session header has unknown field {key:?}"
+                )));
             }
         }
         let header = SessionHeader {
@@ -230,7 +235,9 @@ fn string_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>, H
     match map.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(HeaderError(format!("session metadata {key} must be a string"))),
+        Some(_) => Err(HeaderError(format!(
+            "session metadata {key} must be a string"
+        ))),
     }
 }
 
@@ -252,7 +259,10 @@ fn is_absolute_path(path: &str) -> bool {
     let b = path.as_bytes();
     path.starts_with('/')
         || path.starts_with("\\\\")
-        || (b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/'))
+        || (b.len() >= 3
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && matches!(b[2], b'\\' | b'/'))
 }
 
 #[cfg(test)]
@@ -261,17 +271,32 @@ mod tests {
 
     #[test]
     fn validation_messages() {
-        let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1.5}"#).unwrap_err();
-        assert_eq!(err.0, "session metadata createdAt must be a non-negative safe integer");
+        let err =
+            SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1.5}"#).unwrap_err();
+        assert_eq!(
+            err.0,
+            "session metadata createdAt must be a non-negative safe integer"
+        );
         let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":-1}"#).unwrap_err();
-        assert_eq!(err.0, "session metadata createdAt must be a non-negative safe integer");
-        let err = SessionHeader::new("a", 1).with_cwd("rel/dir").validate().unwrap_err();
-        assert!(err.0.contains("absolute"));
-        let err = SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1,"x":1}"#)
+        assert_eq!(
+            err.0,
+            "session metadata createdAt must be a non-negative safe integer"
+        );
+        let err = SessionHeader::new("a", 1)
+            .with_cwd("rel/dir")
+            .validate()
             .unwrap_err();
+        assert!(err.0.contains("absolute"));
+        let err =
+            SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1,"x":1}"#).unwrap_err();
         assert!(err.0.contains("unknown field \"x\""));
         assert!(SessionHeader::new("", 1).validate().is_err());
-        assert!(SessionHeader::new("a", 1).with_cwd("C:\\work").validate().is_ok());
+        assert!(
+            SessionHeader::new("a", 1)
+                .with_cwd("C:\\work")
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

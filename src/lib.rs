@@ -38,13 +38,14 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cli;
 pub mod contract;
 pub mod error;
 pub mod event;
 pub mod header;
 pub mod scan;
 pub mod store;
-pub mod cli;
+pub mod verify;
 
 pub use backend::SyncMode;
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
@@ -53,3 +54,4 @@ pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
 pub use header::{HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, LogState, Scan, SessionSummary};
 pub use store::{Receipt, RecoveryReport, SessionView, Store, StoreOptions, now_ms};
+pub use verify::VerifyReport;

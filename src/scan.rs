@@ -140,7 +140,11 @@ impl Scan {
 
     /// A tracker positioned after the repaired log.
     pub fn resume_tracker(&self) -> Tracker {
-        Tracker::resume(self.policy, self.stored_len() + self.closers.len() as u64, self.last_turn)
+        Tracker::resume(
+            self.policy,
+            self.stored_len() + self.closers.len() as u64,
+            self.last_turn,
+        )
     }
 }
 
@@ -184,7 +188,12 @@ pub(crate) fn classify_tail(
     } else {
         Vec::new()
     };
-    TailVerdict { kept, debris, closers, last_turn: u64::from(tracker.placement().turn) }
+    TailVerdict {
+        kept,
+        debris,
+        closers,
+        last_turn: u64::from(tracker.placement().turn),
+    }
 }
 
 /// One session in a listing.

@@ -103,7 +103,10 @@ enum Slot {
     /// Not held by this store: on disk or absent.
     Cold,
     /// Created here, not yet appended to (nothing on disk).
-    Pending { header: SessionHeader, policy: Policy },
+    Pending {
+        header: SessionHeader,
+        policy: Policy,
+    },
     /// Open for writing here.
     Live(Live),
 }
@@ -133,7 +136,11 @@ impl Store {
 
     /// A store over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>, options: StoreOptions) -> Store {
-        Store { backend, options, slots: Mutex::new(HashMap::new()) }
+        Store {
+            backend,
+            options,
+            slots: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The options in force.
@@ -148,7 +155,10 @@ impl Store {
 
     fn slot(&self, id: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.entry(id.to_owned()).or_insert_with(|| Arc::new(Mutex::new(Slot::Cold))).clone()
+        slots
+            .entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Mutex::new(Slot::Cold)))
+            .clone()
     }
 
     fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
@@ -169,13 +179,24 @@ impl Store {
         let mut guard = Store::lock(&slot);
         match &*guard {
             Slot::Pending { .. } => {
-                return Err(Error::AlreadyExists { id: header.id, on_disk: false });
+                return Err(Error::AlreadyExists {
+                    id: header.id,
+                    on_disk: false,
+                });
             }
-            Slot::Live(_) => return Err(Error::AlreadyExists { id: header.id, on_disk: true }),
+            Slot::Live(_) => {
+                return Err(Error::AlreadyExists {
+                    id: header.id,
+                    on_disk: true,
+                });
+            }
             Slot::Cold => {}
         }
         if self.backend.exists(&header.id)? {
-            return Err(Error::AlreadyExists { id: header.id, on_disk: true });
+            return Err(Error::AlreadyExists {
+                id: header.id,
+                on_disk: true,
+            });
         }
         *guard = Slot::Pending { header, policy };
         Ok(())
@@ -191,16 +212,26 @@ impl Store {
         if events.is_empty() {
             return match &mut *guard {
                 Slot::Live(live) => Ok(live.receipt()),
-                _ => Ok(Receipt { next_seq: 0, durable: 0 }),
+                _ => Ok(Receipt {
+                    next_seq: 0,
+                    durable: 0,
+                }),
             };
         }
         if let Slot::Pending { header, policy } = &*guard {
-            let mut tracker = Tracker::new(*policy).require_known_types(self.options.require_known_types);
+            let mut tracker =
+                Tracker::new(*policy).require_known_types(self.options.require_known_types);
             check_start(id, &tracker, events)?;
             let placements = tracker.accept_batch(events)?;
             let writer = self.backend.create(header, *policy, events, &placements)?;
-            *guard = Slot::Live(Live { header: header.clone(), writer, tracker });
-            let Slot::Live(live) = &mut *guard else { unreachable!() };
+            *guard = Slot::Live(Live {
+                header: header.clone(),
+                writer,
+                tracker,
+            });
+            let Slot::Live(live) = &mut *guard else {
+                unreachable!()
+            };
             return Ok(live.receipt());
         }
         let live = self.live(id, &mut guard)?.0;
@@ -242,14 +273,20 @@ impl Store {
         match &*guard {
             Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(_) => {
-                let Slot::Live(live) = &mut *guard else { unreachable!() };
+                let Slot::Live(live) = &mut *guard else {
+                    unreachable!()
+                };
                 let events = live.writer.read_from(0)?;
                 let open = live.tracker.in_turn();
                 Ok(SessionView {
                     header: live.header.clone(),
                     stored: events.len() as u64,
                     events,
-                    state: if open { LogState::OpenTurn } else { LogState::Clean },
+                    state: if open {
+                        LogState::OpenTurn
+                    } else {
+                        LogState::Clean
+                    },
                     cut: None,
                     live: open,
                 })
@@ -262,7 +299,10 @@ impl Store {
     }
 
     fn read_stored(&self, id: &str) -> Result<crate::backend::Stored> {
-        let stored = self.backend.load(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        let stored = self
+            .backend
+            .load(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
         self.check_readable(&stored.scan, &stored.events)?;
         Ok(stored)
     }
@@ -313,6 +353,12 @@ impl Store {
         }
     }
 
+    /// A token that changes after every append and repair of the stored log
+    /// and never after a read. `None` for a session with nothing on disk.
+    pub fn revision(&self, id: &str) -> Result<Option<String>> {
+        self.backend.revision(id)
+    }
+
     /// Every materialized session (created-but-never-appended ones are not
     /// listed), from headers and log tails.
     pub fn list(&self) -> Result<Vec<SessionSummary>> {
@@ -326,10 +372,15 @@ impl Store {
     /// inside a turn.
     pub fn fork(&self, id: &str, at: Option<u64>, child: &str) -> Result<SessionHeader> {
         if child.is_empty() {
-            return Err(Error::InvalidArgument("fork child id must be non-empty".into()));
+            return Err(Error::InvalidArgument(
+                "fork child id must be non-empty".into(),
+            ));
         }
         if self.backend.exists(child)? || !matches!(&*Store::lock(&self.slot(child)), Slot::Cold) {
-            return Err(Error::AlreadyExists { id: child.to_owned(), on_disk: true });
+            return Err(Error::AlreadyExists {
+                id: child.to_owned(),
+                on_disk: true,
+            });
         }
         let view = self.inspect(id)?;
         let last = view.events.len().checked_sub(1).ok_or_else(|| {
@@ -341,7 +392,10 @@ impl Store {
                 "fork boundary seq {at} is past the end of session {id:?} (last seq {last})"
             )));
         }
-        let policy = self.backend.scan(id)?.map_or(self.options.policy, |s| s.policy);
+        let policy = self
+            .backend
+            .scan(id)?
+            .map_or(self.options.policy, |s| s.policy);
         let mut prefix: Vec<Event> = view.events[..=at as usize].to_vec();
         let mut tracker = Tracker::new(policy);
         tracker.accept_batch(&prefix)?;
@@ -356,7 +410,12 @@ impl Store {
         header.parent_session = Some(id.to_owned());
         header.seed_length = Some(prefix.len() as u64);
         if prefix.last().map(Event::kind) != Some(EventKind::EndSeed) {
-            let seed_end = Event::from_parts("session/end-seed", at + 1, now_ms() as i64, RawJson::trusted("{}"))?;
+            let seed_end = Event::from_parts(
+                "session/end-seed",
+                at + 1,
+                now_ms() as i64,
+                RawJson::trusted("{}"),
+            )?;
             prefix.push(seed_end);
         }
         self.create_with_policy(header.clone(), policy)?;
@@ -396,7 +455,10 @@ impl Store {
         };
         if dry_run || matches!(&*guard, Slot::Pending { .. }) {
             drop(guard);
-            let scan = self.backend.scan(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            let scan = self
+                .backend
+                .scan(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             self.check_version(&scan)?;
             return Ok(report(scan, false));
         }
@@ -416,11 +478,17 @@ impl Store {
     /// The live session behind `guard`, opening it from disk (and committing
     /// its repair) if this store does not hold it yet. Returns the scan it
     /// opened with, if it opened it now.
-    fn live<'g>(&self, id: &str, guard: &'g mut MutexGuard<'_, Slot>) -> Result<(&'g mut Live, Option<Scan>)> {
+    fn live<'g>(
+        &self,
+        id: &str,
+        guard: &'g mut MutexGuard<'_, Slot>,
+    ) -> Result<(&'g mut Live, Option<Scan>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
-            let mut writer =
-                self.backend.open(id)?.ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            let mut writer = self
+                .backend
+                .open(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             let scan = writer.scan()?;
             self.check_version(&scan)?;
             if self.options.require_known_types {
@@ -430,8 +498,14 @@ impl Store {
             if scan.needs_repair() {
                 writer.repair(&scan)?;
             }
-            let tracker = scan.resume_tracker().require_known_types(self.options.require_known_types);
-            **guard = Slot::Live(Live { header: scan.header.clone(), writer, tracker });
+            let tracker = scan
+                .resume_tracker()
+                .require_known_types(self.options.require_known_types);
+            **guard = Slot::Live(Live {
+                header: scan.header.clone(),
+                writer,
+                tracker,
+            });
             opened = Some(scan);
         }
         match &mut **guard {
@@ -442,10 +516,12 @@ impl Store {
     }
 
     fn check_version(&self, scan: &Scan) -> Result<()> {
-        scan.header.check_version().map_err(|detail| Error::Unsupported {
-            path: self.backend.location().into(),
-            detail,
-        })
+        scan.header
+            .check_version()
+            .map_err(|detail| Error::Unsupported {
+                path: self.backend.location().into(),
+                detail,
+            })
     }
 
     /// Read-side checks: the header version, and (when the store requires
@@ -474,7 +550,10 @@ impl Store {
 
 impl Live {
     fn receipt(&self) -> Receipt {
-        Receipt { next_seq: self.tracker.next_seq(), durable: self.writer.durable_events() }
+        Receipt {
+            next_seq: self.tracker.next_seq(),
+            durable: self.writer.durable_events(),
+        }
     }
 
     fn append(&mut self, id: &str, events: &[Event], sync: SyncMode) -> Result<Receipt> {
@@ -483,14 +562,21 @@ impl Live {
         let placements = tracker.accept_batch(events)?;
         let durable = self.writer.append(events, &placements, sync)?;
         self.tracker = tracker;
-        Ok(Receipt { next_seq: self.tracker.next_seq(), durable })
+        Ok(Receipt {
+            next_seq: self.tracker.next_seq(),
+            durable,
+        })
     }
 }
 
 fn check_start(id: &str, tracker: &Tracker, events: &[Event]) -> Result<()> {
     let first = events[0].seq();
     if first != tracker.next_seq() {
-        return Err(Error::SeqMismatch { id: id.to_owned(), expected: tracker.next_seq(), got: first });
+        return Err(Error::SeqMismatch {
+            id: id.to_owned(),
+            expected: tracker.next_seq(),
+            got: first,
+        });
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ struct MemSession {
     policy: Policy,
     events: Vec<Event>,
     locked: bool,
+    revision: u64,
 }
 
 impl MemoryBackend {
@@ -128,6 +129,13 @@ impl Backend for MemoryBackend {
         Ok(self.sessions().contains_key(id))
     }
 
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        Ok(self
+            .sessions()
+            .get(id)
+            .map(|s| format!("memory:{id}:{}", s.revision)))
+    }
+
     fn scan(&self, id: &str) -> Result<Option<Scan>> {
         Ok(self.sessions().get(id).map(MemSession::scan))
     }
@@ -149,23 +157,40 @@ impl Backend for MemoryBackend {
     ) -> Result<Box<dyn LogWriter>> {
         let mut sessions = self.sessions();
         if sessions.contains_key(&header.id) {
-            return Err(Error::AlreadyExists { id: header.id.clone(), on_disk: true });
+            return Err(Error::AlreadyExists {
+                id: header.id.clone(),
+                on_disk: true,
+            });
         }
         sessions.insert(
             header.id.clone(),
-            MemSession { header: header.clone(), policy, events: batch.to_vec(), locked: true },
+            MemSession {
+                header: header.clone(),
+                policy,
+                events: batch.to_vec(),
+                locked: true,
+                revision: 1,
+            },
         );
-        Ok(Box::new(MemWriter { backend: self.clone(), id: header.id.clone() }))
+        Ok(Box::new(MemWriter {
+            backend: self.clone(),
+            id: header.id.clone(),
+        }))
     }
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let mut sessions = self.sessions();
-        let Some(session) = sessions.get_mut(id) else { return Ok(None) };
+        let Some(session) = sessions.get_mut(id) else {
+            return Ok(None);
+        };
         if session.locked {
             return Err(MemoryBackend::locked_error(id));
         }
         session.locked = true;
-        Ok(Some(Box::new(MemWriter { backend: self.clone(), id: id.to_owned() })))
+        Ok(Some(Box::new(MemWriter {
+            backend: self.clone(),
+            id: id.to_owned(),
+        })))
     }
 
     fn delete(&self, id: &str) -> Result<bool> {
@@ -190,9 +215,9 @@ struct MemWriter {
 impl MemWriter {
     fn with<T>(&self, f: impl FnOnce(&mut MemSession) -> T) -> Result<T> {
         let mut sessions = self.backend.sessions();
-        let session = sessions
-            .get_mut(&self.id)
-            .ok_or_else(|| Error::NotFound { id: self.id.clone() })?;
+        let session = sessions.get_mut(&self.id).ok_or_else(|| Error::NotFound {
+            id: self.id.clone(),
+        })?;
         Ok(f(session))
     }
 }
@@ -210,12 +235,14 @@ impl LogWriter for MemWriter {
         self.with(|s| {
             s.events.truncate(scan.stored_len() as usize);
             s.events.extend(scan.closers.iter().cloned());
+            s.revision += 1;
         })
     }
 
     fn append(&mut self, batch: &[Event], _: &[Placement], _: SyncMode) -> Result<u64> {
         self.with(|s| {
             s.events.extend(batch.iter().cloned());
+            s.revision += 1;
             s.events.len() as u64
         })
     }

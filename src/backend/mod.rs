@@ -46,7 +46,9 @@ impl FromStr for SyncMode {
             "turn" => Ok(SyncMode::Turn),
             "batch" => Ok(SyncMode::Batch),
             "never" => Ok(SyncMode::Never),
-            other => Err(format!("unknown sync mode {other:?} (expected turn, batch or never)")),
+            other => Err(format!(
+                "unknown sync mode {other:?} (expected turn, batch or never)"
+            )),
         }
     }
 }
@@ -73,6 +75,11 @@ pub trait Backend: Send + Sync {
 
     /// Whether a session is materialized.
     fn exists(&self, id: &str) -> Result<bool>;
+
+    /// An opaque token that changes with every append and repair of the
+    /// stored log and never with a read; `None` when the session does not
+    /// exist.
+    fn revision(&self, id: &str) -> Result<Option<String>>;
 
     /// Reads and classifies a stored log without writing or locking; `None`
     /// when the session does not exist.

@@ -50,7 +50,9 @@ impl Fold {
                 self.pending.clear();
             }
             EventKind::AssistantMessage => {
-                let Ok(msg) = shape::parse::<shape::AssistantMessage>(data) else { return };
+                let Ok(msg) = shape::parse::<shape::AssistantMessage>(data) else {
+                    return;
+                };
                 let step = msg.step.unwrap_or(0);
                 for block in msg.message.map(|m| m.content).unwrap_or_default() {
                     if block.block_type.as_deref() == Some("tool-call")
@@ -61,7 +63,9 @@ impl Fold {
                 }
             }
             EventKind::ToolCall => {
-                let Ok(call) = shape::parse::<shape::ToolCall>(data) else { return };
+                let Ok(call) = shape::parse::<shape::ToolCall>(data) else {
+                    return;
+                };
                 if let Some(id) = call.call_id
                     && let Some(p) = self.pending.iter_mut().find(|p| p.call_id == id)
                 {
@@ -69,7 +73,9 @@ impl Fold {
                 }
             }
             EventKind::ToolResult => {
-                let Ok(result) = shape::parse::<shape::ToolResult>(data) else { return };
+                let Ok(result) = shape::parse::<shape::ToolResult>(data) else {
+                    return;
+                };
                 if let Some(id) = result.call_id() {
                     self.pending.retain(|p| p.call_id != id);
                 }
@@ -85,7 +91,11 @@ impl Fold {
                 p.step = step;
                 p.call_seq = None;
             }
-            None => self.pending.push(PendingCall { call_id, step, call_seq: None }),
+            None => self.pending.push(PendingCall {
+                call_id,
+                step,
+                call_seq: None,
+            }),
         }
     }
 }
@@ -144,13 +154,19 @@ fn synthetic(event_type: &str, seq: u64, time: i64, data: String) -> Event {
 fn tool_result_closer(turn: u64, call: &PendingCall, seq: u64, time: i64) -> Event {
     let started = call.call_seq.is_some();
     let (name, code, text) = if started {
-        ("ToolOutcomeUnknownError", TOOL_OUTCOME_UNKNOWN, OUTCOME_UNKNOWN_TEXT)
+        (
+            "ToolOutcomeUnknownError",
+            TOOL_OUTCOME_UNKNOWN,
+            OUTCOME_UNKNOWN_TEXT,
+        )
     } else {
         ("ToolNotStartedError", TOOL_NOT_STARTED, NOT_STARTED_TEXT)
     };
     let mut data = Vec::with_capacity(text.len() + 2 * call.call_id.len() + 256);
     let id = format!("interrupted-tool-result-{}-{seq}", call.call_id);
-    data.extend_from_slice(format!(r#"{{"turn":{turn},"step":{},"message":{{"id":"#, call.step).as_bytes());
+    data.extend_from_slice(
+        format!(r#"{{"turn":{turn},"step":{},"message":{{"id":"#, call.step).as_bytes(),
+    );
     write_json_string(&mut data, &id);
     data.extend_from_slice(br#","role":"user","source":{"kind":"tool","callId":"#);
     write_json_string(&mut data, &call.call_id);
@@ -158,7 +174,9 @@ fn tool_result_closer(turn: u64, call: &PendingCall, seq: u64, time: i64) -> Eve
     write_json_string(&mut data, &call.call_id);
     data.extend_from_slice(br#","isError":true,"content":[{"type":"text","text":"#);
     write_json_string(&mut data, text);
-    data.extend_from_slice(format!(r#"}}]}}]}},"error":{{"name":"{name}","code":"{code}"}}}}"#).as_bytes());
+    data.extend_from_slice(
+        format!(r#"}}]}}]}},"error":{{"name":"{name}","code":"{code}"}}}}"#).as_bytes(),
+    );
     let data = String::from_utf8(data).expect("built from UTF-8 parts");
     let event = synthetic("tool/result", seq, time, data)
         .with_surface_op("\"append\"")
@@ -191,7 +209,12 @@ mod tests {
                 3,
                 r#"{"turn":1,"step":1,"message":{"content":[{"type":"text","text":"x"},{"type":"tool-call","id":"call-a"},{"type":"tool-call","id":"call-b"}]}}"#,
             ),
-            ev("tool/call", 3, 4, r#"{"turn":1,"step":1,"callId":"call-b","name":"t","arguments":"{}"}"#),
+            ev(
+                "tool/call",
+                3,
+                4,
+                r#"{"turn":1,"step":1,"callId":"call-b","name":"t","arguments":"{}"}"#,
+            ),
         ]
     }
 
@@ -212,7 +235,10 @@ mod tests {
                 r#"{{"type":"tool/result","seq":5,"time":4,"data":{{"turn":1,"step":1,"message":{{"id":"interrupted-tool-result-call-b-5","role":"user","source":{{"kind":"tool","callId":"call-b"}},"content":[{{"type":"tool-result","toolCallId":"call-b","isError":true,"content":[{{"type":"text","text":"{OUTCOME_UNKNOWN_TEXT}"}}]}}]}},"error":{{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}}}},"surfaceOp":"append","sourceEventSeqs":[3]}}"#
             )
         );
-        assert_eq!(lines[2], r#"{"type":"step/end","seq":6,"time":4,"data":{"turn":1,"step":1}}"#);
+        assert_eq!(
+            lines[2],
+            r#"{"type":"step/end","seq":6,"time":4,"data":{"turn":1,"step":1}}"#
+        );
         assert_eq!(
             lines[3],
             r#"{"type":"turn/end","seq":7,"time":4,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#
@@ -250,7 +276,12 @@ mod tests {
         assert!(interrupted_turn_closers(&[]).is_empty());
         let log = [
             ev("turn/start", 0, 1, r#"{"turn":1}"#),
-            ev("turn/end", 1, 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+            ev(
+                "turn/end",
+                1,
+                1,
+                r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+            ),
         ];
         assert!(interrupted_turn_closers(&log).is_empty());
     }

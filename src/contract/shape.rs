@@ -115,11 +115,14 @@ pub(crate) fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, String> 
 /// kinds (`completed`, `blocked`, `max-tokens`, `interrupted`) are exactly
 /// `{kind}`. Unknown extension kinds pass through.
 pub(crate) fn check_turn_end(data: &str) -> Result<u64, String> {
-    let end: TurnEnd = parse(data)
-        .map_err(|e| format!("turn/end data must be exactly {{turn, reason}}: {e}"))?;
+    let end: TurnEnd =
+        parse(data).map_err(|e| format!("turn/end data must be exactly {{turn, reason}}: {e}"))?;
     let reason: Reason = parse(end.reason.get())
         .map_err(|_| "turn/end reason must be an object with a string kind".to_owned())?;
-    if matches!(&*reason.kind, "completed" | "blocked" | "max-tokens" | "interrupted") {
+    if matches!(
+        &*reason.kind,
+        "completed" | "blocked" | "max-tokens" | "interrupted"
+    ) {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         #[allow(dead_code)]
@@ -127,9 +130,8 @@ pub(crate) fn check_turn_end(data: &str) -> Result<u64, String> {
             #[serde(borrow)]
             kind: Cow<'a, str>,
         }
-        parse::<Plain>(end.reason.get()).map_err(|_| {
-            format!("turn/end reason {:?} must be exactly {{kind}}", reason.kind)
-        })?;
+        parse::<Plain>(end.reason.get())
+            .map_err(|_| format!("turn/end reason {:?} must be exactly {{kind}}", reason.kind))?;
     }
     Ok(end.turn)
 }

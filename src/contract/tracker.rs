@@ -139,7 +139,8 @@ impl Tracker {
         }
         self.check_vocabulary(event)?;
         let kind = event.kind();
-        if !kind.is_surface() && (event.surface_op().is_some() || event.source_event_seqs().is_some())
+        if !kind.is_surface()
+            && (event.surface_op().is_some() || event.source_event_seqs().is_some())
         {
             return Err((
                 Rule::SurfaceFields,
@@ -260,7 +261,9 @@ impl Tracker {
         if self.require_known_types && !event.ignorable() && !is_known_type(name) {
             return Err((
                 Rule::UnknownType,
-                format!("type {name:?} is not a known session event type and is not marked ignorable"),
+                format!(
+                    "type {name:?} is not a known session event type and is not marked ignorable"
+                ),
             ));
         }
         Ok(())
@@ -269,7 +272,9 @@ impl Tracker {
     fn apply_tool_result(&mut self, event: &Event) -> Result<(), (Rule, String)> {
         let shape_err = |e: String| (Rule::Shape, e);
         let result: shape::ToolResult = shape::parse(event.data().get()).map_err(shape_err)?;
-        let replacing = event.surface_op().is_some_and(|op| op.get() != "\"append\"");
+        let replacing = event
+            .surface_op()
+            .is_some_and(|op| op.get() != "\"append\"");
         if replacing {
             return self.require_enclosed(true);
         }
@@ -288,7 +293,11 @@ impl Tracker {
         Ok(())
     }
 
-    fn require_open_step(&self, turn: Option<u64>, step: Option<u64>) -> Result<(), (Rule, String)> {
+    fn require_open_step(
+        &self,
+        turn: Option<u64>,
+        step: Option<u64>,
+    ) -> Result<(), (Rule, String)> {
         let turn = shape::number(turn, "turn").map_err(|e| (Rule::Shape, e))?;
         let step = shape::number(step, "step").map_err(|e| (Rule::Shape, e))?;
         if self.open_turn != Some(turn) || self.open_step != Some(step) {
@@ -316,8 +325,12 @@ impl Tracker {
 
     fn not_open_step(&self, turn: u64, step: u64) -> String {
         match (self.open_turn, self.open_step) {
-            (Some(t), Some(s)) => format!("names turn {turn} step {step}, but the open step is turn {t} step {s}"),
-            (Some(t), None) => format!("names turn {turn} step {step}, but turn {t} has no open step"),
+            (Some(t), Some(s)) => {
+                format!("names turn {turn} step {step}, but the open step is turn {t} step {s}")
+            }
+            (Some(t), None) => {
+                format!("names turn {turn} step {step}, but turn {t} has no open step")
+            }
             _ => format!("names turn {turn} step {step}, but no turn is open"),
         }
     }
@@ -348,10 +361,26 @@ mod tests {
             ev("turn/start", 0, r#"{"turn":1}"#),
             ev("user/message", 1, r#"{"id":"u"}"#),
             ev("step/start", 2, r#"{"turn":1,"step":1}"#),
-            ev("assistant/chunk", 3, r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}}"#),
-            ev("assistant/message", 4, r#"{"turn":1,"step":1,"message":{"content":[{"type":"tool-call","id":"c1"}]}}"#),
-            ev("tool/call", 5, r#"{"turn":1,"step":1,"callId":"c1","name":"t","arguments":"{}"}"#),
-            ev("tool/result", 6, r#"{"turn":1,"step":1,"message":{"source":{"kind":"tool","callId":"c1"}}}"#),
+            ev(
+                "assistant/chunk",
+                3,
+                r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}}"#,
+            ),
+            ev(
+                "assistant/message",
+                4,
+                r#"{"turn":1,"step":1,"message":{"content":[{"type":"tool-call","id":"c1"}]}}"#,
+            ),
+            ev(
+                "tool/call",
+                5,
+                r#"{"turn":1,"step":1,"callId":"c1","name":"t","arguments":"{}"}"#,
+            ),
+            ev(
+                "tool/result",
+                6,
+                r#"{"turn":1,"step":1,"message":{"source":{"kind":"tool","callId":"c1"}}}"#,
+            ),
             ev("step/end", 7, r#"{"turn":1,"step":1}"#),
             ev("turn/end", 8, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
         ]
@@ -360,10 +389,38 @@ mod tests {
     #[test]
     fn a_complete_turn_is_accepted_with_placements() {
         let p = run(Policy::Strict, &turn_with_tool()).unwrap();
-        assert_eq!(p[0], Placement { turn: 1, step: 0, in_turn: true });
-        assert_eq!(p[2], Placement { turn: 1, step: 1, in_turn: true });
-        assert_eq!(p[7], Placement { turn: 1, step: 0, in_turn: true });
-        assert_eq!(p[8], Placement { turn: 1, step: 0, in_turn: false });
+        assert_eq!(
+            p[0],
+            Placement {
+                turn: 1,
+                step: 0,
+                in_turn: true
+            }
+        );
+        assert_eq!(
+            p[2],
+            Placement {
+                turn: 1,
+                step: 1,
+                in_turn: true
+            }
+        );
+        assert_eq!(
+            p[7],
+            Placement {
+                turn: 1,
+                step: 0,
+                in_turn: true
+            }
+        );
+        assert_eq!(
+            p[8],
+            Placement {
+                turn: 1,
+                step: 0,
+                in_turn: false
+            }
+        );
     }
 
     fn violation(policy: Policy, events: &[Event]) -> (u64, Rule) {
@@ -378,16 +435,29 @@ mod tests {
         assert_eq!(violation(Policy::Strict, &log), (3, Rule::OutsideStep));
 
         let mut log = turn_with_tool();
-        log[6] = ev("tool/result", 6, r#"{"turn":1,"step":1,"message":{"source":{"callId":"zz"}}}"#);
-        assert_eq!(violation(Policy::Strict, &log), (6, Rule::ToolResultUnmatched));
+        log[6] = ev(
+            "tool/result",
+            6,
+            r#"{"turn":1,"step":1,"message":{"source":{"callId":"zz"}}}"#,
+        );
+        assert_eq!(
+            violation(Policy::Strict, &log),
+            (6, Rule::ToolResultUnmatched)
+        );
 
         let log = [ev("turn/start", 0, r#"{"turn":2}"#)];
         assert_eq!(violation(Policy::Strict, &log), (0, Rule::TurnNumber));
 
-        let log = [ev("turn/start", 0, r#"{"turn":1}"#), ev("turn/start", 1, r#"{"turn":2}"#)];
+        let log = [
+            ev("turn/start", 0, r#"{"turn":1}"#),
+            ev("turn/start", 1, r#"{"turn":2}"#),
+        ];
         assert_eq!(violation(Policy::Strict, &log), (1, Rule::TurnNesting));
 
-        let log = [ev("turn/start", 0, r#"{"turn":1}"#), ev("step/start", 1, r#"{"turn":1,"step":2}"#)];
+        let log = [
+            ev("turn/start", 0, r#"{"turn":1}"#),
+            ev("step/start", 1, r#"{"turn":1,"step":2}"#),
+        ];
         assert_eq!(violation(Policy::Strict, &log), (1, Rule::StepNumber));
 
         let log = [
@@ -412,7 +482,11 @@ mod tests {
 
         let log = [
             ev("turn/start", 0, r#"{"turn":1}"#),
-            ev("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed","x":1}}"#),
+            ev(
+                "turn/end",
+                1,
+                r#"{"turn":1,"reason":{"kind":"completed","x":1}}"#,
+            ),
         ];
         assert_eq!(violation(Policy::Strict, &log), (1, Rule::Shape));
     }
@@ -429,7 +503,14 @@ mod tests {
             r#"{"turn":2,"step":1,"message":{"source":{"callId":"x"}},"error":{"name":"ToolNotStartedError","code":"TOOL_NOT_STARTED"}}"#,
         ));
         let p = run(Policy::Strict, &log).unwrap();
-        assert_eq!(p[9], Placement { turn: 1, step: 0, in_turn: false });
+        assert_eq!(
+            p[9],
+            Placement {
+                turn: 1,
+                step: 0,
+                in_turn: false
+            }
+        );
     }
 
     #[test]

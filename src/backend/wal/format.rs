@@ -130,7 +130,11 @@ pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Pol
     let start = out.len();
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    let flags: u16 = if policy == Policy::Lenient { FLAG_LENIENT } else { 0 };
+    let flags: u16 = if policy == Policy::Lenient {
+        FLAG_LENIENT
+    } else {
+        0
+    };
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&salt.to_le_bytes());
     out.extend_from_slice(&(json.len() as u32).to_le_bytes());
@@ -155,7 +159,10 @@ pub fn file_header_len(prefix: &[u8]) -> Option<u64> {
 pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
     let corrupt = |m: String| Err(FileHeaderError::Corrupt(m));
     if bytes.len() < FILE_HEADER_LEN {
-        return corrupt(format!("file header truncated: {} of {FILE_HEADER_LEN} bytes", bytes.len()));
+        return corrupt(format!(
+            "file header truncated: {} of {FILE_HEADER_LEN} bytes",
+            bytes.len()
+        ));
     }
     if bytes[..8] != MAGIC {
         return corrupt("not a turnwal session file (bad magic)".into());
@@ -173,7 +180,9 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
     }
     let flags = u16_at(bytes, 10);
     if flags & !FLAG_LENIENT != 0 {
-        return corrupt(format!("file header has reserved flag bits set ({flags:#06x})"));
+        return corrupt(format!(
+            "file header has reserved flag bits set ({flags:#06x})"
+        ));
     }
     let salt = u32_at(bytes, 12);
     let json_len = u32_at(bytes, 16);
@@ -182,7 +191,10 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
     }
     let end = FILE_HEADER_LEN + json_len as usize;
     if bytes.len() < end {
-        return corrupt(format!("file header truncated: {} of {end} bytes", bytes.len()));
+        return corrupt(format!(
+            "file header truncated: {} of {end} bytes",
+            bytes.len()
+        ));
     }
     let mut crc = crc32fast::Hasher::new();
     crc.update(&bytes[..20]);
@@ -197,8 +209,17 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         Err(e) if e.0.contains("log format v") => return Err(FileHeaderError::Unsupported(e.0)),
         Err(e) => return corrupt(format!("invalid session header: {e}")),
     };
-    let policy = if flags & FLAG_LENIENT != 0 { Policy::Lenient } else { Policy::Strict };
-    Ok(FileHeader { policy, salt, header, records_start: end as u64 })
+    let policy = if flags & FLAG_LENIENT != 0 {
+        Policy::Lenient
+    } else {
+        Policy::Strict
+    };
+    Ok(FileHeader {
+        policy,
+        salt,
+        header,
+        records_start: end as u64,
+    })
 }
 
 /// The fixed fields of one record, read from its header.
@@ -250,7 +271,11 @@ impl RecordHead {
 
     /// The tracker placement stored in this record.
     pub fn placement(&self) -> Placement {
-        Placement { turn: self.turn, step: self.step, in_turn: self.in_turn() }
+        Placement {
+            turn: self.turn,
+            step: self.step,
+            in_turn: self.in_turn(),
+        }
     }
 }
 
@@ -274,10 +299,16 @@ pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
         return Err(format!("invalid record kind {}", head.kind));
     }
     if head.flags & REC_RESERVED != 0 {
-        return Err(format!("reserved record flag bits set ({:#04x})", head.flags));
+        return Err(format!(
+            "reserved record flag bits set ({:#04x})",
+            head.flags
+        ));
     }
     if (head.type_len != 0) != (head.kind == KIND_OTHER) {
-        return Err(format!("type length {} does not fit record kind {}", head.type_len, head.kind));
+        return Err(format!(
+            "type length {} does not fit record kind {}",
+            head.type_len, head.kind
+        ));
     }
     if head.data_len == 0 || head.data_len > MAX_DATA_LEN {
         return Err(format!("data length {} is out of range", head.data_len));
@@ -294,7 +325,9 @@ pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), S
     let len = record.len();
     let trailer = u32_at(record, len - TRAILER_LEN);
     if u64::from(trailer) != head.record_len() {
-        return Err(format!("record trailer {trailer} does not match its length {len}"));
+        return Err(format!(
+            "record trailer {trailer} does not match its length {len}"
+        ));
     }
     let stored = u32_at(record, CRC_AT);
     if checksum(salt, &record[4..]) != stored {
@@ -319,12 +352,22 @@ pub fn encode_record(
     salt: u32,
 ) {
     let kind = event.kind();
-    let type_name: &[u8] = if kind == EventKind::Other { event.event_type().as_bytes() } else { b"" };
+    let type_name: &[u8] = if kind == EventKind::Other {
+        event.event_type().as_bytes()
+    } else {
+        b""
+    };
     let data = event.data().get().as_bytes();
-    let sources = event.source_event_seqs().map_or(&b""[..], |r| r.get().as_bytes());
+    let sources = event
+        .source_event_seqs()
+        .map_or(&b""[..], |r| r.get().as_bytes());
     let surface = event.surface_op().map_or(&b""[..], |r| r.get().as_bytes());
-    let record_len =
-        RECORD_HEADER_LEN + type_name.len() + data.len() + sources.len() + surface.len() + TRAILER_LEN;
+    let record_len = RECORD_HEADER_LEN
+        + type_name.len()
+        + data.len()
+        + sources.len()
+        + surface.len()
+        + TRAILER_LEN;
     let mut flags = 0u8;
     if event.ignorable() {
         flags |= REC_IGNORABLE;
@@ -362,13 +405,17 @@ pub fn encode_record(
 pub fn check_limits(event: &Event) -> Result<(), String> {
     let data = event.data().get().len();
     if data > MAX_DATA_LEN as usize {
-        return Err(format!("data is {data} bytes; the native format stores at most {MAX_DATA_LEN}"));
+        return Err(format!(
+            "data is {data} bytes; the native format stores at most {MAX_DATA_LEN}"
+        ));
     }
     let extra = |r: Option<&RawJson>| r.map_or(0, |r| r.get().len());
     if extra(event.source_event_seqs()) > MAX_EXTRA_LEN as usize
         || extra(event.surface_op()) > MAX_EXTRA_LEN as usize
     {
-        return Err(format!("sourceEventSeqs or surfaceOp exceeds {MAX_EXTRA_LEN} bytes"));
+        return Err(format!(
+            "sourceEventSeqs or surfaceOp exceeds {MAX_EXTRA_LEN} bytes"
+        ));
     }
     Ok(())
 }
@@ -413,13 +460,23 @@ mod tests {
             .unwrap()
             .with_ignorable();
         let mut out = Vec::new();
-        let placement = Placement { turn: 2, step: 1, in_turn: true };
+        let placement = Placement {
+            turn: 2,
+            step: 1,
+            in_turn: true,
+        };
         encode_record(&mut out, &event, placement, 77, 0xdead_beef);
         let head = parse_head(&out).unwrap();
         assert_eq!(head.record_len() as usize, out.len());
-        assert_eq!((head.seq, head.time, head.watermark, head.placement()), (3, -5, 77, placement));
+        assert_eq!(
+            (head.seq, head.time, head.watermark, head.placement()),
+            (3, -5, 77, placement)
+        );
         check_record(&out, &head, 0xdead_beef).unwrap();
-        assert!(check_record(&out, &head, 1).is_err(), "another file's salt never validates");
+        assert!(
+            check_record(&out, &head, 1).is_err(),
+            "another file's salt never validates"
+        );
         assert_eq!(decode_record(&out, &head).unwrap(), event);
     }
 
@@ -441,9 +498,13 @@ mod tests {
 
         let mut newer = out.clone();
         newer[8] = 2;
-        assert!(matches!(decode_file_header(&newer), Err(FileHeaderError::Unsupported(m)) if m.contains("newer turnwal")));
+        assert!(
+            matches!(decode_file_header(&newer), Err(FileHeaderError::Unsupported(m)) if m.contains("newer turnwal"))
+        );
         let mut flipped = out.clone();
         flipped[30] ^= 1;
-        assert!(matches!(decode_file_header(&flipped), Err(FileHeaderError::Corrupt(m)) if m.contains("checksum")));
+        assert!(
+            matches!(decode_file_header(&flipped), Err(FileHeaderError::Corrupt(m)) if m.contains("checksum"))
+        );
     }
 }

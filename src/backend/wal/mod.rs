@@ -54,10 +54,16 @@ impl WalBackend {
             return Err(Error::io(
                 "open store",
                 root,
-                io::Error::new(io::ErrorKind::NotADirectory, "a WAL store must be a directory"),
+                io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "a WAL store must be a directory",
+                ),
             ));
         }
-        Ok(WalBackend { root: root.to_owned(), storage })
+        Ok(WalBackend {
+            root: root.to_owned(),
+            storage,
+        })
     }
 
     /// The store directory.
@@ -71,11 +77,13 @@ impl WalBackend {
 
     /// The log file of session `id`.
     pub fn log_path(&self, id: &str) -> PathBuf {
-        self.sessions_dir().join(format!("{}{LOG_EXTENSION}", encode_file_name(id)))
+        self.sessions_dir()
+            .join(format!("{}{LOG_EXTENSION}", encode_file_name(id)))
     }
 
     fn lock_path(&self, id: &str) -> PathBuf {
-        self.sessions_dir().join(format!("{}{LOCK_EXTENSION}", encode_file_name(id)))
+        self.sessions_dir()
+            .join(format!("{}{LOCK_EXTENSION}", encode_file_name(id)))
     }
 
     fn open_file(&self, path: &Path, mode: OpenMode) -> Result<Option<Box<dyn StorageFile>>> {
@@ -89,7 +97,9 @@ impl WalBackend {
     /// Maps and classifies the log of `id`, read-only.
     fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
         let path = self.log_path(id);
-        let Some(file) = self.open_file(&path, OpenMode::Read)? else { return Ok(None) };
+        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
+            return Ok(None);
+        };
         let map = file.map().map_err(|e| Error::io("map", &path, e))?;
         let classified = scan_log(&map, &path)?;
         check_id(&classified.scan.header, id, &path)?;
@@ -100,7 +110,11 @@ impl WalBackend {
         let path = self.lock_path(id);
         match self.storage.try_lock(&path) {
             Ok(Ok(guard)) => Ok(guard),
-            Ok(Err(holder)) => Err(Error::Locked { id: id.to_owned(), path, holder }),
+            Ok(Err(holder)) => Err(Error::Locked {
+                id: id.to_owned(),
+                path,
+                holder,
+            }),
             Err(e) => Err(Error::io("lock", path, e)),
         }
     }
@@ -131,18 +145,20 @@ impl WalBackend {
     }
 
     fn quick_summary(&self, path: &Path) -> Result<Option<SessionSummary>> {
-        let file = self.open_file(path, OpenMode::Read)?.ok_or_else(|| {
-            Error::io("open", path, io::ErrorKind::NotFound.into())
-        })?;
+        let file = self
+            .open_file(path, OpenMode::Read)?
+            .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let io_err = |op, e| Error::io(op, path, e);
         let len = file.len().map_err(|e| io_err("stat", e))?;
         let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
-        file.read_exact_at(&mut prefix, 0).map_err(|e| io_err("read", e))?;
+        file.read_exact_at(&mut prefix, 0)
+            .map_err(|e| io_err("read", e))?;
         let Some(header_len) = format::file_header_len(&prefix).filter(|&n| n <= len) else {
             return Ok(None);
         };
         let mut head_bytes = vec![0; header_len as usize];
-        file.read_exact_at(&mut head_bytes, 0).map_err(|e| io_err("read", e))?;
+        file.read_exact_at(&mut head_bytes, 0)
+            .map_err(|e| io_err("read", e))?;
         let fh = read_file_header(&head_bytes, path)?;
         let mut summary = SessionSummary {
             id: fh.header.id.clone(),
@@ -161,26 +177,34 @@ impl WalBackend {
             return Ok(None);
         }
         let mut trailer = [0; TRAILER_LEN];
-        file.read_exact_at(&mut trailer, len - TRAILER_LEN as u64).map_err(|e| io_err("read", e))?;
+        file.read_exact_at(&mut trailer, len - TRAILER_LEN as u64)
+            .map_err(|e| io_err("read", e))?;
         let record_len = u64::from(u32::from_le_bytes(trailer));
         if record_len < format::MIN_RECORD_LEN as u64 || record_len > len - fh.records_start {
             return Ok(None);
         }
         let mut record = vec![0; record_len as usize];
-        file.read_exact_at(&mut record, len - record_len).map_err(|e| io_err("read", e))?;
-        let Ok(head) = check_at(&record, 0, None, fh.salt) else { return Ok(None) };
+        file.read_exact_at(&mut record, len - record_len)
+            .map_err(|e| io_err("read", e))?;
+        let Ok(head) = check_at(&record, 0, None, fh.salt) else {
+            return Ok(None);
+        };
         debug_assert!(record.len() >= RECORD_HEADER_LEN);
         summary.events = head.seq + 1;
         summary.turns = u64::from(head.turn);
         summary.last_activity = Some(head.time);
-        summary.state = if head.in_turn() { LogState::OpenTurn } else { LogState::Clean };
+        summary.state = if head.in_turn() {
+            LogState::OpenTurn
+        } else {
+            LogState::Clean
+        };
         Ok(Some(summary))
     }
 
     fn full_summary(&self, path: &Path) -> Result<SessionSummary> {
-        let file = self.open_file(path, OpenMode::Read)?.ok_or_else(|| {
-            Error::io("open", path, io::ErrorKind::NotFound.into())
-        })?;
+        let file = self
+            .open_file(path, OpenMode::Read)?
+            .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let map = file.map().map_err(|e| Error::io("map", path, e))?;
         let c = scan_log(&map, path)?;
         Ok(SessionSummary {
@@ -191,7 +215,11 @@ impl WalBackend {
             bytes: c.frames.len,
             last_activity: c.scan.last_time,
             state: c.scan.state(),
-            problem: c.scan.cut.as_ref().map(|cut| format!("{} at byte {}: {}", cut.reason, cut.offset, cut.detail)),
+            problem: c
+                .scan
+                .cut
+                .as_ref()
+                .map(|cut| format!("{} at byte {}: {}", cut.reason, cut.offset, cut.detail)),
         })
     }
 
@@ -199,7 +227,10 @@ impl WalBackend {
     fn remove_stale_temps(&self, name: &str) {
         let prefix = format!(".{name}.");
         if let Ok(names) = self.storage.list_dir(&self.sessions_dir()) {
-            for n in names.iter().filter(|n| n.starts_with(&prefix) && n.ends_with(".tmp")) {
+            for n in names
+                .iter()
+                .filter(|n| n.starts_with(&prefix) && n.ends_with(".tmp"))
+            {
                 let _ = self.storage.remove_file(&self.sessions_dir().join(n));
             }
         }
@@ -228,7 +259,11 @@ fn random_u64() -> u64 {
     let mut h = RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
     h.finish()
 }
 
@@ -239,7 +274,10 @@ impl Backend for WalBackend {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let dir = self.sessions_dir();
-        let names = self.storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+        let names = self
+            .storage
+            .list_dir(&dir)
+            .map_err(|e| Error::io("list", &dir, e))?;
         Ok(names
             .iter()
             .filter(|n| n.ends_with(LOG_EXTENSION) && !n.starts_with('.'))
@@ -249,7 +287,18 @@ impl Backend for WalBackend {
 
     fn exists(&self, id: &str) -> Result<bool> {
         let path = self.log_path(id);
-        self.storage.exists(&path).map_err(|e| Error::io("stat", path, e))
+        self.storage
+            .exists(&path)
+            .map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        let path = self.log_path(id);
+        match self.storage.revision(&path) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("stat", path, e)),
+        }
     }
 
     fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
@@ -257,13 +306,20 @@ impl Backend for WalBackend {
     }
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
-        let Some((map, classified, path)) = self.classify(id)? else { return Ok(None) };
+        let Some((map, classified, path)) = self.classify(id)? else {
+            return Ok(None);
+        };
         let events = writer::decode_kept(&map, &classified, 0, &path)?;
-        Ok(Some(Stored { scan: classified.scan, events }))
+        Ok(Some(Stored {
+            scan: classified.scan,
+            events,
+        }))
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let Some((map, classified, path)) = self.classify(id)? else { return Ok(None) };
+        let Some((map, classified, path)) = self.classify(id)? else {
+            return Ok(None);
+        };
         writer::decode_kept(&map, &classified, from_seq, &path).map(Some)
     }
 
@@ -275,11 +331,20 @@ impl Backend for WalBackend {
         placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
         let dir = self.sessions_dir();
-        self.storage.create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        self.storage
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io("create directory", &dir, e))?;
         let lock = self.lock(&header.id)?;
         let path = self.log_path(&header.id);
-        if self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
-            return Err(Error::AlreadyExists { id: header.id.clone(), on_disk: true });
+        if self
+            .storage
+            .exists(&path)
+            .map_err(|e| Error::io("stat", &path, e))?
+        {
+            return Err(Error::AlreadyExists {
+                id: header.id.clone(),
+                on_disk: true,
+            });
         }
         let name = encode_file_name(&header.id);
         self.remove_stale_temps(&name);
@@ -288,13 +353,18 @@ impl Backend for WalBackend {
         format::encode_file_header(&mut bytes, header, policy, salt);
         for (event, placement) in batch.iter().zip(placements) {
             format::check_limits(event).map_err(|reason| {
-                crate::event::EventError::new(reason).at_seq(event.seq()).of_type(event.event_type())
+                crate::event::EventError::new(reason)
+                    .at_seq(event.seq())
+                    .of_type(event.event_type())
             })?;
             format::encode_record(&mut bytes, event, *placement, 0, salt);
         }
         let tmp = dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
         let io = |op, e| Error::io(op, &tmp, e);
-        let mut file = self.storage.open(&tmp, OpenMode::CreateNew).map_err(|e| io("create", e))?;
+        let mut file = self
+            .storage
+            .open(&tmp, OpenMode::CreateNew)
+            .map_err(|e| io("create", e))?;
         let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all());
         if let Err(e) = written {
             let _ = self.storage.remove_file(&tmp);
@@ -305,7 +375,9 @@ impl Backend for WalBackend {
             let _ = self.storage.remove_file(&tmp);
             return Err(Error::io("rename", &path, e));
         }
-        self.storage.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        self.storage
+            .sync_dir(&dir)
+            .map_err(|e| Error::io("fsync directory", &dir, e))?;
         let file = self
             .storage
             .open(&path, OpenMode::ReadWrite)
@@ -325,24 +397,35 @@ impl Backend for WalBackend {
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let path = self.log_path(id);
-        if !self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
+        if !self
+            .storage
+            .exists(&path)
+            .map_err(|e| Error::io("stat", &path, e))?
+        {
             return Ok(None);
         }
         let lock = self.lock(id)?;
-        let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else { return Ok(None) };
+        let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else {
+            return Ok(None);
+        };
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let header_len = {
             let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
-            file.read_exact_at(&mut prefix, 0).map_err(|e| Error::io("read", &path, e))?;
-            format::file_header_len(&prefix).unwrap_or(prefix.len() as u64).min(len)
+            file.read_exact_at(&mut prefix, 0)
+                .map_err(|e| Error::io("read", &path, e))?;
+            format::file_header_len(&prefix)
+                .unwrap_or(prefix.len() as u64)
+                .min(len)
         };
         let mut head_bytes = vec![0; header_len as usize];
-        file.read_exact_at(&mut head_bytes, 0).map_err(|e| Error::io("read", &path, e))?;
+        file.read_exact_at(&mut head_bytes, 0)
+            .map_err(|e| Error::io("read", &path, e))?;
         let fh = read_file_header(&head_bytes, &path)?;
         check_id(&fh.header, id, &path)?;
         // Whatever a crashed writer left in the page cache becomes durable
         // now, so later records' watermarks cover all of it.
-        file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+        file.sync_data()
+            .map_err(|e| Error::io("fdatasync", &path, e))?;
         let lock_path = self.lock_path(id);
         // The event count is learned by the first scan.
         Ok(Some(Box::new(WalWriter::new(
@@ -360,7 +443,11 @@ impl Backend for WalBackend {
 
     fn delete(&self, id: &str) -> Result<bool> {
         let path = self.log_path(id);
-        if !self.storage.exists(&path).map_err(|e| Error::io("stat", &path, e))? {
+        if !self
+            .storage
+            .exists(&path)
+            .map_err(|e| Error::io("stat", &path, e))?
+        {
             return Ok(false);
         }
         let _lock = self.lock(id)?;
@@ -370,7 +457,9 @@ impl Backend for WalBackend {
             Err(e) => return Err(Error::io("remove", &path, e)),
         }
         let dir = self.sessions_dir();
-        self.storage.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        self.storage
+            .sync_dir(&dir)
+            .map_err(|e| Error::io("fsync directory", &dir, e))?;
         let _ = self.storage.remove_file(&self.lock_path(id));
         Ok(true)
     }

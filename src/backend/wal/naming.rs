@@ -71,8 +71,11 @@ mod tests {
 
     #[test]
     fn encoding_is_injective_and_decodes() {
-        let ids = ["a", "A", ".", "..", ".hidden", "a.b", "a/b", "a~2Fb", "~", "日本", "a b", "-", "_x"];
-        let names: std::collections::HashSet<String> = ids.iter().map(|i| encode_file_name(i)).collect();
+        let ids = [
+            "a", "A", ".", "..", ".hidden", "a.b", "a/b", "a~2Fb", "~", "日本", "a b", "-", "_x",
+        ];
+        let names: std::collections::HashSet<String> =
+            ids.iter().map(|i| encode_file_name(i)).collect();
         assert_eq!(names.len(), ids.len());
         for id in ids {
             let name = encode_file_name(id);
@@ -92,6 +95,9 @@ mod tests {
         let escaped = "/".repeat(100);
         let n = encode_file_name(&escaped);
         assert!(n.len() <= 200, "{}", n.len());
-        assert!(n.split("~~").next().unwrap().len() % 3 == 0, "cut on an escape boundary: {n}");
+        assert!(
+            n.split("~~").next().unwrap().len() % 3 == 0,
+            "cut on an escape boundary: {n}"
+        );
     }
 }

@@ -50,29 +50,49 @@ pub struct Invalid {
 }
 
 fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
-    Error::from(Corruption { path: path.to_owned(), offset, seq, reason })
+    Error::from(Corruption {
+        path: path.to_owned(),
+        offset,
+        seq,
+        reason,
+    })
 }
 
 /// Decodes the file header, mapping its failures to errors.
 pub fn read_file_header(bytes: &[u8], path: &Path) -> Result<FileHeader> {
     format::decode_file_header(bytes).map_err(|e| match e {
         FileHeaderError::Corrupt(reason) => corrupt(path, 0, None, reason),
-        FileHeaderError::Unsupported(detail) => Error::Unsupported { path: path.to_owned(), detail },
+        FileHeaderError::Unsupported(detail) => Error::Unsupported {
+            path: path.to_owned(),
+            detail,
+        },
     })
 }
 
 /// Checks the record at `at` (expected seq `seq`). `Ok` carries its head.
-pub fn check_at(bytes: &[u8], at: u64, seq: Option<u64>, salt: u32) -> Result<RecordHead, (CutReason, String)> {
+pub fn check_at(
+    bytes: &[u8],
+    at: u64,
+    seq: Option<u64>,
+    salt: u32,
+) -> Result<RecordHead, (CutReason, String)> {
     let rest = &bytes[at as usize..];
     if rest.len() < MIN_RECORD_LEN {
-        return Err((CutReason::Incomplete, format!("{} bytes left, too few for a record", rest.len())));
+        return Err((
+            CutReason::Incomplete,
+            format!("{} bytes left, too few for a record", rest.len()),
+        ));
     }
-    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).map_err(|d| (CutReason::Invalid, d))?;
+    let head =
+        format::parse_head(&rest[..RECORD_HEADER_LEN]).map_err(|d| (CutReason::Invalid, d))?;
     let len = head.record_len();
     if len > rest.len() as u64 {
         return Err((
             CutReason::Incomplete,
-            format!("record of {len} bytes runs past the end of the file ({} bytes left)", rest.len()),
+            format!(
+                "record of {len} bytes runs past the end of the file ({} bytes left)",
+                rest.len()
+            ),
         ));
     }
     let record = &rest[..len as usize];
@@ -80,13 +100,21 @@ pub fn check_at(bytes: &[u8], at: u64, seq: Option<u64>, salt: u32) -> Result<Re
     if let Some(expected) = seq
         && head.seq != expected
     {
-        return Err((CutReason::Invalid, format!("record holds seq {}, expected {expected}", head.seq)));
+        return Err((
+            CutReason::Invalid,
+            format!("record holds seq {}, expected {expected}", head.seq),
+        ));
     }
     if head.kind == format::KIND_OTHER {
         let name = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.type_len as usize];
         match std::str::from_utf8(name) {
             Ok(n) if EventKind::of(n) == EventKind::Other => {}
-            _ => return Err((CutReason::Invalid, "record type name is not a valid other-kind name".into())),
+            _ => {
+                return Err((
+                    CutReason::Invalid,
+                    "record type name is not a valid other-kind name".into(),
+                ));
+            }
         }
     }
     Ok(head)
@@ -129,7 +157,11 @@ pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
                 } else {
                     reason
                 };
-                frames.invalid = Some(Invalid { offset: at, reason, detail });
+                frames.invalid = Some(Invalid {
+                    offset: at,
+                    reason,
+                    detail,
+                });
                 break;
             }
         }
@@ -144,7 +176,12 @@ pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
 /// A hole is corruption when a later valid record proves the hole's bytes
 /// had been made durable before it was written (its watermark lies past the
 /// hole). Otherwise nothing from the hole on was ever acknowledged.
-fn refuse_acknowledged_hole(bytes: &[u8], path: &Path, frames: &Frames, invalid: &Invalid) -> Result<()> {
+fn refuse_acknowledged_hole(
+    bytes: &[u8],
+    path: &Path,
+    frames: &Frames,
+    invalid: &Invalid,
+) -> Result<()> {
     if invalid.reason == CutReason::ZeroFill {
         return Ok(());
     }
@@ -215,9 +252,16 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
         tail.push(decode_at(bytes, at, &head, path)?);
         offsets.push(at);
     }
-    let verdict =
-        classify_tail(frames.file.policy, frames.committed, frames.committed_turn, &tail);
-    let kept_end = offsets.get(verdict.kept).copied().unwrap_or(frames.valid_end);
+    let verdict = classify_tail(
+        frames.file.policy,
+        frames.committed,
+        frames.committed_turn,
+        &tail,
+    );
+    let kept_end = offsets
+        .get(verdict.kept)
+        .copied()
+        .unwrap_or(frames.valid_end);
     let cut = match (&verdict.debris, &frames.invalid) {
         (Some(v), _) => Some(Cut {
             offset: kept_end,
@@ -252,5 +296,9 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
         bytes: frames.len,
         last_time,
     };
-    Ok(Classified { frames, scan, kept_end })
+    Ok(Classified {
+        frames,
+        scan,
+        kept_end,
+    })
 }

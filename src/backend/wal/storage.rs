@@ -26,6 +26,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>>;
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// An identity of a file's current content: device, inode, size and
+    /// modification times, so it changes with every write.
+    fn revision(&self, path: &Path) -> io::Result<String>;
     /// File names in a directory (empty if the directory does not exist).
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Creates a directory and its missing parents, making each new entry
@@ -112,7 +115,9 @@ enum MappedBytes {
 impl Mapped {
     /// A view over bytes held in memory (simulated storage).
     pub fn owned(bytes: Vec<u8>) -> Mapped {
-        Mapped { bytes: MappedBytes::Owned(bytes) }
+        Mapped {
+            bytes: MappedBytes::Owned(bytes),
+        }
     }
 }
 
@@ -162,11 +167,29 @@ impl Storage for FsStorage {
             }
         }
         let file = options.open(path)?;
-        Ok(Box::new(FsFile { file, path: path.to_owned() }))
+        Ok(Box::new(FsFile {
+            file,
+            path: path.to_owned(),
+        }))
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
         path.try_exists()
+    }
+
+    fn revision(&self, path: &Path) -> io::Result<String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(format!(
+            "{}:{}:{}:{}.{:09}:{}.{:09}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        ))
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -198,7 +221,10 @@ impl Storage for FsStorage {
             Err(e) => return Err(e),
         }
         // The new entry lives in the parent; make it durable there.
-        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         self.sync_dir(parent)
     }
 
@@ -215,8 +241,13 @@ impl Storage for FsStorage {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Result<Box<dyn LockGuard>, Option<u32>>> {
-        let mut file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
         match file.try_lock() {
             Ok(()) => {
                 // A fixed-width pid at offset 0: a contender never reads a
@@ -273,13 +304,17 @@ impl StorageFile for FsFile {
         handle.lock_shared()?;
         let len = handle.metadata()?.len();
         if len == 0 {
-            return Ok(Mapped { bytes: MappedBytes::Empty });
+            return Ok(Mapped {
+                bytes: MappedBytes::Empty,
+            });
         }
         // SAFETY: the shared flock held by `handle` for the mapping's lifetime
         // keeps every turnwal writer from shrinking the file under it (which
         // would raise SIGBUS), and turnwal writers only ever write at or past
         // a file's current length: no mapped byte changes while mapped.
         let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&handle)? };
-        Ok(Mapped { bytes: MappedBytes::Mmap(map, handle) })
+        Ok(Mapped {
+            bytes: MappedBytes::Mmap(map, handle),
+        })
     }
 }

@@ -79,7 +79,10 @@ impl WalWriter {
 
     fn check_poison(&self) -> Result<()> {
         match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned { id: self.id.clone(), cause: cause.clone() }),
+            Some(cause) => Err(Error::Poisoned {
+                id: self.id.clone(),
+                cause: cause.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -95,7 +98,10 @@ impl WalWriter {
     fn flush_pending(&mut self, sync: bool, ack_on_write: bool) -> Result<()> {
         let written = (self.written_len - self.acked_len) as usize;
         if written < self.pending.len() {
-            if let Err(e) = self.file.write_all_at(&self.pending[written..], self.written_len) {
+            if let Err(e) = self
+                .file
+                .write_all_at(&self.pending[written..], self.written_len)
+            {
                 let err = self.io("write", e);
                 self.roll_back(&err);
                 return Err(err);
@@ -125,7 +131,10 @@ impl WalWriter {
         match self.file.set_len(self.acked_len) {
             Ok(()) => self.written_len = self.acked_len,
             Err(e) => {
-                self.poisoned = Some(format!("{cause}; rollback to byte {} failed: {e}", self.acked_len));
+                self.poisoned = Some(format!(
+                    "{cause}; rollback to byte {} failed: {e}",
+                    self.acked_len
+                ));
             }
         }
     }
@@ -172,13 +181,17 @@ impl LogWriter for WalWriter {
             None => self.file.len().map_err(|e| self.io("stat", e))?,
         };
         // Cut first, so bytes are only ever written at the end of the file.
-        self.file.set_len(kept_end).map_err(|e| self.io("truncate", e))?;
+        self.file
+            .set_len(kept_end)
+            .map_err(|e| self.io("truncate", e))?;
         self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
         let mut bytes = Vec::new();
         for (event, placement) in scan.closers.iter().zip(placements) {
             format::encode_record(&mut bytes, event, placement, kept_end, self.salt);
         }
-        self.file.write_all_at(&bytes, kept_end).map_err(|e| self.io("write", e))?;
+        self.file
+            .write_all_at(&bytes, kept_end)
+            .map_err(|e| self.io("write", e))?;
         self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
         let end = kept_end + bytes.len() as u64;
         self.synced_len = end;
@@ -194,12 +207,22 @@ impl LogWriter for WalWriter {
         self.check_poison()?;
         for event in batch {
             format::check_limits(event).map_err(|reason| {
-                Error::Event(EventError::new(reason).at_seq(event.seq()).of_type(event.event_type()))
+                Error::Event(
+                    EventError::new(reason)
+                        .at_seq(event.seq())
+                        .of_type(event.event_type()),
+                )
             })?;
         }
         let mark = (self.pending.len(), self.pending_events);
         for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(&mut self.pending, event, *placement, self.synced_len, self.salt);
+            format::encode_record(
+                &mut self.pending,
+                event,
+                *placement,
+                self.synced_len,
+                self.salt,
+            );
         }
         self.pending_events += batch.len() as u64;
         let sync_now = match sync {
@@ -230,9 +253,17 @@ impl LogWriter for WalWriter {
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
-        let dir = self.path.parent().expect("session files live in a directory").to_owned();
-        self.storage.remove_file(&self.path).map_err(|e| self.io("remove", e))?;
-        self.storage.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let dir = self
+            .path
+            .parent()
+            .expect("session files live in a directory")
+            .to_owned();
+        self.storage
+            .remove_file(&self.path)
+            .map_err(|e| self.io("remove", e))?;
+        self.storage
+            .sync_dir(&dir)
+            .map_err(|e| Error::io("fsync directory", &dir, e))?;
         // Still holding the lock: no writer can be between its lock and its
         // open of the (now absent) log.
         let _ = self.storage.remove_file(&self.lock_path);
@@ -243,7 +274,8 @@ impl LogWriter for WalWriter {
 /// The placements of a scan's closers, from the tracker state after the
 /// kept tail.
 fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
-    let mut tracker = crate::contract::Tracker::resume(scan.policy, scan.committed, scan.committed_turn);
+    let mut tracker =
+        crate::contract::Tracker::resume(scan.policy, scan.committed, scan.committed_turn);
     tracker.accept_batch(&scan.tail)?;
     Ok(tracker.accept_batch(&scan.closers)?)
 }
