@@ -60,6 +60,9 @@ pub enum CutReason {
     /// Valid records after the commit point that break the turn contract
     /// (crash debris under `Strict`).
     Debris,
+    /// Closers of a repair that was interrupted before its `turn/end` was
+    /// written; the repair is redone from the real events.
+    InterruptedRepair,
 }
 
 impl CutReason {
@@ -70,6 +73,7 @@ impl CutReason {
             CutReason::ZeroFill => "zero-fill",
             CutReason::Invalid => "invalid-record",
             CutReason::Debris => "debris",
+            CutReason::InterruptedRepair => "interrupted-repair",
         }
     }
 }

@@ -29,7 +29,8 @@ const FLAG_LENIENT: u16 = 1;
 const REC_IGNORABLE: u8 = 1;
 const REC_SURFACE_FIRST: u8 = 1 << 1;
 const REC_IN_TURN: u8 = 1 << 2;
-const REC_RESERVED: u8 = !0b111;
+const REC_SYNTHETIC: u8 = 1 << 3;
+const REC_RESERVED: u8 = !0b1111;
 
 /// The kind byte of type names outside the known set.
 pub const KIND_OTHER: u8 = 14;
@@ -269,6 +270,11 @@ impl RecordHead {
         self.flags & REC_IN_TURN != 0
     }
 
+    /// Whether recovery wrote this record (a synthetic closer).
+    pub fn synthetic(&self) -> bool {
+        self.flags & REC_SYNTHETIC != 0
+    }
+
     /// The tracker placement stored in this record.
     pub fn placement(&self) -> Placement {
         Placement {
@@ -351,6 +357,28 @@ pub fn encode_record(
     watermark: u64,
     salt: u32,
 ) {
+    encode(out, event, placement, watermark, salt, false);
+}
+
+/// Appends one record for a synthetic closer written by recovery.
+pub fn encode_synthetic_record(
+    out: &mut Vec<u8>,
+    event: &Event,
+    placement: Placement,
+    watermark: u64,
+    salt: u32,
+) {
+    encode(out, event, placement, watermark, salt, true);
+}
+
+fn encode(
+    out: &mut Vec<u8>,
+    event: &Event,
+    placement: Placement,
+    watermark: u64,
+    salt: u32,
+    synthetic: bool,
+) {
     let kind = event.kind();
     let type_name: &[u8] = if kind == EventKind::Other {
         event.event_type().as_bytes()
@@ -377,6 +405,9 @@ pub fn encode_record(
     }
     if placement.in_turn {
         flags |= REC_IN_TURN;
+    }
+    if synthetic {
+        flags |= REC_SYNTHETIC;
     }
     let start = out.len();
     out.reserve(record_len);

@@ -248,7 +248,15 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
     let frames = scan_frames(bytes, path)?;
     let mut tail = Vec::new();
     let mut offsets = Vec::new();
+    // Closers of an interrupted repair: cut them and redo the repair from
+    // the real events, so every crash inside a repair converges on the same
+    // bytes (watermarks included).
+    let mut interrupted_repair = None;
     for (at, head) in heads(bytes, frames.commit_end, frames.valid_end) {
+        if head.synthetic() {
+            interrupted_repair = Some(at);
+            break;
+        }
         tail.push(decode_at(bytes, at, &head, path)?);
         offsets.push(at);
     }
@@ -258,29 +266,43 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
         frames.committed_turn,
         &tail,
     );
-    let kept_end = offsets
-        .get(verdict.kept)
-        .copied()
-        .unwrap_or(frames.valid_end);
-    let cut = match (&verdict.debris, &frames.invalid) {
-        (Some(v), _) => Some(Cut {
+    let real_end = interrupted_repair.unwrap_or(frames.valid_end);
+    let kept_end = offsets.get(verdict.kept).copied().unwrap_or(real_end);
+    let after = match interrupted_repair {
+        Some(at) => Some(format!("{} at byte {at}", CutReason::InterruptedRepair)),
+        None => frames
+            .invalid
+            .as_ref()
+            .map(|inv| format!("{} at byte {}", inv.reason, inv.offset)),
+    };
+    let cut = if let Some(v) = &verdict.debris {
+        Some(Cut {
             offset: kept_end,
             seq: frames.committed + verdict.kept as u64,
             len: frames.len - kept_end,
             reason: CutReason::Debris,
-            detail: match &frames.invalid {
-                Some(inv) => format!("{v}; then {} at byte {}", inv.reason, inv.offset),
+            detail: match after {
+                Some(after) => format!("{v}; then {after}"),
                 None => v.to_string(),
             },
-        }),
-        (None, Some(inv)) => Some(Cut {
+        })
+    } else if let Some(at) = interrupted_repair {
+        Some(Cut {
+            offset: at,
+            seq: frames.committed + tail.len() as u64,
+            len: frames.len - at,
+            reason: CutReason::InterruptedRepair,
+            detail: "synthetic closers of an interrupted repair; recomputed from the real events"
+                .into(),
+        })
+    } else {
+        frames.invalid.as_ref().map(|inv| Cut {
             offset: inv.offset,
             seq: frames.records,
             len: frames.len - inv.offset,
             reason: inv.reason,
             detail: inv.detail.clone(),
-        }),
-        (None, None) => None,
+        })
     };
     tail.truncate(verdict.kept);
     let last_time = tail.last().map(Event::time).or(frames.committed_time);

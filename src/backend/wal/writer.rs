@@ -187,7 +187,7 @@ impl LogWriter for WalWriter {
         self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
         let mut bytes = Vec::new();
         for (event, placement) in scan.closers.iter().zip(placements) {
-            format::encode_record(&mut bytes, event, placement, kept_end, self.salt);
+            format::encode_synthetic_record(&mut bytes, event, placement, kept_end, self.salt);
         }
         self.file
             .write_all_at(&bytes, kept_end)
