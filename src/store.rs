@@ -238,6 +238,26 @@ impl Store {
         live.append(id, events, self.options.sync)
     }
 
+    /// Opens `id` for appending in this store, as its first append would
+    /// (taking the writer lock and committing any crash repair), and returns
+    /// where appends continue: `next_seq` is the seq the next event must
+    /// carry, and every stored event (`0..durable`) is durable. A session
+    /// created here but not yet appended to gives `next_seq` 0.
+    ///
+    /// A producer that leaves seqs to the engine calls this before its first
+    /// append to learn the seq to start at, without reading the log.
+    pub fn resume(&self, id: &str) -> Result<Receipt> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        if matches!(&*guard, Slot::Pending { .. }) {
+            return Ok(Receipt {
+                next_seq: 0,
+                durable: 0,
+            });
+        }
+        Ok(self.live(id, &mut guard)?.0.receipt())
+    }
+
     /// Makes every accepted event of `id` durable; returns how many are.
     pub fn flush(&self, id: &str) -> Result<u64> {
         let slot = self.slot(id);

@@ -1,6 +1,169 @@
-//! The `turnwal` command.
+//! The `turnwal` command: argument parsing, dispatch and exit statuses.
+//!
+//! The CLI is thin: it parses arguments, calls [`crate::Store`] and prints.
+//! Only `demo` touches the file system itself (to pick a fresh directory).
+//!
+//! Exit statuses are a contract scripts rely on (see [`exit`]):
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | `verify` found only a recoverable tail (torn bytes, open turn, debris) |
+//! | 2 | corrupt data (`verify`, or any command that meets [`crate::Error::Corrupt`]) |
+//! | 3 | `append` rejected an input line |
+//! | 4 | any other error (not found, locked, I/O, unsupported store) |
+//! | 64 | usage error |
+//!
+//! Errors go to stderr as `turnwal: <message>`. A broken pipe on stdout
+//! exits 0 quietly.
 
-/// Runs the command line.
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+mod append;
+pub mod args;
+mod check;
+mod demo;
+mod location;
+mod output;
+mod read;
+mod sessions;
+
+use std::fmt;
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::backend::SyncMode;
+use crate::error::Error;
+use crate::store::{Store, StoreOptions};
+use args::{Cli, Command};
+
+/// The exit statuses of `turnwal`.
+pub mod exit {
+    /// Success.
+    pub const SUCCESS: u8 = 0;
+    /// `verify` found only a recoverable tail (torn bytes, open turn, debris).
+    pub const RECOVERABLE: u8 = 1;
+    /// Corrupt data.
+    pub const CORRUPT: u8 = 2;
+    /// `append` rejected an input line.
+    pub const REJECTED: u8 = 3;
+    /// Any other error: not found, locked, I/O, unsupported store.
+    pub const ERROR: u8 = 4;
+    /// A bad command line (BSD `EX_USAGE`).
+    pub const USAGE: u8 = 64;
+}
+
+/// Why a command failed; each maps to one exit status.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The library refused or failed.
+    Store(Error),
+    /// Stored data fails validation (a report, not an [`Error::Corrupt`]).
+    Corrupt(String),
+    /// `append` rejected input line `line` (1-based).
+    Rejected { line: u64, reason: String },
+    /// The command line is wrong in a way clap cannot see.
+    Usage(String),
+    /// Writing stdout failed (a broken pipe is not reported).
+    Output(io::Error),
+    /// Anything else, already worded for the user.
+    Other(String),
+}
+
+impl Failure {
+    fn exit_status(&self) -> u8 {
+        match self {
+            Failure::Store(Error::Corrupt(_)) | Failure::Corrupt(_) => exit::CORRUPT,
+            Failure::Rejected { .. } => exit::REJECTED,
+            Failure::Usage(_) => exit::USAGE,
+            Failure::Store(_) | Failure::Output(_) | Failure::Other(_) => exit::ERROR,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Store(e) => write!(f, "{e}"),
+            Failure::Rejected { line, reason } => write!(f, "line {line}: {reason}"),
+            Failure::Corrupt(msg) | Failure::Usage(msg) | Failure::Other(msg) => f.write_str(msg),
+            Failure::Output(e) => write!(f, "writing to stdout: {e}"),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+/// Plain `?` on a write to stdout lands here; stdin and file errors are
+/// mapped explicitly where they occur.
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Output(e)
+    }
+}
+
+/// What a command returns: its exit status, or why it failed.
+pub(crate) type Outcome = Result<u8, Failure>;
+
+/// Runs the command line and returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version go to stdout and succeed; everything else is a
+            // usage error, reported as 64 rather than clap's default 2, which
+            // `verify` uses for "corrupt".
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    let mut out = BufWriter::new(io::stdout().lock());
+    let result = run(cli, &mut out).and_then(|status| {
+        out.flush()?;
+        Ok(status)
+    });
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(failure) => {
+            // What was printed before the failure (acks, listed sessions)
+            // still goes out, ahead of the error.
+            let _ = out.flush();
+            eprintln!("turnwal: {failure}");
+            ExitCode::from(failure.exit_status())
+        }
+    }
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
+    let Cli { store, command } = cli;
+    let open = |sync: SyncMode| -> Result<Store, Failure> {
+        let options = StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        };
+        location::resolve(store.as_deref())?.open(options)
+    };
+    let default_sync = SyncMode::default();
+    match command {
+        Command::Demo => demo::run(store.as_deref(), out),
+        Command::Append(a) => append::run(&open(a.sync.into())?, &a, io::stdin(), out),
+        Command::Cat(a) => read::cat(&open(default_sync)?, &a.session, a.from, out),
+        Command::Tail(a) => read::tail(&open(default_sync)?, &a, out),
+        Command::Verify(a) => {
+            check::verify(&open(default_sync)?, a.session.as_deref(), a.json, out)
+        }
+        Command::Recover(a) => check::recover(&open(default_sync)?, &a.session, a.dry_run, out),
+        Command::Ls(a) => sessions::ls(&open(default_sync)?, a.json, out),
+        Command::Stats(a) => sessions::stats(&open(default_sync)?, &a.session, a.json, out),
+        Command::Fork(a) => sessions::fork(&open(default_sync)?, &a.session, &a.child, a.at, out),
+    }
 }

@@ -1,0 +1,235 @@
+//! `turnwal append`: events from stdin, acknowledged as they become durable.
+
+use std::io::{BufRead, BufReader, Read, Write};
+
+use super::args::AppendArgs;
+use super::{Failure, Outcome, exit};
+use crate::contract::Policy;
+use crate::error::Error;
+use crate::event::{Event, IncomingEvent};
+use crate::header::SessionHeader;
+use crate::store::{Store, now_ms};
+
+/// Most events appended as one batch; bounds memory and ack latency when a
+/// producer floods stdin.
+const MAX_BATCH: usize = 1024;
+
+/// Large enough that a burst of lines arrives in one read and becomes one
+/// batch.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Appends the events on `input` to the session and prints `ack SEQ` for
+/// each as it becomes durable.
+pub(crate) fn run(
+    store: &Store,
+    args: &AppendArgs,
+    input: impl Read,
+    out: &mut dyn Write,
+) -> Outcome {
+    let start = open_session(store, args)?;
+    let mut appender = Appender {
+        store,
+        id: &args.session,
+        next_seq: start,
+        acked: start,
+        out,
+    };
+    let mut reader = BufReader::with_capacity(READ_BUFFER, input);
+    let mut line_no = 0;
+    loop {
+        let (batch, end) = read_batch(&mut reader, &mut line_no, appender.next_seq)?;
+        // A contract violation inside the batch comes before any bad line
+        // that ended it, so it is the one reported.
+        let rejected = match appender.append(&batch)? {
+            Some(rejected) => Some(rejected),
+            None => match end {
+                End::Rejected(rejected) => Some(rejected),
+                End::Eof => {
+                    appender.finish()?;
+                    return Ok(exit::SUCCESS);
+                }
+                End::More => None,
+            },
+        };
+        if let Some(Rejected { line, reason }) = rejected {
+            appender.finish()?;
+            return Err(Failure::Rejected { line, reason });
+        }
+    }
+}
+
+/// Creates the session (`--create`) or opens it, committing any crash repair;
+/// returns the seq appends start at.
+fn open_session(store: &Store, args: &AppendArgs) -> Result<u64, Failure> {
+    if !args.create {
+        return Ok(store.resume(&args.session)?.next_seq);
+    }
+    let mut header = SessionHeader::new(args.session.clone(), now_ms());
+    header.cwd = args.cwd.clone();
+    let policy = if args.lenient {
+        Policy::Lenient
+    } else {
+        store.options().policy
+    };
+    store
+        .create_with_policy(header, policy)
+        .map_err(|e| match e {
+            // Only the command line supplies header fields (id, --cwd).
+            e @ Error::Header(_) => Failure::Usage(e.to_string()),
+            e => Failure::Store(e),
+        })?;
+    Ok(0)
+}
+
+/// A line the session refuses.
+struct Rejected {
+    line: u64,
+    reason: String,
+}
+
+/// Why a batch ended.
+enum End {
+    /// Nothing more is buffered yet.
+    More,
+    /// End of input.
+    Eof,
+    /// This line is bad; the batch holds the lines before it.
+    Rejected(Rejected),
+}
+
+/// Parsed events and the input line each came from.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Event>,
+    lines: Vec<u64>,
+}
+
+/// Reads one line (waiting for it), then every further complete line already
+/// buffered, up to [`MAX_BATCH`] events. Waiting only for the first line
+/// keeps a producer that sends one event at a time from stalling, while a
+/// burst still becomes one batch (one fsync).
+fn read_batch(
+    reader: &mut BufReader<impl Read>,
+    line_no: &mut u64,
+    next_seq: u64,
+) -> Result<(Batch, End), Failure> {
+    let mut batch = Batch::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Failure::Other(format!("reading stdin: {e}")))?;
+        if n == 0 {
+            return Ok((batch, End::Eof));
+        }
+        *line_no += 1;
+        if !buf.trim_ascii().is_empty() {
+            let expected = next_seq + batch.events.len() as u64;
+            match parse_line(&buf, expected) {
+                Ok(event) => {
+                    batch.events.push(event);
+                    batch.lines.push(*line_no);
+                }
+                Err(reason) => {
+                    let line = *line_no;
+                    return Ok((batch, End::Rejected(Rejected { line, reason })));
+                }
+            }
+        }
+        if batch.events.len() >= MAX_BATCH || !reader.buffer().contains(&b'\n') {
+            return Ok((batch, End::More));
+        }
+    }
+}
+
+/// One input line as the event with seq `expected`.
+fn parse_line(line: &[u8], expected: u64) -> Result<Event, String> {
+    let incoming = IncomingEvent::parse(line).map_err(|e| e.to_string())?;
+    if let Some(seq) = incoming.seq
+        && seq != expected
+    {
+        return Err(format!(
+            "seq mismatch: the session's next seq is {expected}, but the line has seq {seq}"
+        ));
+    }
+    let time = incoming.time.unwrap_or_else(|| now_ms() as i64);
+    incoming.complete(expected, time).map_err(|e| e.to_string())
+}
+
+/// Appends batches to one session and acknowledges what becomes durable.
+struct Appender<'a> {
+    store: &'a Store,
+    id: &'a str,
+    next_seq: u64,
+    /// Seqs below this were acknowledged (or stored before this run).
+    acked: u64,
+    out: &'a mut dyn Write,
+}
+
+impl Appender<'_> {
+    /// Appends a batch. When the store rejects one of its events (the
+    /// contract check refuses the whole batch), appends the events before
+    /// that one and returns the rejection.
+    fn append(&mut self, batch: &Batch) -> Result<Option<Rejected>, Failure> {
+        if batch.events.is_empty() {
+            return Ok(None);
+        }
+        let err = match self.store.append(self.id, &batch.events) {
+            Ok(receipt) => {
+                self.next_seq = receipt.next_seq;
+                self.ack(receipt.durable)?;
+                return Ok(None);
+            }
+            Err(e) => e,
+        };
+        let index =
+            rejected_seq(&err).and_then(|seq| batch.events.iter().position(|e| e.seq() == seq));
+        let Some(index) = index else {
+            return Err(err.into());
+        };
+        if index > 0 {
+            let receipt = self.store.append(self.id, &batch.events[..index])?;
+            self.next_seq = receipt.next_seq;
+            self.ack(receipt.durable)?;
+        }
+        Ok(Some(Rejected {
+            line: batch.lines[index],
+            reason: err.to_string(),
+        }))
+    }
+
+    /// Makes everything appended durable and acknowledges it.
+    fn finish(&mut self) -> Result<(), Failure> {
+        let durable = self.store.flush(self.id)?;
+        self.ack(durable)
+    }
+
+    /// Prints `ack SEQ` for every newly durable seq, then flushes stdout so
+    /// the producer sees them at once.
+    fn ack(&mut self, durable: u64) -> Result<(), Failure> {
+        if durable <= self.acked {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for seq in self.acked..durable {
+            text.push_str("ack ");
+            text.push_str(&seq.to_string());
+            text.push('\n');
+        }
+        self.acked = durable;
+        self.out.write_all(text.as_bytes())?;
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+/// The seq of the event an append error blames, for errors caused by the
+/// input rather than by the store.
+fn rejected_seq(err: &Error) -> Option<u64> {
+    match err {
+        Error::Contract(v) => Some(v.seq),
+        Error::Event(e) => e.seq,
+        _ => None,
+    }
+}

@@ -1,0 +1,219 @@
+//! The command line as clap parses it: every command, flag and help text.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::SyncMode;
+
+/// The exit statuses, as `--help` shows them. Kept next to the constants in
+/// [`super::exit`]; a test checks the help text names each of them.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0   success
+  1   verify found only a recoverable tail (torn bytes, an open turn, debris)
+  2   corrupt data (verify, or any command that meets a corrupt log)
+  3   append rejected an input line (bad JSON, bad envelope, seq mismatch,
+      turn-contract violation); everything acknowledged before it is stored
+  4   any other error (session not found, locked, I/O, unsupported store)
+  64  usage error (bad command line)
+
+A broken pipe on stdout (e.g. `turnwal cat S | head -1`) exits 0.";
+
+/// `turnwal`: inspect, verify, repair and drive turnwal session stores.
+#[derive(Debug, Parser)]
+#[command(
+    name = "turnwal",
+    version,
+    about = "Inspect, verify, repair and drive turnwal session stores",
+    long_about = "Inspect, verify, repair and drive turnwal session stores.\n\n\
+        A store holds agent sessions as append-only, turn-aware logs. The last complete \
+        turn/end is each log's commit point; after a crash, torn bytes are cut and an open \
+        final turn is closed with synthetic closers ending in turn/end {\"reason\":{\"kind\":\"interrupted\"}}.",
+    after_long_help = EXIT_STATUS_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The store. A directory (existing or not) is a native WAL store.
+    /// Default: $TURNWAL_STORE, else ./.turnwal
+    #[arg(long, global = true, value_name = "PATH")]
+    pub store: Option<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Append events read from stdin (one JSON object per line) and print
+    /// `ack SEQ` as each becomes durable.
+    #[command(
+        long_about = "Append events read from stdin, one JSON object per line.\n\n\
+        Each line is {\"type\":…,\"data\":…} with optional \"seq\" (checked: it must be the \
+        next seq) and \"time\" (unix ms; default now), plus the optional upstream keys \
+        \"ignorable\", \"sourceEventSeqs\" and \"surfaceOp\". Blank lines are skipped. Lines \
+        already waiting on stdin are appended together as one batch.\n\n\
+        When events become durable under the sync mode, `ack SEQ` is printed for each, in \
+        order: with --sync turn when a batch holding a turn/end is fsynced, with batch after \
+        every batch, with never once written; at end of input everything is flushed and \
+        acknowledged. The first batch of a new session is always fsynced (materialization).\n\n\
+        A rejected line stops the command with exit status 3 and an error naming the line; \
+        the valid lines before it are stored and acknowledged first. A turn left open at end \
+        of input stays open on disk; the next writer closes it as interrupted."
+    )]
+    Append(AppendArgs),
+    /// Print a session's events as JSONL, with the synthetic closers a crash
+    /// would get (nothing is written).
+    Cat(CatArgs),
+    /// Check framing, checksums and the turn contract of one or every session.
+    #[command(
+        long_about = "Check framing, checksums, payload JSON and the turn contract of one \
+        session, or of every session in the store. Writes nothing.\n\n\
+        Exit status: 0 when everything is clean, 1 when only a recoverable tail (torn bytes, \
+        an open turn, debris) was found, 2 when anything is corrupt (the worst wins)."
+    )]
+    Verify(VerifyArgs),
+    /// Repair a crashed session: cut torn bytes, close an open turn.
+    Recover(RecoverArgs),
+    /// List the sessions of the store.
+    Ls(LsArgs),
+    /// Show a session's size, turns, event types and time span.
+    Stats(StatsArgs),
+    /// Copy a session's history (up to a turn boundary) into a new session.
+    Fork(ForkArgs),
+    /// Print the last stored events; with --follow, keep printing new ones.
+    Tail(TailArgs),
+    /// Write a sample store, crash a writer mid-turn, and recover it.
+    #[command(
+        long_about = "Write a sample store, crash a writer mid-turn, and recover it.\n\n\
+        Uses --store if it names an empty or missing directory, else a new temporary \
+        directory, which is left in place to explore afterwards."
+    )]
+    Demo,
+}
+
+/// `turnwal append`.
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// The session id.
+    pub session: String,
+    /// Create the session (it must not exist); without it, it must exist.
+    #[arg(long)]
+    pub create: bool,
+    /// The new session's working directory (absolute). Needs --create.
+    #[arg(long, value_name = "DIR", requires = "create")]
+    pub cwd: Option<String>,
+    /// When events become durable and are acknowledged.
+    #[arg(long, value_enum, default_value_t = SyncArg::Turn)]
+    pub sync: SyncArg,
+    /// Create the session with the lenient policy (plugin events may sit
+    /// between turns). Needs --create.
+    #[arg(long, requires = "create")]
+    pub lenient: bool,
+}
+
+/// The `--sync` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    /// fsync each batch that holds a turn/end.
+    Turn,
+    /// fsync every batch.
+    Batch,
+    /// Never fsync before end of input; acknowledge once written.
+    Never,
+}
+
+impl From<SyncArg> for SyncMode {
+    fn from(arg: SyncArg) -> SyncMode {
+        match arg {
+            SyncArg::Turn => SyncMode::Turn,
+            SyncArg::Batch => SyncMode::Batch,
+            SyncArg::Never => SyncMode::Never,
+        }
+    }
+}
+
+/// `turnwal cat`.
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    /// The session id.
+    pub session: String,
+    /// Print only events with seq >= SEQ.
+    #[arg(long, value_name = "SEQ")]
+    pub from: Option<u64>,
+}
+
+/// `turnwal verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The session id; every session when absent.
+    pub session: Option<String>,
+    /// One JSON object per session.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The session id.
+    pub session: String,
+    /// Show what would be cut and appended; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `turnwal ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// One JSON object per session (lastActivity in unix ms).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The session id.
+    pub session: String,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal fork`.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The session to copy from.
+    pub session: String,
+    /// The new session's id.
+    pub child: String,
+    /// Copy events 0..=SEQ (default: all); SEQ must not be inside a turn.
+    #[arg(long, value_name = "SEQ")]
+    pub at: Option<u64>,
+}
+
+/// `turnwal tail`.
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// The session id.
+    pub session: String,
+    /// How many of the last stored events to print.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
+    pub lines: usize,
+    /// Keep polling and print events as another process appends them.
+    #[arg(long)]
+    pub follow: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,94 @@
+//! Which store a `--store` value names, and opening it.
+
+use std::path::{Path, PathBuf};
+
+use super::Failure;
+use crate::store::{Store, StoreOptions};
+
+/// The environment variable that names the store when `--store` is absent.
+pub(crate) const STORE_ENV: &str = "TURNWAL_STORE";
+
+/// The store used when neither `--store` nor `$TURNWAL_STORE` is given.
+const DEFAULT_STORE: &str = "./.turnwal";
+
+/// What this build can open.
+const SUPPORTED: &str = "supported: a directory (native WAL store)";
+
+/// A store location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    /// A native WAL store: a directory, created on the first write.
+    Wal(PathBuf),
+}
+
+impl Location {
+    /// Opens the store.
+    pub(crate) fn open(&self, options: StoreOptions) -> Result<Store, Failure> {
+        match self {
+            Location::Wal(dir) => Ok(Store::open_with_options(dir, options)?),
+        }
+    }
+}
+
+/// The store named by `--store`, else `$TURNWAL_STORE`, else `./.turnwal`.
+pub(crate) fn resolve(arg: Option<&str>) -> Result<Location, Failure> {
+    let env = std::env::var(STORE_ENV).ok().filter(|v| !v.is_empty());
+    let spec = arg.map(str::to_owned).or(env);
+    classify(spec.as_deref().unwrap_or(DEFAULT_STORE))
+}
+
+/// Chooses the backend from the form of the path. A missing path is a WAL
+/// store to be, since WAL stores are created lazily; `.sqlite`/`.db` files
+/// and `jsonl:` roots are recognised so the error can say what is missing.
+fn classify(spec: &str) -> Result<Location, Failure> {
+    if spec.is_empty() {
+        return Err(Failure::Usage(format!("--store is empty; {SUPPORTED}")));
+    }
+    if let Some(root) = spec.strip_prefix("jsonl:") {
+        return Err(Failure::Other(format!(
+            "{root}: JSONL stores (jsonl:PATH) are not supported by this build; {SUPPORTED}"
+        )));
+    }
+    let path = Path::new(spec);
+    if path.is_dir() {
+        return Ok(Location::Wal(path.to_owned()));
+    }
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    if matches!(ext.as_deref(), Some("sqlite" | "db")) {
+        return Err(Failure::Other(format!(
+            "{spec}: SQLite stores are not supported by this build; {SUPPORTED}"
+        )));
+    }
+    if path.exists() {
+        return Err(Failure::Other(format!(
+            "{spec}: not a directory, so not a store; {SUPPORTED}"
+        )));
+    }
+    Ok(Location::Wal(path.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_are_recognised() {
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            classify(dir.to_str().unwrap()).unwrap(),
+            Location::Wal(dir.clone())
+        );
+        assert_eq!(
+            classify("/nonexistent/turnwal-store").unwrap(),
+            Location::Wal("/nonexistent/turnwal-store".into())
+        );
+        let err = classify("/nonexistent/x.sqlite").unwrap_err().to_string();
+        assert!(err.contains("SQLite stores are not supported"), "{err}");
+        let err = classify("jsonl:/tmp/logs").unwrap_err().to_string();
+        assert!(err.contains("JSONL stores"), "{err}");
+        assert!(err.contains(SUPPORTED), "{err}");
+    }
+}

@@ -1,0 +1,307 @@
+//! How results are printed: JSON lines (key order fixed by the structs
+//! below, since scripts read them), aligned text tables, times and cuts.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::event::Event;
+use crate::scan::{Cut, SessionSummary};
+use crate::verify::VerifyReport;
+
+/// Writes events as JSONL, one envelope per line, exactly as stored.
+pub(crate) fn write_events<'a>(
+    out: &mut dyn Write,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> io::Result<()> {
+    let mut line = Vec::new();
+    for event in events {
+        line.clear();
+        event.write_json(&mut line);
+        line.push(b'\n');
+        out.write_all(&line)?;
+    }
+    Ok(())
+}
+
+/// Writes one value as a line of JSON.
+pub(crate) fn json_line<T: Serialize>(out: &mut dyn Write, value: &T) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, value).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+/// A [`Cut`] in JSON: `{offset, seq, len, reason, detail}`.
+#[derive(Serialize)]
+pub(crate) struct CutJson<'a> {
+    offset: u64,
+    seq: u64,
+    len: u64,
+    reason: &'static str,
+    detail: &'a str,
+}
+
+impl<'a> From<&'a Cut> for CutJson<'a> {
+    fn from(cut: &'a Cut) -> CutJson<'a> {
+        CutJson {
+            offset: cut.offset,
+            seq: cut.seq,
+            len: cut.len,
+            reason: cut.reason.code(),
+            detail: &cut.detail,
+        }
+    }
+}
+
+/// A `verify` line in JSON.
+#[derive(Serialize)]
+pub(crate) struct VerifyJson<'a> {
+    id: &'a str,
+    state: &'static str,
+    events: u64,
+    turns: u64,
+    bytes: u64,
+    cut: Option<CutJson<'a>>,
+    closers: usize,
+    problem: Option<&'a str>,
+}
+
+impl<'a> From<&'a VerifyReport> for VerifyJson<'a> {
+    fn from(r: &'a VerifyReport) -> VerifyJson<'a> {
+        VerifyJson {
+            id: &r.id,
+            state: r.state.code(),
+            events: r.events,
+            turns: r.turns,
+            bytes: r.bytes,
+            cut: r.cut.as_ref().map(CutJson::from),
+            closers: r.closers,
+            problem: r.problem.as_deref(),
+        }
+    }
+}
+
+/// A `verify` line in text.
+pub(crate) fn verify_text(r: &VerifyReport) -> String {
+    let id = display_id(&r.id);
+    if let Some(problem) = &r.problem {
+        return format!("{id}: {}: {problem}", r.state);
+    }
+    let mut line = format!(
+        "{id}: {}, {}, {}, {}",
+        r.state,
+        count(r.events, "event"),
+        count(r.turns, "turn"),
+        count(r.bytes, "byte")
+    );
+    if let Some(cut) = &r.cut {
+        line.push_str(&format!("; recovery cuts {}", cut_text(cut)));
+    }
+    if r.closers > 0 {
+        let closers = count(r.closers as u64, "closer");
+        line.push_str(&format!("; recovery adds {closers}"));
+    }
+    line
+}
+
+/// `1 turn`, `2 turns`.
+pub(crate) fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `13 bytes at byte 1234 (seq 7): incomplete-record: <detail>`.
+pub(crate) fn cut_text(cut: &Cut) -> String {
+    let mut text = format!(
+        "{} at byte {} (seq {}): {}",
+        count(cut.len, "byte"),
+        cut.offset,
+        cut.seq,
+        cut.reason
+    );
+    if !cut.detail.is_empty() {
+        text.push_str(": ");
+        text.push_str(&cut.detail);
+    }
+    text
+}
+
+/// An `ls` line in JSON.
+#[derive(Serialize)]
+pub(crate) struct SessionJson<'a> {
+    id: &'a str,
+    events: u64,
+    turns: u64,
+    bytes: u64,
+    #[serde(rename = "lastActivity")]
+    last_activity: Option<i64>,
+    state: &'static str,
+    problem: Option<&'a str>,
+}
+
+impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
+    fn from(s: &'a SessionSummary) -> SessionJson<'a> {
+        SessionJson {
+            id: &s.id,
+            events: s.events,
+            turns: s.turns,
+            bytes: s.bytes,
+            last_activity: s.last_activity,
+            state: s.state.code(),
+            problem: s.problem.as_deref(),
+        }
+    }
+}
+
+/// `stats` in JSON.
+#[derive(Serialize)]
+pub(crate) struct StatsJson<'a> {
+    pub id: &'a str,
+    pub state: &'static str,
+    pub events: u64,
+    pub turns: u64,
+    pub bytes: u64,
+    pub closers: usize,
+    #[serde(rename = "firstTime")]
+    pub first_time: Option<i64>,
+    #[serde(rename = "lastTime")]
+    pub last_time: Option<i64>,
+    pub types: BTreeMap<&'a str, u64>,
+}
+
+/// An aligned text table: a header row, then rows; numeric columns are
+/// right-aligned.
+pub(crate) struct Table {
+    rows: Vec<Vec<String>>,
+    right: Vec<bool>,
+}
+
+impl Table {
+    /// A table with these column headers; `right[i]` right-aligns column i.
+    pub(crate) fn new(headers: &[&str], right: &[bool]) -> Table {
+        Table {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+            right: right.to_vec(),
+        }
+    }
+
+    /// A table without a header row.
+    pub(crate) fn headless(right: &[bool]) -> Table {
+        Table {
+            rows: Vec::new(),
+            right: right.to_vec(),
+        }
+    }
+
+    /// Adds a row.
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Writes the table, columns separated by two spaces.
+    pub(crate) fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        let columns = self.right.len();
+        let mut widths = vec![0; columns];
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        for row in &self.rows {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let pad = " ".repeat(widths[i] - cell.chars().count());
+                if self.right[i] {
+                    line.push_str(&pad);
+                    line.push_str(cell);
+                } else {
+                    line.push_str(cell);
+                    line.push_str(&pad);
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// A session id for text output: as is, unless it is empty or holds
+/// whitespace or control characters, which would break the layout; then
+/// JSON-quoted.
+pub(crate) fn display_id(id: &str) -> Cow<'_, str> {
+    if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Cow::Owned(serde_json::to_string(id).expect("a string always serializes"))
+    } else {
+        Cow::Borrowed(id)
+    }
+}
+
+/// Unix milliseconds as ISO-8601 UTC with milliseconds,
+/// e.g. `2023-11-14T22:13:20.000Z`.
+pub(crate) fn iso_utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `civil_from_days`), so the CLI needs no date crate.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_times() {
+        assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso_utc(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn table_aligns() {
+        let mut t = Table::new(&["ID", "N", "STATE"], &[false, true, false]);
+        t.row(vec!["a".into(), "100".into(), "clean".into()]);
+        t.row(vec!["long-id".into(), "7".into(), "torn".into()]);
+        let mut out = Vec::new();
+        t.write(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ID         N  STATE\na        100  clean\nlong-id    7  torn\n"
+        );
+    }
+
+    #[test]
+    fn odd_ids_are_quoted() {
+        assert_eq!(display_id("s1"), "s1");
+        assert_eq!(display_id("a b"), "\"a b\"");
+        assert_eq!(display_id(""), "\"\"");
+    }
+}
