@@ -145,6 +145,9 @@ fn read_batch(
 
 /// One input line as the event with seq `expected`.
 fn parse_line(line: &[u8], expected: u64) -> Result<Event, String> {
+    // Without its terminator, so JSON error positions fall on the line.
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let incoming = IncomingEvent::parse(line).map_err(|e| e.to_string())?;
     if let Some(seq) = incoming.seq
         && seq != expected

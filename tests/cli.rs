@@ -1,0 +1,966 @@
+//! The `turnwal` command line, run as a real binary against temporary stores.
+//! The outputs and exit statuses are a contract scripts rely on, so these
+//! tests compare them exactly.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
+const T0: i64 = 1_700_000_000_000;
+
+/// How long an ack that should arrive may take (slow, shared CI machines).
+const ACK_WAIT: Duration = Duration::from_secs(20);
+/// How long to watch for an ack that must not arrive.
+const SILENCE: Duration = Duration::from_millis(300);
+
+fn turnwal(store: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("TURNWAL_STORE").arg("--store").arg(store);
+    cmd
+}
+
+struct Output {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(store: &Path, args: &[&str], stdin: &str) -> Output {
+    run_cmd(turnwal(store).args(args), stdin)
+}
+
+fn run_cmd(cmd: &mut Command, stdin: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn turnwal");
+    let mut pipe = child.stdin.take().unwrap();
+    let input = stdin.to_owned();
+    let writer = thread::spawn(move || {
+        // A command that stops reading early (a rejected line) closes the pipe.
+        let _ = pipe.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().expect("wait for turnwal");
+    writer.join().unwrap();
+    Output {
+        status: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// An event line as the CLI prints it (and as producers may send it).
+fn ev(event_type: &str, seq: u64, time: i64, data: &str) -> String {
+    format!(r#"{{"type":"{event_type}","seq":{seq},"time":{time},"data":{data}}}"#)
+}
+
+/// A complete turn of six events, seqs from `seq0`, times from `t0`.
+fn turn(n: u64, seq0: u64, t0: i64) -> Vec<String> {
+    let data = [
+        ("turn/start", format!(r#"{{"turn":{n}}}"#)),
+        (
+            "user/message",
+            format!(r#"{{"id":"u{n}","text":"hello {n}"}}"#),
+        ),
+        ("step/start", format!(r#"{{"turn":{n},"step":1}}"#)),
+        (
+            "assistant/chunk",
+            format!(
+                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"hi"}}}}"#
+            ),
+        ),
+        ("step/end", format!(r#"{{"turn":{n},"step":1}}"#)),
+        (
+            "turn/end",
+            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+        ),
+    ];
+    data.iter()
+        .enumerate()
+        .map(|(i, (t, d))| ev(t, seq0 + i as u64, t0 + i as i64, d))
+        .collect()
+}
+
+fn lines(events: &[String]) -> String {
+    events.iter().map(|e| format!("{e}\n")).collect()
+}
+
+fn acks(seqs: std::ops::Range<u64>) -> String {
+    seqs.map(|s| format!("ack {s}\n")).collect()
+}
+
+fn log_path(store: &Path, id: &str) -> PathBuf {
+    store.join("sessions").join(format!("{id}.twal"))
+}
+
+/// Creates session `id` holding `turns` complete turns.
+fn session_with_turns(store: &Path, id: &str, turns: u64) -> Vec<String> {
+    let mut events = Vec::new();
+    for n in 1..=turns {
+        events.extend(turn(n, events.len() as u64, T0 + 100 * n as i64));
+    }
+    let out = run(
+        store,
+        &["append", id, "--create", "--cwd", "/w"],
+        &lines(&events),
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert_eq!(out.stdout, acks(0..events.len() as u64));
+    events
+}
+
+fn cat(store: &Path, id: &str) -> String {
+    let out = run(store, &["cat", id], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""), "cat {id}");
+    out.stdout
+}
+
+// ---------------------------------------------------------------- append
+
+#[test]
+fn append_acks_every_event_and_cat_gives_them_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = session_with_turns(dir.path(), "s", 2);
+    assert_eq!(cat(dir.path(), "s"), lines(&events));
+    let out = run(dir.path(), &["cat", "s", "--from", "10"], "");
+    assert_eq!(out.stdout, lines(&events[10..]));
+}
+
+#[test]
+fn append_assigns_seq_and_time_when_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = concat!(
+        "{\"type\":\"turn/start\",\"time\":5,\"data\":{\"turn\":1}}\n",
+        "\n",
+        "   \n",
+        "{\"type\":\"user/message\",\"data\":{\"id\":\"u\"}}\n",
+        "{\"type\":\"turn/end\",\"seq\":2,\"time\":7,\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}",
+    );
+    let before = now_ms();
+    let out = run(dir.path(), &["append", "s", "--create"], input);
+    let after = now_ms();
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "ack 0\nack 1\nack 2\n")
+    );
+    let printed = cat(dir.path(), "s");
+    let got: Vec<&str> = printed.lines().collect();
+    assert_eq!(got[0], ev("turn/start", 0, 5, r#"{"turn":1}"#));
+    let user: Value = serde_json::from_str(got[1]).unwrap();
+    assert_eq!(user["seq"], 1);
+    let time = user["time"].as_i64().unwrap();
+    assert!(
+        (before..=after).contains(&time),
+        "{before} <= {time} <= {after}"
+    );
+    assert_eq!(
+        got[1],
+        ev("user/message", 1, time, r#"{"id":"u"}"#),
+        "time defaults to now"
+    );
+    assert_eq!(
+        got[2],
+        ev(
+            "turn/end",
+            2,
+            7,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#
+        )
+    );
+    assert_eq!(got.len(), 3);
+}
+
+#[test]
+fn data_round_trips_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = r#"{"n":1e+21,"z":-0.0,"s":"\ud800","b":1,"a":[1.50,"\u0041\/"]}"#;
+    let events = [
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        ev("user/message", 1, T0, data),
+        ev(
+            "turn/end",
+            2,
+            T0,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    let out = run(dir.path(), &["append", "s", "--create"], &lines(&events));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(cat(dir.path(), "s"), lines(&events));
+}
+
+#[test]
+fn extra_envelope_keys_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = [
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        r#"{"type":"plugin/x","seq":1,"time":2,"data":{},"ignorable":true}"#.to_owned(),
+        r#"{"type":"user/message","seq":2,"time":3,"data":{"id":"u"},"surfaceOp":"append","sourceEventSeqs":[1]}"#.to_owned(),
+        ev("turn/end", 3, T0, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    ];
+    let out = run(dir.path(), &["append", "s", "--create"], &lines(&events));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(cat(dir.path(), "s"), lines(&events));
+}
+
+/// A running `turnwal append` fed line by line, its acks read as they come.
+struct Writer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    acks: Receiver<String>,
+}
+
+impl Writer {
+    fn start(store: &Path, args: &[&str]) -> Writer {
+        let mut child = turnwal(store)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, acks) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Writer { child, stdin, acks }
+    }
+
+    fn send(&mut self, events: &[String]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(lines(events).as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn expect_acks(&self, seqs: std::ops::Range<u64>) {
+        for seq in seqs {
+            let line = self.acks.recv_timeout(ACK_WAIT).expect("an ack line");
+            assert_eq!(line, format!("ack {seq}"));
+        }
+    }
+
+    fn expect_no_ack(&self) {
+        match self.acks.recv_timeout(SILENCE) {
+            Err(RecvTimeoutError::Timeout) => {}
+            other => panic!("expected no ack yet, got {other:?}"),
+        }
+    }
+
+    /// Closes stdin; returns the exit status and every line printed after.
+    fn finish(mut self) -> (i32, Vec<String>, String) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap().code().unwrap();
+        let rest = self.acks.iter().collect();
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (status, rest, stderr)
+    }
+}
+
+#[test]
+fn sync_turn_acks_when_a_turn_end_is_fsynced() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let next = turn(2, 6, T0 + 1000);
+    let mut w = Writer::start(dir.path(), &["append", "s"]);
+    w.send(&next[..2]);
+    w.expect_no_ack();
+    w.send(&next[2..]);
+    w.expect_acks(6..12);
+    w.send(&turn(3, 12, T0 + 2000)[..1]);
+    w.expect_no_ack();
+    let (status, rest, stderr) = w.finish();
+    assert_eq!(
+        (status, rest, stderr.as_str()),
+        (0, vec!["ack 12".to_owned()], "")
+    );
+}
+
+#[test]
+fn sync_batch_acks_every_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let next = turn(2, 6, T0 + 1000);
+    let mut w = Writer::start(dir.path(), &["append", "s", "--sync", "batch"]);
+    w.send(&next[..1]);
+    w.expect_acks(6..7);
+    w.send(&next[1..2]);
+    w.expect_acks(7..8);
+    let (status, rest, _) = w.finish();
+    assert_eq!((status, rest.len()), (0, 0));
+}
+
+#[test]
+fn sync_never_acks_once_written() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let next = turn(2, 6, T0 + 1000);
+    let mut w = Writer::start(dir.path(), &["append", "s", "--sync", "never"]);
+    w.send(&next[..2]);
+    w.expect_acks(6..8);
+    let (status, rest, _) = w.finish();
+    assert_eq!((status, rest.len()), (0, 0));
+    let mut all = turn(1, 0, T0 + 100);
+    all.extend_from_slice(&next[..2]);
+    // The turn left open at end of input gets its closer in the inspect view.
+    all.push(ev(
+        "turn/end",
+        8,
+        T0 + 1001,
+        r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+    ));
+    assert_eq!(cat(dir.path(), "s"), lines(&all));
+}
+
+/// Appends `good` then `bad` (and a line after it) to a new session and
+/// checks: exit 3, stderr names `line`, the good events acked and intact.
+fn assert_rejected(good: &[String], bad: &str, line: usize, reason: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = lines(good);
+    input.push_str(bad);
+    input.push('\n');
+    input.push_str(&ev("turn/start", 99, T0, r#"{"turn":9}"#));
+    let out = run(dir.path(), &["append", "s", "--create"], &input);
+    assert_eq!(out.status, 3, "stderr: {}", out.stderr);
+    assert_eq!(out.stderr, format!("turnwal: line {line}: {reason}\n"));
+    assert_eq!(out.stdout, acks(0..good.len() as u64));
+    assert_eq!(cat(dir.path(), "s"), lines(good));
+}
+
+#[test]
+fn bad_json_line_is_rejected_after_storing_what_precedes_it() {
+    let bad = r#"{"type":"turn/start","data":{"turn":2}"#;
+    // The blank line before it counts: the bad line is line 8.
+    assert_rejected(
+        &turn(1, 0, T0),
+        &format!("\n{bad}"),
+        8,
+        "invalid event: invalid event JSON: EOF while parsing an object at line 1 column 38",
+    );
+}
+
+#[test]
+fn unknown_envelope_key_is_rejected() {
+    assert_rejected(
+        &turn(1, 0, T0),
+        r#"{"type":"turn/start","data":{"turn":2},"extra":1}"#,
+        7,
+        "invalid event: invalid event JSON: unknown field `extra`, expected one of `type`, \
+         `seq`, `time`, `data`, `ignorable`, `sourceEventSeqs`, `surfaceOp` at line 1 column 46",
+    );
+}
+
+#[test]
+fn seq_mismatch_is_rejected() {
+    assert_rejected(
+        &turn(1, 0, T0),
+        &ev("turn/start", 9, T0, r#"{"turn":2}"#),
+        7,
+        "seq mismatch: the session's next seq is 6, but the line has seq 9",
+    );
+}
+
+#[test]
+fn contract_violation_is_rejected_at_its_line() {
+    // All in one batch: the store refuses the batch, the CLI stores the
+    // events before the violating one and reports that one's line.
+    let mut good = turn(1, 0, T0);
+    good.push(ev("turn/start", 6, T0 + 10, r#"{"turn":2}"#));
+    good.push(ev("user/message", 7, T0 + 11, r#"{"id":"u"}"#));
+    let bad = ev(
+        "turn/end",
+        8,
+        T0 + 12,
+        r#"{"turn":3,"reason":{"kind":"completed"}}"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let input = format!("{}{bad}\n", lines(&good));
+    let out = run(dir.path(), &["append", "s", "--create"], &input);
+    assert_eq!(out.status, 3);
+    assert_eq!(
+        out.stderr,
+        "turnwal: line 9: turn contract violation at seq 8 (turn/end): rule turn-mismatch: \
+         names turn 3, but turn 2 is open\n"
+    );
+    assert_eq!(out.stdout, acks(0..8));
+    let mut view = good.clone();
+    view.push(ev(
+        "turn/end",
+        8,
+        T0 + 11,
+        r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+    ));
+    assert_eq!(cat(dir.path(), "s"), lines(&view));
+}
+
+#[test]
+fn lenient_sessions_accept_plugin_events_between_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = turn(1, 0, T0);
+    events.push(ev("plugin/note", 6, T0 + 9, r#"{"k":1}"#));
+    let input = lines(&events);
+    let strict = run(dir.path(), &["append", "strict", "--create"], &input);
+    assert_eq!(strict.status, 3);
+    assert_eq!(
+        strict.stderr,
+        "turnwal: line 7: turn contract violation at seq 6 (plugin/note): rule enclosure: \
+         no turn is open (strict policy)\n"
+    );
+    let lenient = run(
+        dir.path(),
+        &["append", "l", "--create", "--lenient"],
+        &input,
+    );
+    assert_eq!((lenient.status, lenient.stdout), (0, acks(0..7)));
+    assert_eq!(cat(dir.path(), "l"), input);
+}
+
+#[test]
+fn append_refuses_missing_and_existing_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["append", "nope"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (4, "turnwal: session \"nope\" not found\n")
+    );
+    session_with_turns(dir.path(), "s", 1);
+    let out = run(dir.path(), &["append", "s", "--create"], "");
+    assert_eq!(out.status, 4);
+    assert!(
+        out.stderr
+            .starts_with("turnwal: session \"s\" already exists"),
+        "{}",
+        out.stderr
+    );
+}
+
+// ------------------------------------------------------- reading a crash
+
+/// A session whose writer stopped inside a step: seqs 0-8 stored.
+fn crashed_session(store: &Path) -> Vec<String> {
+    let events = crashed_events();
+    let out = run(
+        store,
+        &["append", "s", "--create", "--cwd", "/w"],
+        &lines(&events),
+    );
+    assert_eq!((out.status, out.stdout), (0, acks(0..9)));
+    events
+}
+
+fn crashed_events() -> Vec<String> {
+    let mut events = turn(1, 0, T0);
+    events.push(ev("turn/start", 6, T0 + 10, r#"{"turn":2}"#));
+    events.push(ev("step/start", 7, T0 + 11, r#"{"turn":2,"step":1}"#));
+    events.push(ev(
+        "assistant/chunk",
+        8,
+        T0 + 12,
+        r#"{"turn":2,"step":1,"chunk":{"type":"text-delta","index":0,"text":"wor"}}"#,
+    ));
+    events
+}
+
+fn closers() -> Vec<String> {
+    vec![
+        ev("step/end", 9, T0 + 12, r#"{"turn":2,"step":1}"#),
+        ev(
+            "turn/end",
+            10,
+            T0 + 12,
+            r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+        ),
+    ]
+}
+
+#[test]
+fn cat_of_a_crashed_session_shows_closers_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = crashed_session(dir.path());
+    let before = fs::read(log_path(dir.path(), "s")).unwrap();
+    events.extend(closers());
+    assert_eq!(cat(dir.path(), "s"), lines(&events));
+    let out = run(dir.path(), &["cat", "s", "--from", "8"], "");
+    assert_eq!(out.stdout, lines(&events[8..]));
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+}
+
+#[test]
+fn tail_prints_the_last_stored_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = crashed_session(dir.path());
+    let out = run(dir.path(), &["tail", "s", "-n", "2"], "");
+    assert_eq!((out.status, out.stdout), (0, lines(&events[7..])));
+    let out = run(dir.path(), &["tail", "s"], "");
+    assert_eq!(out.stdout, lines(&events), "10 by default; 9 are stored");
+    let out = run(dir.path(), &["tail", "s", "-n", "0"], "");
+    assert_eq!((out.status, out.stdout.as_str()), (0, ""));
+}
+
+#[test]
+fn tail_follow_prints_events_another_process_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    let mut tail = turnwal(dir.path())
+        .args(["tail", "s", "-n", "1", "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = BufReader::new(tail.stdout.take().unwrap()).lines();
+    assert_eq!(seen.next().unwrap().unwrap(), first[5]);
+    let next = turn(2, 6, T0 + 1000);
+    let out = run(dir.path(), &["append", "s"], &lines(&next));
+    assert_eq!(out.status, 0);
+    for event in &next {
+        assert_eq!(&seen.next().unwrap().unwrap(), event);
+    }
+    tail.kill().unwrap();
+    tail.wait().unwrap();
+}
+
+// ------------------------------------------------------ verify, recover
+
+fn verify_json(store: &Path, id: &str) -> (i32, Value) {
+    let out = run(store, &["verify", id, "--json"], "");
+    (out.status, serde_json::from_str(&out.stdout).unwrap())
+}
+
+#[test]
+fn verify_exit_codes_clean_recoverable_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    // Two appends, so the second batch's records prove the first durable.
+    session_with_turns(store, "corrupt", 1);
+    let out = run(store, &["append", "corrupt"], &lines(&turn(2, 6, T0 + 500)));
+    assert_eq!(out.status, 0);
+    session_with_turns(store, "clean", 2);
+    session_with_turns(store, "torn", 1);
+
+    let len = fs::metadata(log_path(store, "clean")).unwrap().len();
+    let out = run(store, &["verify", "clean"], "");
+    assert_eq!(
+        (out.status, out.stdout),
+        (
+            0,
+            format!("clean: clean, 12 events, 2 turns, {len} bytes\n")
+        )
+    );
+
+    let path = log_path(store, "torn");
+    let torn_at = fs::metadata(&path).unwrap().len();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"garbage!")
+        .unwrap();
+    let (status, json) = verify_json(store, "torn");
+    assert_eq!(status, 1);
+    let expected = format!(
+        r#"{{"id":"torn","state":"torn","events":6,"turns":1,"bytes":{},"cut":{{"offset":{torn_at},"seq":6,"len":8,"reason":"incomplete-record","detail":"8 bytes left, too few for a record"}},"closers":0,"problem":null}}"#,
+        torn_at + 8
+    );
+    assert_eq!(json, serde_json::from_str::<Value>(&expected).unwrap());
+
+    // Flip a byte inside seq 1's payload: its checksum fails, and the
+    // second append's records carry a watermark past it.
+    let path = log_path(store, "corrupt");
+    let mut bytes = fs::read(&path).unwrap();
+    let at = find(&bytes, b"hello 1");
+    bytes[at] = b'j';
+    fs::write(&path, &bytes).unwrap();
+    let (status, json) = verify_json(store, "corrupt");
+    assert_eq!(
+        (status, &json["state"], &json["cut"]),
+        (2, &Value::from("corrupt"), &Value::Null)
+    );
+    let problem = json["problem"].as_str().unwrap();
+    assert!(problem.contains("corrupt at byte"), "{problem}");
+    assert!(
+        problem.contains("(seq 1): record checksum mismatch"),
+        "{problem}"
+    );
+
+    // Every session at once: one line each, sorted, the worst status wins.
+    let out = run(store, &["verify"], "");
+    assert_eq!(out.status, 2);
+    let ids: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(ids, ["clean", "corrupt", "torn"]);
+    assert_eq!(out.stderr, "", "no progress output when stderr is piped");
+    // A command that meets the corruption exits 2 as well.
+    let out = run(store, &["cat", "corrupt"], "");
+    assert_eq!(out.status, 2);
+    assert!(
+        out.stderr.contains("(seq 1): record checksum mismatch"),
+        "{}",
+        out.stderr
+    );
+    fs::remove_file(&path).unwrap();
+    assert_eq!(run(store, &["verify"], "").status, 1);
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("needle in file")
+}
+
+#[test]
+fn recover_dry_run_changes_nothing_then_recover_repairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    crashed_session(store);
+    let path = log_path(store, "s");
+    let before = fs::read(&path).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&[0; 40])
+        .unwrap();
+    let torn = fs::read(&path).unwrap();
+    assert_eq!(run(store, &["verify", "s"], "").status, 1);
+
+    let report = |written: &str| {
+        format!(
+            "session s: torn before recovery\n\
+             kept: 9 stored events\n\
+             cut: 40 bytes at byte {} (seq 9): zero-fill: 40 bytes left, too few for a record\n\
+             closers: 2\n{}written: {written}\n",
+            before.len(),
+            lines(&closers())
+        )
+    };
+    let out = run(store, &["recover", "s", "--dry-run"], "");
+    assert_eq!(
+        (out.status, out.stdout, out.stderr),
+        (0, report("no (dry run)"), String::new())
+    );
+    assert_eq!(fs::read(&path).unwrap(), torn);
+
+    let out = run(store, &["recover", "s"], "");
+    assert_eq!((out.status, out.stdout), (0, report("yes")));
+    assert_eq!(run(store, &["verify", "s"], "").status, 0);
+    let mut events = crashed_events();
+    events.extend(closers());
+    assert_eq!(cat(store, "s"), lines(&events));
+
+    let out = run(store, &["recover", "s"], "");
+    assert_eq!(
+        out.stdout,
+        "session s: clean before recovery\nkept: 11 stored events\ncut: nothing\nclosers: 0\n\
+         written: no (nothing to repair)\n"
+    );
+}
+
+// ------------------------------------------------------ ls, stats, fork
+
+#[test]
+fn ls_lists_sessions_as_a_table_and_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    session_with_turns(store, "beta", 2);
+    crashed_session(store);
+    let (beta, s) = (
+        fs::metadata(log_path(store, "beta")).unwrap().len(),
+        fs::metadata(log_path(store, "s")).unwrap().len(),
+    );
+    let out = run(store, &["ls", "--json"], "");
+    assert_eq!(out.status, 0);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{{\"id\":\"beta\",\"events\":12,\"turns\":2,\"bytes\":{beta},\"lastActivity\":{},\"state\":\"clean\",\"problem\":null}}\n\
+             {{\"id\":\"s\",\"events\":9,\"turns\":2,\"bytes\":{s},\"lastActivity\":{},\"state\":\"open-turn\",\"problem\":null}}\n",
+            T0 + 205,
+            T0 + 12
+        )
+    );
+    let out = run(store, &["ls"], "");
+    let w = beta.to_string().len().max(5);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "ID    EVENTS  TURNS  {:>w$}  LAST ACTIVITY             STATE\n\
+             beta      12      2  {beta:>w$}  2023-11-14T22:13:20.205Z  clean\n\
+             s          9      2  {s:>w$}  2023-11-14T22:13:20.012Z  open-turn\n",
+            "BYTES"
+        )
+    );
+}
+
+#[test]
+fn ls_of_an_empty_store_and_the_store_environment_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["ls", "--json"], "");
+    assert_eq!((out.status, out.stdout.as_str()), (0, ""));
+    session_with_turns(dir.path(), "e", 1);
+    let out = run_cmd(
+        Command::new(BIN)
+            .env("TURNWAL_STORE", dir.path())
+            .args(["verify"]),
+        "",
+    );
+    assert_eq!(out.status, 0);
+    assert!(
+        out.stdout.starts_with("e: clean, 6 events, 1 turn, "),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn stats_counts_event_types() {
+    let dir = tempfile::tempdir().unwrap();
+    crashed_session(dir.path());
+    let len = fs::metadata(log_path(dir.path(), "s")).unwrap().len();
+    let out = run(dir.path(), &["stats", "s", "--json"], "");
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{{\"id\":\"s\",\"state\":\"open-turn\",\"events\":9,\"turns\":2,\"bytes\":{len},\"closers\":2,\
+             \"firstTime\":{T0},\"lastTime\":{},\"types\":{{\"assistant/chunk\":2,\"step/end\":1,\
+             \"step/start\":2,\"turn/end\":1,\"turn/start\":2,\"user/message\":1}}}}\n",
+            T0 + 12
+        )
+    );
+    let out = run(dir.path(), &["stats", "s"], "");
+    assert_eq!(
+        out.stdout,
+        format!(
+            "session     s\nstate       open-turn\nevents      9\nturns       2\nbytes       {len}\n\
+             closers     2\nfirst time  2023-11-14T22:13:20.000Z\nlast time   2023-11-14T22:13:20.012Z\n\
+             types\n  assistant/chunk  2\n  step/end         1\n  step/start       2\n  turn/end         1\n\
+             \x20 turn/start       2\n  user/message     1\n"
+        )
+    );
+}
+
+#[test]
+fn fork_copies_history_and_refuses_an_open_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = crashed_session(dir.path());
+    let out = run(dir.path(), &["fork", "s", "child", "--at", "7"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (
+            4,
+            "turnwal: session \"s\": fork boundary seq 7 is inside open turn 2\n"
+        )
+    );
+    let out = run(dir.path(), &["fork", "s", "child", "--at", "5"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let header: Value = serde_json::from_str(&out.stdout).unwrap();
+    let created = header["createdAt"].as_u64().unwrap();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{{\"version\":0,\"id\":\"child\",\"createdAt\":{created},\"cwd\":\"/w\",\
+             \"parentSession\":\"s\",\"seedLength\":6}}\n"
+        )
+    );
+    let copied = cat(dir.path(), "child");
+    let copied: Vec<&str> = copied.lines().collect();
+    assert_eq!(copied[..6], events[..6]);
+    assert_eq!(copied.len(), 7);
+    assert!(copied[6].starts_with(r#"{"type":"session/end-seed","seq":6,"#));
+}
+
+// ------------------------------------------------ errors, usage, pipes
+
+#[test]
+fn usage_errors_exit_64_and_help_documents_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [&[&str]; 6] = [
+        &["bogus"],
+        &["append"],
+        &["append", "s", "--sync", "sometimes"],
+        &["append", "s", "--cwd", "/w"],
+        &["tail", "s", "-n", "x"],
+        &[],
+    ];
+    for args in cases {
+        let out = run(dir.path(), args, "");
+        assert_eq!(out.status, 64, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+    }
+    let out = run(
+        dir.path(),
+        &["append", "s", "--create", "--cwd", "relative"],
+        "",
+    );
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (
+            64,
+            "turnwal: invalid session header: session metadata cwd must be an absolute path, got \"relative\"\n"
+        )
+    );
+    let out = run(dir.path(), &["--help"], "");
+    assert_eq!(out.status, 0);
+    for line in [
+        "  0   success",
+        "  1   verify found only a recoverable tail",
+        "  2   corrupt data",
+        "  3   append rejected an input line",
+        "  4   any other error",
+        "  64  usage error",
+    ] {
+        assert!(out.stdout.contains(line), "--help lacks {line:?}");
+    }
+}
+
+#[test]
+fn other_errors_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["cat", "nope"], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (4, "", "turnwal: session \"nope\" not found\n")
+    );
+    let db = dir.path().join("x.sqlite");
+    let out = run_cmd(Command::new(BIN).arg("--store").arg(&db).arg("ls"), "");
+    assert_eq!(
+        (out.status, out.stderr),
+        (
+            4,
+            format!(
+                "turnwal: {}: SQLite stores are not supported by this build; supported: a \
+                 directory (native WAL store)\n",
+                db.display()
+            )
+        )
+    );
+    let out = run_cmd(Command::new(BIN).args(["--store", "jsonl:/x", "ls"]), "");
+    assert_eq!(out.status, 4);
+}
+
+#[test]
+fn a_writer_holding_the_session_locks_out_a_second_one() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let mut w = Writer::start(dir.path(), &["append", "s", "--sync", "batch"]);
+    w.send(&turn(2, 6, T0 + 1000)[..1]);
+    w.expect_acks(6..7);
+    let out = run(dir.path(), &["append", "s"], "");
+    assert_eq!(out.status, 4);
+    assert!(
+        out.stderr.contains("is locked by another writer (pid "),
+        "{}",
+        out.stderr
+    );
+    // Readers take no lock.
+    let out = run(dir.path(), &["tail", "s", "-n", "1"], "");
+    assert_eq!(out.stdout, format!("{}\n", turn(2, 6, T0 + 1000)[0]));
+    assert_eq!(w.finish().0, 0);
+}
+
+#[test]
+fn broken_pipe_exits_0_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    // Enough output to overflow the pipe buffer after the reader is gone.
+    let mut events = vec![ev("turn/start", 0, T0, r#"{"turn":1}"#)];
+    let pad = "x".repeat(200);
+    for seq in 1..2000 {
+        events.push(ev(
+            "user/message",
+            seq,
+            T0,
+            &format!(r#"{{"id":"u{seq}","pad":"{pad}"}}"#),
+        ));
+    }
+    let out = run(dir.path(), &["append", "s", "--create"], &lines(&events));
+    assert_eq!(out.status, 0);
+    let mut child = turnwal(dir.path())
+        .args(["cat", "s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, format!("{}\n", events[0]));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        (out.status.code(), out.stderr.as_slice()),
+        (Some(0), &b""[..])
+    );
+}
+
+// ------------------------------------------------------------------ demo
+
+#[test]
+fn demo_crashes_a_writer_and_recovers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("demo");
+    let out = run_cmd(Command::new(BIN).arg("--store").arg(&store).arg("demo"), "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    for text in [
+        "Killed the writer with SIGKILL in the middle of that turn",
+        "refactor-parser: open-turn, 8 events, 1 turn, ",
+        "session refactor-parser: open-turn before recovery",
+        "\"code\":\"TOOL_OUTCOME_UNKNOWN\"",
+        r#"{"type":"turn/end","seq":10,"#,
+        r#""data":{"turn":1,"reason":{"kind":"interrupted"}}}"#,
+        "written: yes",
+        "refactor-parser: clean, 11 events, 1 turn, ",
+    ] {
+        assert!(
+            out.stdout.contains(text),
+            "demo output lacks {text:?}:\n{}",
+            out.stdout
+        );
+    }
+    let out = run(&store, &["verify"], "");
+    assert_eq!((out.status, out.stdout.lines().count()), (0, 4));
+    // A store that is not empty is left alone.
+    let again = run_cmd(Command::new(BIN).arg("--store").arg(&store).arg("demo"), "");
+    assert_eq!(again.status, 0);
+    assert!(
+        again
+            .stdout
+            .contains("is not empty, so the demo uses a new temporary directory")
+    );
+    let temp = again
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("store: "))
+        .and_then(|l| l.split(" (").next())
+        .unwrap();
+    assert_ne!(Path::new(temp), store);
+    fs::remove_dir_all(temp).unwrap();
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
