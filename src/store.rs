@@ -366,10 +366,16 @@ impl Store {
         match &mut *guard {
             Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(live) => live.writer.read_from(from_seq),
-            Slot::Cold => self
-                .backend
-                .read_from(id, from_seq)?
-                .ok_or_else(|| Error::NotFound { id: id.to_owned() }),
+            Slot::Cold => {
+                let events = self
+                    .backend
+                    .read_from(id, from_seq)?
+                    .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+                // A live session was vetted when it was opened; a cold one
+                // is vetted within the suffix served, as a seeking reader can.
+                self.check_known_types(id, &events)?;
+                Ok(events)
+            }
         }
     }
 
@@ -396,10 +402,15 @@ impl Store {
                 "fork child id must be non-empty".into(),
             ));
         }
-        if self.backend.exists(child)? || !matches!(&*Store::lock(&self.slot(child)), Slot::Cold) {
+        let taken = match &*Store::lock(&self.slot(child)) {
+            Slot::Pending { .. } => Some(false),
+            Slot::Live(_) => Some(true),
+            Slot::Cold => self.backend.exists(child)?.then_some(true),
+        };
+        if let Some(on_disk) = taken {
             return Err(Error::AlreadyExists {
                 id: child.to_owned(),
-                on_disk: true,
+                on_disk,
             });
         }
         let view = self.inspect(id)?;
@@ -548,6 +559,12 @@ impl Store {
     /// known types) the vocabulary.
     fn check_readable(&self, scan: &Scan, events: &[Event]) -> Result<()> {
         self.check_version(scan)?;
+        self.check_known_types(&scan.header.id, events)
+    }
+
+    /// When the store requires known types: no unknown type without
+    /// `ignorable: true` among `events`.
+    fn check_known_types(&self, id: &str, events: &[Event]) -> Result<()> {
         if self.options.require_known_types
             && let Some(e) = events
                 .iter()
@@ -558,7 +575,7 @@ impl Store {
                 detail: format!(
                     "session {:?}: event seq {} has type {:?}, which is not a known session \
                      event type and is not marked ignorable",
-                    scan.header.id,
+                    id,
                     e.seq(),
                     e.event_type()
                 ),

@@ -145,7 +145,20 @@ impl Backend for MemoryBackend {
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        Ok(self.sessions().get(id).map(|s| s.read_from(from_seq)))
+        let sessions = self.sessions();
+        let Some(session) = sessions.get(id) else {
+            return Ok(None);
+        };
+        // `Store::read_from` has no header to check, and a file backend
+        // refuses a foreign version while decoding its header: do the same.
+        session
+            .header
+            .check_version()
+            .map_err(|detail| Error::Unsupported {
+                path: self.location().into(),
+                detail,
+            })?;
+        Ok(Some(session.read_from(from_seq)))
     }
 
     fn create(

@@ -334,13 +334,22 @@ impl Backend for WalBackend {
         self.storage
             .create_dir_all(&dir)
             .map_err(|e| Error::io("create directory", &dir, e))?;
-        let lock = self.lock(&header.id)?;
         let path = self.log_path(&header.id);
-        if self
-            .storage
-            .exists(&path)
-            .map_err(|e| Error::io("stat", &path, e))?
-        {
+        let exists = || {
+            self.storage
+                .exists(&path)
+                .map_err(|e| Error::io("stat", &path, e))
+        };
+        // Checked before the lock too: a collision with a session another
+        // writer holds open is still a collision, not a lock conflict.
+        if exists()? {
+            return Err(Error::AlreadyExists {
+                id: header.id.clone(),
+                on_disk: true,
+            });
+        }
+        let lock = self.lock(&header.id)?;
+        if exists()? {
             return Err(Error::AlreadyExists {
                 id: header.id.clone(),
                 on_disk: true,
