@@ -89,6 +89,7 @@ fn crash_writer(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         })
         .collect();
     writeln!(out)?;
+    out.flush()?;
     writeln!(
         out,
         "Starting a real writer process (turnwal append {CRASHED} --create --sync batch) and \
@@ -198,10 +199,12 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The plain-language line before each shown command.
+/// The plain-language line before each shown command. Flushes what came
+/// before, so someone watching sees the demo advance step by step.
 fn step(out: &mut dyn Write, command: &str, why: &str) -> io::Result<()> {
     writeln!(out)?;
-    writeln!(out, "$ turnwal {command}    # {why}")
+    writeln!(out, "$ turnwal {command}    # {why}")?;
+    out.flush()
 }
 
 fn expect_status(got: u8, want: u8) -> Result<(), Failure> {
