@@ -96,7 +96,7 @@ mod tests {
         let n = encode_file_name(&escaped);
         assert!(n.len() <= 200, "{}", n.len());
         assert!(
-            n.split("~~").next().unwrap().len() % 3 == 0,
+            n.split("~~").next().unwrap().len().is_multiple_of(3),
             "cut on an escape boundary: {n}"
         );
     }

@@ -49,6 +49,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
 pub trait LockGuard: Send + fmt::Debug {}
 
 /// One open file.
+#[allow(
+    clippy::len_without_is_empty,
+    reason = "a file's length is a value, not a collection size"
+)]
 pub trait StorageFile: Send + fmt::Debug {
     /// Current length.
     fn len(&self) -> io::Result<u64>;
