@@ -126,7 +126,8 @@ pub fn session(seed: u64, turns: usize) -> Vec<Vec<Event>> {
                 ),
             );
             for id in &calls {
-                let args = text(&mut rng, rng.range(1024, 4096) as usize);
+                let len = rng.range(1024, 4096) as usize;
+                let args = text(&mut rng, len);
                 push(
                     &mut batch,
                     "tool/call",
@@ -134,7 +135,8 @@ pub fn session(seed: u64, turns: usize) -> Vec<Vec<Event>> {
                         r#"{{"turn":{turn},"step":{step},"callId":"{id}","name":"read_file","arguments":"{args}"}}"#
                     ),
                 );
-                let body = text(&mut rng, rng.range(1024, 4096) as usize);
+                let len = rng.range(1024, 4096) as usize;
+                let body = text(&mut rng, len);
                 push(
                     &mut batch,
                     "tool/result",
