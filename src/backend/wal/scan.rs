@@ -143,7 +143,16 @@ pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
             Ok(head) => {
                 at += head.record_len();
                 frames.records += 1;
-                if head.event_kind() == EventKind::TurnEnd {
+                // A turn/end commits only if it closes the turn the record
+                // before it left open, with no step open (what the tracker
+                // required when it was appended). A stray one (say, after its
+                // turn already ended) stays in the tail, whose contract check
+                // cuts it as debris, instead of committing itself.
+                let closes_turn = !head.in_turn()
+                    && frames.last.is_some_and(|prev| {
+                        prev.in_turn() && prev.step == 0 && prev.turn == head.turn
+                    });
+                if head.event_kind() == EventKind::TurnEnd && closes_turn {
                     frames.commit_end = at;
                     frames.committed = frames.records;
                     frames.committed_turn = u64::from(head.turn);
