@@ -270,6 +270,14 @@ impl Storage for FsStorage {
     }
 }
 
+/// The gate readers pass to take their shared flock on a log: a shared flock
+/// on the log's directory, held only while taking it. A writer about to
+/// shrink a log holds it exclusively while it waits for the log's readers, so
+/// a stream of overlapping readers cannot starve it.
+fn turnstile(path: &Path) -> io::Result<File> {
+    File::open(path.parent().unwrap_or(Path::new(".")))
+}
+
 impl StorageFile for FsFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
@@ -295,17 +303,27 @@ impl StorageFile for FsFile {
         if len >= self.len()? {
             return self.file.set_len(len);
         }
-        // Readers hold a shared flock on their own handle while mapped.
+        // Readers hold a shared flock on their own handle while mapped. flock
+        // has no writer preference, so close the turnstile first: readers
+        // arriving now wait at it instead of renewing the shared lock
+        // forever, and this waits only for the readers already in.
+        let turnstile = turnstile(&self.path)?;
+        turnstile.lock()?;
         let guard = File::open(&self.path)?;
         guard.lock()?;
         let result = self.file.set_len(len);
         drop(guard);
+        drop(turnstile);
         result
     }
 
     fn map(&self) -> io::Result<Mapped> {
         let handle = File::open(&self.path)?;
-        handle.lock_shared()?;
+        {
+            let turnstile = turnstile(&self.path)?;
+            turnstile.lock_shared()?;
+            handle.lock_shared()?;
+        }
         let len = handle.metadata()?.len();
         if len == 0 {
             return Ok(Mapped {
