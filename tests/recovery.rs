@@ -823,10 +823,11 @@ fn single_bit_flips() {
         .count();
     assert_eq!(tail_batches, 2);
 
-    // Every bit of every committed record: the tail records' watermark (the
-    // commit point, fdatasync'ed before they were written) proves the damaged
-    // record acknowledged, so both inspect and load refuse the session with
-    // the record's offset and seq, never a shortened or altered log.
+    // Every bit of every committed record: a record of a later batch carries
+    // a watermark (the length fdatasync'ed before it was written) past the
+    // damaged record, proving it acknowledged, so both inspect and load
+    // refuse the session with the record's offset and seq and name that
+    // proof; never a shortened or altered log.
     let committed: Vec<usize> = (records_start..commit_end).collect();
     parallel(&committed, |dir, &at| {
         let path = ensure_installed(dir, &log.bytes);
