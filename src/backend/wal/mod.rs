@@ -150,16 +150,7 @@ impl WalBackend {
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let io_err = |op, e| Error::io(op, path, e);
         let len = file.len().map_err(|e| io_err("stat", e))?;
-        let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
-        file.read_exact_at(&mut prefix, 0)
-            .map_err(|e| io_err("read", e))?;
-        let Some(header_len) = format::file_header_len(&prefix).filter(|&n| n <= len) else {
-            return Ok(None);
-        };
-        let mut head_bytes = vec![0; header_len as usize];
-        file.read_exact_at(&mut head_bytes, 0)
-            .map_err(|e| io_err("read", e))?;
-        let fh = read_file_header(&head_bytes, path)?;
+        let fh = read_header_of(file.as_ref(), len, path)?;
         let mut summary = SessionSummary {
             id: fh.header.id.clone(),
             header: Some(fh.header.clone()),
@@ -235,6 +226,22 @@ impl WalBackend {
             }
         }
     }
+}
+
+/// Reads and decodes the file header of a file `len` bytes long, reading
+/// only the header's bytes (listing never reads whole logs).
+fn read_header_of(file: &dyn StorageFile, len: u64, path: &Path) -> Result<format::FileHeader> {
+    let read = |buf: &mut [u8]| {
+        file.read_exact_at(buf, 0)
+            .map_err(|e| Error::io("read", path, e))
+    };
+    let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
+    read(&mut prefix)?;
+    // An implausible length is left to the decoder, which names the problem.
+    let header_len = format::file_header_len(&prefix).map_or(prefix.len() as u64, |n| n.min(len));
+    let mut head_bytes = vec![0; header_len as usize];
+    read(&mut head_bytes)?;
+    read_file_header(&head_bytes, path)
 }
 
 fn check_id(header: &SessionHeader, id: &str, path: &Path) -> Result<()> {
@@ -418,18 +425,7 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
-        let header_len = {
-            let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
-            file.read_exact_at(&mut prefix, 0)
-                .map_err(|e| Error::io("read", &path, e))?;
-            format::file_header_len(&prefix)
-                .unwrap_or(prefix.len() as u64)
-                .min(len)
-        };
-        let mut head_bytes = vec![0; header_len as usize];
-        file.read_exact_at(&mut head_bytes, 0)
-            .map_err(|e| Error::io("read", &path, e))?;
-        let fh = read_file_header(&head_bytes, &path)?;
+        let fh = read_header_of(file.as_ref(), len, &path)?;
         check_id(&fh.header, id, &path)?;
         // Whatever a crashed writer left in the page cache becomes durable
         // now, so later records' watermarks cover all of it.

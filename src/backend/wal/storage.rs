@@ -72,7 +72,7 @@ pub trait StorageFile: Send + fmt::Debug {
     fn map(&self) -> io::Result<Mapped>;
 }
 
-impl dyn StorageFile {
+impl dyn StorageFile + '_ {
     /// Reads exactly `buf.len()` bytes at `offset`.
     pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
         while !buf.is_empty() {
