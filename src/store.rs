@@ -206,6 +206,23 @@ impl Store {
     /// first; a violating batch is rejected and nothing of it is written. The
     /// first event must carry the stored next seq. Appending to a session on
     /// disk that a crash left open commits its repair first.
+    ///
+    /// ```
+    /// use turnwal::{Error, Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// let start = Event::new("turn/start", 0, 1, r#"{"turn":1}"#).unwrap();
+    /// store.append("s", &[start.clone()]).unwrap();
+    /// // Re-sending a stored seq is refused with the seq the store expects.
+    /// match store.append("s", &[start]) {
+    ///     Err(Error::SeqMismatch { expected: 1, got: 0, .. }) => {}
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// // A batch that breaks the turn contract is rejected whole.
+    /// let chunk = Event::new("assistant/chunk", 1, 2, r#"{"turn":1,"step":1}"#).unwrap();
+    /// let Err(Error::Contract(v)) = store.append("s", &[chunk]) else { panic!() };
+    /// assert_eq!((v.seq, v.rule.code()), (1, "outside-step"));
+    /// ```
     pub fn append(&self, id: &str, events: &[Event]) -> Result<Receipt> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
@@ -287,6 +304,21 @@ impl Store {
     /// for a log a crash left open, the synthetic closers in memory only.
     /// A session this store is writing is returned as it is (its open turn
     /// is live, not interrupted).
+    ///
+    /// ```
+    /// use turnwal::{Event, LogState, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// drop(store); // crash with the turn open
+    ///
+    /// let store = Store::open(dir.path()).unwrap();
+    /// let before = store.revision("s").unwrap();
+    /// let view = store.inspect("s").unwrap();
+    /// assert_eq!((view.state, view.stored, view.events.len()), (LogState::OpenTurn, 1, 2));
+    /// assert_eq!(store.revision("s").unwrap(), before, "inspect writes nothing");
+    /// ```
     pub fn inspect(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
@@ -330,6 +362,21 @@ impl Store {
     /// Loads a session: commits its repair once (cut torn bytes, append the
     /// closers, fsync) and returns the balanced log. The session stays open
     /// for appends in this store.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// drop(store); // crash with the turn open
+    ///
+    /// let store = Store::open(dir.path()).unwrap();
+    /// let view = store.load("s").unwrap(); // the closer is now stored
+    /// assert_eq!(view.events[1].to_json(), r#"{"type":"turn/end","seq":1,"time":5,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#);
+    /// // Appends continue after it.
+    /// store.append("s", &[Event::new("turn/start", 2, 6, r#"{"turn":2}"#).unwrap()]).unwrap();
+    /// ```
     pub fn load(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
@@ -355,6 +402,19 @@ impl Store {
 
     /// The stored events from `from_seq` on, as they are: no closers, no
     /// repair. At or past the end gives an empty list.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("user/message", 1, 6, r#"{"id":"u"}"#).unwrap(),
+    /// ]).unwrap();
+    /// let suffix = store.read_from("s", 1).unwrap();
+    /// assert_eq!(suffix.len(), 1); // no closers: the turn is served as stored
+    /// assert!(store.read_from("s", 2).unwrap().is_empty());
+    /// ```
     pub fn read_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
         if from_seq > MAX_SAFE_INTEGER {
             return Err(Error::InvalidArgument(format!(
@@ -387,6 +447,17 @@ impl Store {
 
     /// Every materialized session (created-but-never-appended ones are not
     /// listed), from headers and log tails.
+    ///
+    /// ```
+    /// use turnwal::{Event, LogState, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("lazy", 1)).unwrap(); // never appended: not listed
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let list = store.list().unwrap();
+    /// assert_eq!(list.len(), 1);
+    /// assert_eq!((list[0].id.as_str(), list[0].events, list[0].state), ("s", 1, LogState::OpenTurn));
+    /// ```
     pub fn list(&self) -> Result<Vec<SessionSummary>> {
         self.backend.list()
     }
@@ -396,6 +467,21 @@ impl Store {
     /// header takes `cwd` from the parent, `parentSession = id` and
     /// `seedLength` = the number of copied events. Refused when `at` is
     /// inside a turn.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1).with_cwd("/w")).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("turn/end", 1, 6, r#"{"turn":1,"reason":{"kind":"completed"}}"#).unwrap(),
+    /// ]).unwrap();
+    /// let child = store.fork("s", None, "s2").unwrap();
+    /// assert_eq!((child.parent_session.as_deref(), child.seed_length), (Some("s"), Some(2)));
+    /// let events = store.load("s2").unwrap().events;
+    /// assert_eq!(events[2].event_type(), "session/end-seed");
+    /// assert!(store.fork("s", Some(0), "s3").is_err(), "seq 0 is inside turn 1");
+    /// ```
     pub fn fork(&self, id: &str, at: Option<u64>, child: &str) -> Result<SessionHeader> {
         if child.is_empty() {
             return Err(Error::InvalidArgument(
