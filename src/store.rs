@@ -227,12 +227,24 @@ impl Store {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         if events.is_empty() {
-            return match &mut *guard {
+            return match &*guard {
                 Slot::Live(live) => Ok(live.receipt()),
-                _ => Ok(Receipt {
+                Slot::Pending { .. } => Ok(Receipt {
                     next_seq: 0,
                     durable: 0,
                 }),
+                Slot::Cold => {
+                    // A no-op: report what the next append would need,
+                    // without opening (and repairing) the session.
+                    let scan = self
+                        .backend
+                        .scan(id)?
+                        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+                    Ok(Receipt {
+                        next_seq: scan.stored_len() + scan.closers.len() as u64,
+                        durable: scan.stored_len(),
+                    })
+                }
             };
         }
         if let Slot::Pending { header, policy } = &*guard {
@@ -241,15 +253,14 @@ impl Store {
             check_start(id, &tracker, events)?;
             let placements = tracker.accept_batch(events)?;
             let writer = self.backend.create(header, *policy, events, &placements)?;
-            *guard = Slot::Live(Live {
+            let live = Live {
                 header: header.clone(),
                 writer,
                 tracker,
-            });
-            let Slot::Live(live) = &mut *guard else {
-                unreachable!()
             };
-            return Ok(live.receipt());
+            let receipt = live.receipt();
+            *guard = Slot::Live(live);
+            return Ok(receipt);
         }
         let live = self.live(id, &mut guard)?.0;
         live.append(id, events, self.options.sync)
@@ -322,32 +333,13 @@ impl Store {
     pub fn inspect(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
-        match &*guard {
-            Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
-            Slot::Live(_) => {
-                let Slot::Live(live) = &mut *guard else {
-                    unreachable!()
-                };
-                let events = live.writer.read_from(0)?;
-                let open = live.tracker.in_turn();
-                Ok(SessionView {
-                    header: live.header.clone(),
-                    stored: events.len() as u64,
-                    events,
-                    state: if open {
-                        LogState::OpenTurn
-                    } else {
-                        LogState::Clean
-                    },
-                    cut: None,
-                    live: open,
-                })
-            }
-            Slot::Cold => {
-                drop(guard);
-                Ok(view_of(self.read_stored(id)?))
-            }
+        match &mut *guard {
+            Slot::Live(live) => return live.view(),
+            Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Cold => {}
         }
+        drop(guard);
+        Ok(view_of(self.read_stored(id)?))
     }
 
     fn read_stored(&self, id: &str) -> Result<crate::backend::Stored> {
@@ -672,6 +664,25 @@ impl Store {
 }
 
 impl Live {
+    /// What this store has written: a live open turn is shown as it is,
+    /// without closers (it is not interrupted).
+    fn view(&mut self) -> Result<SessionView> {
+        let events = self.writer.read_from(0)?;
+        let open = self.tracker.in_turn();
+        Ok(SessionView {
+            header: self.header.clone(),
+            stored: events.len() as u64,
+            events,
+            state: if open {
+                LogState::OpenTurn
+            } else {
+                LogState::Clean
+            },
+            cut: None,
+            live: open,
+        })
+    }
+
     fn receipt(&self) -> Receipt {
         Receipt {
             next_seq: self.tracker.next_seq(),
