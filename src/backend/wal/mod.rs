@@ -4,15 +4,13 @@
 pub mod format;
 mod naming;
 pub mod scan;
+pub mod simdisk;
 pub mod storage;
 mod writer;
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use naming::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
@@ -44,12 +42,6 @@ impl WalBackend {
     /// the first session is materialized; a missing directory is an empty
     /// store.
     pub fn open(root: &Path) -> Result<WalBackend> {
-        WalBackend::with_storage(root, Arc::new(FsStorage))
-    }
-
-    /// A store at `root` over any storage (the crash tests pass a simulated
-    /// disk).
-    pub fn with_storage(root: &Path, storage: Arc<dyn Storage>) -> Result<WalBackend> {
         if root.exists() && !root.is_dir() {
             return Err(Error::io(
                 "open store",
@@ -60,6 +52,12 @@ impl WalBackend {
                 ),
             ));
         }
+        WalBackend::with_storage(root, Arc::new(FsStorage))
+    }
+
+    /// A store at `root` over any storage (the crash tests pass a simulated
+    /// disk).
+    pub fn with_storage(root: &Path, storage: Arc<dyn Storage>) -> Result<WalBackend> {
         Ok(WalBackend {
             root: root.to_owned(),
             storage,
@@ -259,21 +257,6 @@ fn check_id(header: &SessionHeader, id: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A random value for salts and temp names, without a dependency: the
-/// standard library seeds `RandomState` from the OS.
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 impl Backend for WalBackend {
     fn location(&self) -> String {
         self.root.display().to_string()
@@ -364,7 +347,7 @@ impl Backend for WalBackend {
         }
         let name = encode_file_name(&header.id);
         self.remove_stale_temps(&name);
-        let salt = random_u64() as u32;
+        let salt = self.storage.random() as u32;
         let mut bytes = Vec::new();
         format::encode_file_header(&mut bytes, header, policy, salt);
         for (event, placement) in batch.iter().zip(placements) {
@@ -375,7 +358,7 @@ impl Backend for WalBackend {
             })?;
             format::encode_record(&mut bytes, event, *placement, 0, salt);
         }
-        let tmp = dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
         let io = |op, e| Error::io(op, &tmp, e);
         let mut file = self
             .storage

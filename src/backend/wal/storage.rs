@@ -43,6 +43,29 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Takes an exclusive advisory lock on `path` (created if missing)
     /// without waiting. `Ok(Err(pid))` when another holder has it.
     fn try_lock(&self, path: &Path) -> io::Result<Result<Box<dyn LockGuard>, Option<u32>>>;
+    /// A random value, for file salts and temp-file names. A simulated disk
+    /// makes it deterministic, so runs can be compared byte for byte.
+    fn random(&self) -> u64 {
+        random_u64()
+    }
+}
+
+/// A random value without a dependency: the standard library seeds
+/// `RandomState` from the OS; a counter and the time make each call differ.
+pub fn random_u64() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 /// A held lock; dropping it releases the lock.
