@@ -40,6 +40,7 @@
 pub mod backend;
 pub mod cli;
 pub mod contract;
+pub mod crashlab;
 pub mod error;
 pub mod event;
 pub mod header;

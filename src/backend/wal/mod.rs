@@ -25,6 +25,15 @@ use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary};
 
+/// Decodes every kept record of a classified file (for tools and fuzzing).
+pub fn decode_kept_events(
+    bytes: &[u8],
+    classified: &Classified,
+    path: &Path,
+) -> Result<Vec<Event>> {
+    writer::decode_kept(bytes, classified, 0, path)
+}
+
 /// The extension of session files.
 pub const LOG_EXTENSION: &str = ".twal";
 /// The extension of lock files.
@@ -374,9 +383,12 @@ impl Backend for WalBackend {
             let _ = self.storage.remove_file(&tmp);
             return Err(Error::io("rename", &path, e));
         }
-        self.storage
-            .sync_dir(&dir)
-            .map_err(|e| Error::io("fsync directory", &dir, e))?;
+        if let Err(e) = self.storage.sync_dir(&dir) {
+            // Not published durably, so not materialized: take the file back
+            // so a retry starts over instead of finding a half-created session.
+            let _ = self.storage.remove_file(&path);
+            return Err(Error::io("fsync directory", &dir, e));
+        }
         let file = self
             .storage
             .open(&path, OpenMode::ReadWrite)

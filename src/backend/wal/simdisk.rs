@@ -103,7 +103,8 @@ pub struct Fault {
 pub enum CrashMode {
     /// Nothing unsynced survives; unsynced directory entries are lost.
     LoseUnsynced,
-    /// Everything reached the disk (a process crash: the page cache lives).
+    /// A process crash: the page cache lives, so every file reads as it did
+    /// (even pages a failed fsync dropped from the write-back queue).
     KeepAll,
     /// The unsynced operations of each file persist up to a random point.
     Prefix,
@@ -113,12 +114,16 @@ pub enum CrashMode {
         /// 512 or 4096.
         size: usize,
     },
-    /// Like `Sectors`, and some sectors are torn to zeros.
+    /// Like `Sectors`, and in some sectors the bytes written since the last
+    /// sync are torn to zeros.
     SectorsZeroed {
         /// 512 or 4096.
         size: usize,
     },
-    /// Like `Sectors`, and some sectors hold garbage.
+    /// Like `Sectors`, and in some sectors the bytes written since the last
+    /// sync are garbage. Bytes a sector held durably before are never
+    /// garbled: the simulated disk overwrites powersafely (SQLite's
+    /// `POWERSAFE_OVERWRITE` assumption).
     SectorsGarbage {
         /// 512 or 4096.
         size: usize,
@@ -392,6 +397,12 @@ impl SimDisk {
         }
     }
 
+    /// Makes this disk (and every clone of it) a copy of `other`.
+    pub fn replace_with(&self, other: &SimDisk) {
+        let copy = other.lock().clone();
+        *self.lock() = copy;
+    }
+
     /// A file's content as reads see it.
     pub fn read(&self, path: &Path) -> Option<Vec<u8>> {
         let s = self.lock();
@@ -422,7 +433,9 @@ fn crash_image(s: &mut State, file: &SimFile, mode: CrashMode) -> Vec<u8> {
     }
     let (size, fill) = match mode {
         CrashMode::LoseUnsynced => return file.durable.clone(),
-        CrashMode::KeepAll => return all,
+        // A process crash: the page cache survives, including pages a
+        // failed fsync marked clean.
+        CrashMode::KeepAll => return file.live.clone(),
         CrashMode::Prefix => {
             let keep = (s.random() % (file.pending.len() as u64 + 1)) as usize;
             let mut image = file.durable.clone();
@@ -442,26 +455,46 @@ fn crash_image(s: &mut State, file: &SimFile, mode: CrashMode) -> Vec<u8> {
     } else {
         file.durable.len()
     };
+    // The bytes written since the last sync. A torn sector garbles only
+    // these: the disk overwrites powersafely, as SQLite assumes by default
+    // (a sector's bytes that were not rewritten keep their durable value).
+    let extent = file
+        .pending
+        .iter()
+        .fold(all.len().max(file.durable.len()), |n, op| match op {
+            FileOp::Write { offset, data } => n.max(*offset as usize + data.len()),
+            FileOp::SetLen(_) => n,
+        });
+    let mut dirty = vec![false; extent];
+    for op in &file.pending {
+        match op {
+            FileOp::Write { offset, data } => {
+                dirty[*offset as usize..*offset as usize + data.len()].fill(true);
+            }
+            FileOp::SetLen(len) => {
+                let from = (*len as usize).min(dirty.len());
+                dirty[from..].fill(true);
+            }
+        }
+    }
     let mut image = vec![0; len];
     let old_len = file.durable.len().min(len);
     image[..old_len].copy_from_slice(&file.durable[..old_len]);
     let mut at = 0;
     while at < len {
         let end = (at + size).min(len);
-        let old = file.durable.get(at..end);
-        let new = all.get(at..end);
-        if old != new {
+        if dirty[at..end].contains(&true) {
             match s.random() % (2 + fill as u64) {
                 0 => {} // the old content (or zeros past the old length)
                 1 => {
-                    if let Some(new) = new {
-                        image[at..end].copy_from_slice(new);
+                    let new_end = end.min(all.len());
+                    if at < new_end {
+                        image[at..new_end].copy_from_slice(&all[at..new_end]);
                     }
                 }
-                _ if fill == 1 => image[at..end].fill(0),
                 _ => {
-                    for b in &mut image[at..end] {
-                        *b = s.random() as u8;
+                    for i in (at..end).filter(|&i| dirty[i]) {
+                        image[i] = if fill == 1 { 0 } else { s.random() as u8 };
                     }
                 }
             }
@@ -771,11 +804,17 @@ mod tests {
         let mut buf = [0; 4];
         f.read_at(&mut buf, 0).unwrap();
         assert_eq!(&buf, b"data", "reads still see the page cache");
+        let power_loss = disk.crash(CrashMode::Prefix);
         assert_eq!(
-            disk.crash(CrashMode::KeepAll)
-                .read(Path::new("/d/a"))
-                .unwrap(),
-            b""
+            power_loss.read(Path::new("/d/a")).unwrap(),
+            b"",
+            "never written back"
+        );
+        let process_crash = disk.crash(CrashMode::KeepAll);
+        assert_eq!(
+            process_crash.read(Path::new("/d/a")).unwrap(),
+            b"data",
+            "the page cache survives"
         );
     }
 

@@ -355,8 +355,9 @@ impl StorageFile for FsFile {
         }
         // SAFETY: the shared flock held by `handle` for the mapping's lifetime
         // keeps every turnwal writer from shrinking the file under it (which
-        // would raise SIGBUS), and turnwal writers only ever write at or past
-        // a file's current length: no mapped byte changes while mapped.
+        // would raise SIGBUS), and turnwal writers only write at or past a
+        // file's current length, or rewrite bytes with their own content
+        // (after a failed fdatasync): no mapped byte changes while mapped.
         let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&handle)? };
         Ok(Mapped {
             bytes: MappedBytes::Mmap(map, handle),

@@ -12,14 +12,19 @@ use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
 use crate::scan::Scan;
 
-/// In `turn` mode, force an fdatasync once this many bytes are unsynced, so
-/// a turn that never ends cannot grow memory without bound.
+/// Force an fdatasync once this many bytes are unsynced, so a turn that
+/// never ends (or `never` mode) cannot grow memory without bound.
 pub const MAX_UNSYNCED_BYTES: usize = 64 << 20;
 
-/// Writes one session file. Invariant: the file holds the acknowledged
-/// bytes `[0, acked_len)` followed by the first `written_len - acked_len`
-/// bytes of `pending`; `pending` holds every accepted, unacknowledged event,
-/// encoded, so a failed write or fdatasync can be retried from memory.
+/// Writes one session file.
+///
+/// Invariant: the file holds the fsynced bytes `[0, synced_len)` followed by
+/// the first `written_len - synced_len` bytes of `pending`, and `pending`
+/// holds every accepted event not yet fsynced, encoded. So after a failed
+/// write or fdatasync the file can be cut back to `synced_len` (dropping any
+/// page the kernel may have marked clean without writing) and rewritten from
+/// memory: no gap, no duplicate, and never a second fdatasync trusted to
+/// cover pages a failed one dropped.
 #[derive(Debug)]
 pub struct WalWriter {
     id: String,
@@ -32,11 +37,18 @@ pub struct WalWriter {
     /// fdatasync has returned for `[0, synced_len)`; new records carry it as
     /// their watermark.
     synced_len: u64,
-    acked_len: u64,
+    /// Events in `[0, synced_len)`.
+    synced_events: u64,
+    /// Events acknowledged: the synced ones, plus (in `never` mode) the
+    /// written ones.
     acked_events: u64,
     written_len: u64,
     pending: Vec<u8>,
     pending_events: u64,
+    /// After a failed fdatasync the bytes after `synced_len` may be pages the
+    /// kernel dropped and marked clean: rewrite them (the same bytes, from
+    /// `pending`) before the next fdatasync instead of trusting it.
+    rewrite: bool,
     poisoned: Option<String>,
 }
 
@@ -64,11 +76,12 @@ impl WalWriter {
             _lock: lock,
             salt,
             synced_len: durable_len,
-            acked_len: durable_len,
+            synced_events: durable_events,
             acked_events: durable_events,
             written_len: durable_len,
             pending: Vec::new(),
             pending_events: 0,
+            rewrite: false,
             poisoned: None,
         }
     }
@@ -92,52 +105,72 @@ impl WalWriter {
         scan_log(&map, &self.path)
     }
 
-    /// Writes what of `pending` is not in the file yet, then (if asked)
-    /// fdatasyncs; acknowledges on success. On failure the file goes back to
-    /// `acked_len` and `pending` is kept for a retry.
-    fn flush_pending(&mut self, sync: bool, ack_on_write: bool) -> Result<()> {
-        let written = (self.written_len - self.acked_len) as usize;
-        if written < self.pending.len() {
-            if let Err(e) = self
-                .file
-                .write_all_at(&self.pending[written..], self.written_len)
-            {
-                let err = self.io("write", e);
-                self.roll_back(&err);
-                return Err(err);
-            }
-            self.written_len = self.acked_len + self.pending.len() as u64;
+    /// Writes what of `pending` is not in the file yet (all of it after a
+    /// failed fdatasync), then (if asked) fdatasyncs. On failure the caller
+    /// calls [`WalWriter::restore`].
+    fn flush_pending(&mut self, sync: bool) -> Result<(), Failure> {
+        let from = if self.rewrite {
+            0
+        } else {
+            (self.written_len - self.synced_len) as usize
+        };
+        if from < self.pending.len() {
+            self.file
+                .write_all_at(&self.pending[from..], self.synced_len + from as u64)
+                .map_err(|e| Failure::Write(self.io("write", e)))?;
+            self.written_len = self.synced_len + self.pending.len() as u64;
+            self.rewrite = false;
         }
-        if sync && self.synced_len < self.written_len {
-            if let Err(e) = self.file.sync_data() {
-                // Linux may have dropped the failed pages and marked them clean:
-                // never trust a second fdatasync; rewrite from memory instead.
-                let err = self.io("fdatasync", e);
-                self.roll_back(&err);
-                return Err(err);
+        if sync {
+            if self.synced_len < self.written_len {
+                self.file
+                    .sync_data()
+                    .map_err(|e| Failure::Sync(self.io("fdatasync", e)))?;
             }
             self.synced_len = self.written_len;
-        }
-        if sync || ack_on_write {
-            self.acked_len = self.written_len;
-            self.acked_events += self.pending_events;
+            self.synced_events += self.pending_events;
+            self.acked_events = self.acked_events.max(self.synced_events);
             self.pending.clear();
             self.pending_events = 0;
         }
         Ok(())
     }
 
-    fn roll_back(&mut self, cause: &Error) {
-        match self.file.set_len(self.acked_len) {
-            Ok(()) => self.written_len = self.acked_len,
-            Err(e) => {
-                self.poisoned = Some(format!(
-                    "{cause}; rollback to byte {} failed: {e}",
-                    self.acked_len
-                ));
+    /// After a failed write or fdatasync (and after dropping any failed
+    /// batch from `pending`): cut off whatever the file holds past the
+    /// accepted events, and after a failed fdatasync mark the unsynced bytes
+    /// for a rewrite from memory. Events written before stay in the file, so
+    /// a process crash still finds what `never` mode acknowledged. If the
+    /// file cannot be cut, the writer is poisoned: reopening recovers from
+    /// disk.
+    fn restore(&mut self, failure: Failure) -> Error {
+        let (err, synced_failed) = match failure {
+            Failure::Write(e) => (e, false),
+            Failure::Sync(e) => (e, true),
+        };
+        let accepted_end = self.synced_len + self.pending.len() as u64;
+        let cut = self.file.len().and_then(|len| {
+            if len > accepted_end {
+                self.file.set_len(accepted_end)
+            } else {
+                Ok(())
             }
+        });
+        if let Err(e) = cut {
+            self.poisoned = Some(format!(
+                "{err}; cutting back to byte {accepted_end} failed: {e}"
+            ));
         }
+        self.written_len = self.written_len.min(accepted_end);
+        self.rewrite |= synced_failed;
+        err
     }
+}
+
+/// How [`WalWriter::flush_pending`] failed.
+enum Failure {
+    Write(Error),
+    Sync(Error),
 }
 
 /// Decodes the kept records with seq >= `from_seq`.
@@ -162,6 +195,7 @@ impl LogWriter for WalWriter {
     fn scan(&mut self) -> Result<Scan> {
         let scan = self.classify()?.scan;
         if self.pending.is_empty() && !scan.needs_repair() {
+            self.synced_events = scan.stored_len();
             self.acked_events = scan.stored_len();
         }
         Ok(scan)
@@ -185,21 +219,31 @@ impl LogWriter for WalWriter {
             .set_len(kept_end)
             .map_err(|e| self.io("truncate", e))?;
         self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
-        let mut bytes = Vec::new();
-        for (event, placement) in scan.closers.iter().zip(placements) {
-            format::encode_synthetic_record(&mut bytes, event, placement, kept_end, self.salt);
-        }
-        self.file
-            .write_all_at(&bytes, kept_end)
-            .map_err(|e| self.io("write", e))?;
-        self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
-        let end = kept_end + bytes.len() as u64;
-        self.synced_len = end;
-        self.acked_len = end;
-        self.written_len = end;
-        self.acked_events = scan.stored_len() + scan.closers.len() as u64;
+        self.synced_len = kept_end;
+        self.written_len = kept_end;
+        self.synced_events = scan.stored_len();
+        self.acked_events = self.synced_events;
         self.pending.clear();
         self.pending_events = 0;
+        for (event, placement) in scan.closers.iter().zip(placements) {
+            format::encode_synthetic_record(
+                &mut self.pending,
+                event,
+                placement,
+                kept_end,
+                self.salt,
+            );
+        }
+        self.pending_events = scan.closers.len() as u64;
+        if let Err(failure) = self.flush_pending(true) {
+            // Closers are recomputed from the kept events on the next try:
+            // take them back out rather than leave pages a failed fdatasync
+            // may have dropped, which the next open would read as stored.
+            self.pending.clear();
+            self.pending_events = 0;
+            self.rewrite = false;
+            return Err(self.restore(failure));
+        }
         Ok(())
     }
 
@@ -227,24 +271,26 @@ impl LogWriter for WalWriter {
         self.pending_events += batch.len() as u64;
         let sync_now = match sync {
             SyncMode::Batch => true,
-            SyncMode::Turn => {
-                batch.iter().any(|e| e.kind() == EventKind::TurnEnd)
-                    || self.pending.len() > MAX_UNSYNCED_BYTES
-            }
+            SyncMode::Turn => batch.iter().any(|e| e.kind() == EventKind::TurnEnd),
             SyncMode::Never => false,
-        };
-        if let Err(e) = self.flush_pending(sync_now, sync == SyncMode::Never) {
+        } || self.pending.len() > MAX_UNSYNCED_BYTES;
+        if let Err(failure) = self.flush_pending(sync_now) {
             // The failing batch is not accepted; earlier pending events stay.
             self.pending.truncate(mark.0);
             self.pending_events = mark.1;
-            return Err(e);
+            return Err(self.restore(failure));
+        }
+        if sync == SyncMode::Never {
+            self.acked_events = self.synced_events + self.pending_events;
         }
         Ok(self.acked_events)
     }
 
     fn sync(&mut self) -> Result<u64> {
         self.check_poison()?;
-        self.flush_pending(true, false)?;
+        if let Err(failure) = self.flush_pending(true) {
+            return Err(self.restore(failure));
+        }
         Ok(self.acked_events)
     }
 

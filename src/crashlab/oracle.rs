@@ -1,0 +1,248 @@
+//! The one oracle every crash test and fuzz target checks against.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::backend::wal::WalBackend;
+use crate::backend::wal::simdisk::{CrashMode, SimDisk};
+use crate::contract::interrupted_turn_closers;
+use crate::error::Error;
+use crate::event::{Event, EventKind};
+use crate::scan::LogState;
+use crate::store::{Store, StoreOptions};
+
+/// What the workload handed to the engine and what the engine acknowledged,
+/// per session.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    sessions: BTreeMap<String, Written>,
+}
+
+/// One session's history as the writer saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// Every event handed to `append`, in seq order (a retry re-sends the
+    /// same events, so this is one sequence).
+    pub sent: Vec<Event>,
+    /// How many leading events the engine acknowledged: they survive a
+    /// process crash.
+    pub acked: u64,
+    /// How many leading events are known fsynced: they survive a power loss.
+    /// Equal to `acked` except under `SyncMode::Never`, which acknowledges
+    /// on write.
+    pub synced: u64,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new() -> Model {
+        Model::default()
+    }
+
+    /// Records that `events` were handed to `append` for `id` (whether or
+    /// not it succeeded). Re-sent events must equal what was sent before.
+    pub fn sent(&mut self, id: &str, events: &[Event]) {
+        let written = self.sessions.entry(id.to_owned()).or_default();
+        for event in events {
+            let seq = event.seq() as usize;
+            match written.sent.get(seq) {
+                Some(before) => assert_eq!(before, event, "a retry must re-send the same event"),
+                None => {
+                    assert_eq!(seq, written.sent.len(), "events are sent in seq order");
+                    written.sent.push(event.clone());
+                }
+            }
+        }
+    }
+
+    /// Records an acknowledgement: events `0..durable` of `id` survive a
+    /// process crash.
+    pub fn acked(&mut self, id: &str, durable: u64) {
+        let written = self.sessions.entry(id.to_owned()).or_default();
+        written.acked = written.acked.max(durable);
+    }
+
+    /// Records that events `0..durable` of `id` were fsynced: they survive a
+    /// power loss.
+    pub fn synced(&mut self, id: &str, durable: u64) {
+        let written = self.sessions.entry(id.to_owned()).or_default();
+        written.synced = written.synced.max(durable);
+        written.acked = written.acked.max(durable);
+    }
+
+    /// After a recovery, the stored log is the new truth: later events
+    /// continue from it.
+    pub fn recovered(&mut self, id: &str, events: Vec<Event>) {
+        let acked = events.len() as u64;
+        self.sessions.insert(
+            id.to_owned(),
+            Written {
+                sent: events,
+                acked,
+                synced: acked,
+            },
+        );
+    }
+
+    /// The sessions and their histories.
+    pub fn sessions(&self) -> &BTreeMap<String, Written> {
+        &self.sessions
+    }
+
+    /// Forgets a session (it was deleted).
+    pub fn forget(&mut self, id: &str) {
+        self.sessions.remove(id);
+    }
+}
+
+/// A store over a simulated disk, the way every crash test opens one.
+pub fn store_on(disk: &SimDisk, root: &Path, options: StoreOptions) -> Store {
+    let backend = WalBackend::with_storage(root, Arc::new(disk.clone()))
+        .expect("a simulated store always opens");
+    Store::with_backend(Arc::new(backend), options)
+}
+
+/// What a check found, for the figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Sessions checked.
+    pub sessions: u64,
+    /// Acknowledged events found intact.
+    pub acked_events: u64,
+    /// Sessions that needed closers.
+    pub closed_turns: u64,
+}
+
+/// Recovers every session of `model` from `disk` (a disk after a crash of
+/// the given mode) and checks the oracle:
+///
+/// 1. the recovered log is a prefix of what was sent, followed by closers
+///    only when that prefix ends inside a turn;
+/// 2. every acknowledged event is in that prefix, byte-identical (after a
+///    power loss, every fsynced one: `SyncMode::Never` promises no more);
+/// 3. the repaired log verifies clean;
+/// 4. the repair was durable and recovering again gives identical bytes
+///    (checked after a further power loss of everything unsynced);
+/// 5. the next append continues the seq.
+///
+/// On success the model is updated to the recovered logs (and the next turn
+/// appended), so a workload can continue. Returns a description of the first
+/// violation.
+pub fn check(
+    disk: &SimDisk,
+    root: &Path,
+    model: &mut Model,
+    mode: CrashMode,
+) -> Result<Checked, String> {
+    let mut checked = Checked::default();
+    let ids: Vec<String> = model.sessions.keys().cloned().collect();
+    for id in ids {
+        let written = model.sessions[&id].clone();
+        let required = if mode == CrashMode::KeepAll {
+            written.acked
+        } else {
+            written.synced
+        };
+        let store = store_on(disk, root, StoreOptions::default());
+        let view = match store.load(&id) {
+            Ok(view) => view,
+            Err(Error::NotFound { .. }) if required == 0 => {
+                model.forget(&id);
+                continue;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{id}: recovery failed with {required} acknowledged: {e}"
+                ));
+            }
+        };
+        checked.sessions += 1;
+        let kept = view
+            .events
+            .iter()
+            .zip(&written.sent)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if (kept as u64) < required {
+            return Err(format!(
+                "{id}: {required} events acknowledged, only {kept} recovered intact (first difference at seq {kept}: got {:?})",
+                view.events.get(kept)
+            ));
+        }
+        checked.acked_events += required;
+        let closers = interrupted_turn_closers(&written.sent[..kept]);
+        if view.events[kept..] != closers[..] {
+            return Err(format!(
+                "{id}: after {kept} real events expected {} closers, got {:?}",
+                closers.len(),
+                &view.events[kept..]
+            ));
+        }
+        if !closers.is_empty() {
+            checked.closed_turns += 1;
+        }
+        let report = store
+            .verify(&id)
+            .map_err(|e| format!("{id}: verify failed: {e}"))?;
+        if report.state != LogState::Clean {
+            return Err(format!("{id}: not clean after recovery: {report:?}"));
+        }
+        let path = WalBackend::with_storage(root, Arc::new(disk.clone()))
+            .expect("opens")
+            .log_path(&id);
+        let bytes = disk
+            .read(&path)
+            .ok_or_else(|| format!("{id}: log file vanished"))?;
+        drop(store);
+
+        // The repair must be durable, and a second recovery a no-op.
+        let again_disk = disk.crash(CrashMode::LoseUnsynced);
+        let again = store_on(&again_disk, root, StoreOptions::default());
+        let view2 = again
+            .load(&id)
+            .map_err(|e| format!("{id}: second recovery failed: {e}"))?;
+        if view2.events != view.events {
+            return Err(format!("{id}: a second recovery changed the events"));
+        }
+        if again_disk.read(&path).as_deref() != Some(&bytes[..]) {
+            return Err(format!("{id}: a second recovery changed the bytes"));
+        }
+
+        // The next turn continues the seq.
+        let next = next_turn(&view.events);
+        again
+            .append(&id, &next)
+            .map_err(|e| format!("{id}: the next append failed: {e}"))?;
+        let mut resumed = view.events.clone();
+        resumed.extend(next);
+        if again.load(&id).map_err(|e| e.to_string())?.events != resumed {
+            return Err(format!("{id}: the resumed log does not read back"));
+        }
+        drop(again);
+        disk.replace_with(&again_disk);
+        model.recovered(&id, resumed);
+    }
+    Ok(checked)
+}
+
+/// A complete turn that continues a balanced log.
+pub fn next_turn(log: &[Event]) -> Vec<Event> {
+    let seq = log.len() as u64;
+    let turn = log
+        .iter()
+        .filter(|e| e.kind() == EventKind::TurnStart)
+        .count()
+        + 1;
+    let time = log.last().map_or(0, Event::time) + 1;
+    vec![
+        Event::new("turn/start", seq, time, &format!(r#"{{"turn":{turn}}}"#)).expect("valid"),
+        Event::new(
+            "turn/end",
+            seq + 1,
+            time,
+            &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+        )
+        .expect("valid"),
+    ]
+}
