@@ -44,6 +44,7 @@ pub mod crashlab;
 pub mod error;
 pub mod event;
 pub mod header;
+pub mod json;
 pub mod scan;
 pub mod store;
 pub mod verify;

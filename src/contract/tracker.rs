@@ -1,8 +1,8 @@
 //! The turn-contract state machine.
 
-use super::shape::{self, Position};
 use super::{Policy, Rule, Violation, is_known_type};
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
+use crate::json::{Facts, Num, Reason};
 
 /// Where an accepted event sits, as the tracker sees it after applying it:
 /// the latest turn number started so far, the open step (0 if none), and
@@ -39,8 +39,9 @@ pub struct Tracker {
     open_step: Option<u64>,
     next_turn: u64,
     next_step: u64,
-    /// `callId`s of the open step's `tool/call`s that have no result yet.
-    step_calls: Vec<String>,
+    /// The open step's `tool/call`s that have no result yet, by
+    /// [`call_key`].
+    step_calls: Vec<u64>,
 }
 
 impl Tracker {
@@ -130,7 +131,6 @@ impl Tracker {
     }
 
     fn apply(&mut self, event: &Event) -> Result<(), (Rule, String)> {
-        let shape_err = |e: String| (Rule::Shape, e);
         if event.seq() != self.next_seq {
             return Err((
                 Rule::SeqContiguous,
@@ -149,11 +149,13 @@ impl Tracker {
                     .into(),
             ));
         }
+        let facts = event
+            .facts()
+            .map_err(|e| (Rule::Shape, format!("data is not valid JSON: {e}")))?;
         let data = event.data().get();
         match kind {
             EventKind::TurnStart => {
-                let pos: Position = shape::parse(data).map_err(shape_err)?;
-                let turn = shape::number(pos.turn, "turn").map_err(shape_err)?;
+                let turn = number(facts.turn, "turn")?;
                 if let Some(open) = self.open_turn {
                     return Err((Rule::TurnNesting, format!("turn {open} is still open")));
                 }
@@ -170,7 +172,7 @@ impl Tracker {
                 self.step_calls.clear();
             }
             EventKind::TurnEnd => {
-                let turn = shape::check_turn_end(data).map_err(shape_err)?;
+                let turn = turn_end(&facts)?;
                 match self.open_turn {
                     Some(open) if open == turn => {}
                     Some(open) => {
@@ -191,9 +193,8 @@ impl Tracker {
                 self.step_calls.clear();
             }
             EventKind::StepStart => {
-                let pos: Position = shape::parse(data).map_err(shape_err)?;
-                let turn = shape::number(pos.turn, "turn").map_err(shape_err)?;
-                let step = shape::number(pos.step, "step").map_err(shape_err)?;
+                let turn = number(facts.turn, "turn")?;
+                let step = number(facts.step, "step")?;
                 if self.open_turn != Some(turn) {
                     return Err((Rule::StepOutsideTurn, self.not_open_turn(turn)));
                 }
@@ -211,9 +212,8 @@ impl Tracker {
                 self.step_calls.clear();
             }
             EventKind::StepEnd => {
-                let pos: Position = shape::parse(data).map_err(shape_err)?;
-                let turn = shape::number(pos.turn, "turn").map_err(shape_err)?;
-                let step = shape::number(pos.step, "step").map_err(shape_err)?;
+                let turn = number(facts.turn, "turn")?;
+                let step = number(facts.step, "step")?;
                 if self.open_turn != Some(turn) || self.open_step != Some(step) {
                     return Err((Rule::StepMismatch, self.not_open_step(turn, step)));
                 }
@@ -222,24 +222,22 @@ impl Tracker {
                 self.step_calls.clear();
             }
             EventKind::AssistantChunk | EventKind::AssistantMessage => {
-                let pos: Position = shape::parse(data).map_err(shape_err)?;
-                self.require_open_step(pos.turn, pos.step)?;
+                self.require_open_step(facts.turn, facts.step)?;
             }
             EventKind::ToolCall => {
-                let call: shape::ToolCall = shape::parse(data).map_err(shape_err)?;
-                self.require_open_step(call.turn, call.step)?;
-                let id = call
+                self.require_open_step(facts.turn, facts.step)?;
+                let id = facts
                     .call_id
-                    .ok_or_else(|| shape_err("data.callId must be a string".into()))?;
-                self.step_calls.push(id.into_owned());
+                    .of(data)
+                    .ok_or_else(|| (Rule::Shape, "data.callId must be a string".to_owned()))?;
+                self.step_calls.push(call_key(id));
             }
-            EventKind::ToolResult => self.apply_tool_result(event)?,
+            EventKind::ToolResult => self.apply_tool_result(event, &facts)?,
             EventKind::EndSeed => {}
             EventKind::UserMessage => self.require_enclosed(self.policy == Policy::Strict)?,
             EventKind::TodoWrite | EventKind::RequestContext => self.require_enclosed(true)?,
             EventKind::RequestHeader => {
-                let header: shape::RequestHeader = shape::parse(data).map_err(shape_err)?;
-                if header.reason.as_deref() == Some("fallback") {
+                if facts.reason == Reason::Fallback {
                     return Err((
                         Rule::RefusedType,
                         "request/header with reason \"fallback\" is a retired form".into(),
@@ -269,37 +267,35 @@ impl Tracker {
         Ok(())
     }
 
-    fn apply_tool_result(&mut self, event: &Event) -> Result<(), (Rule, String)> {
-        let shape_err = |e: String| (Rule::Shape, e);
-        let result: shape::ToolResult = shape::parse(event.data().get()).map_err(shape_err)?;
+    fn apply_tool_result(&mut self, event: &Event, facts: &Facts) -> Result<(), (Rule, String)> {
         let replacing = event
             .surface_op()
             .is_some_and(|op| op.get() != "\"append\"");
         if replacing {
             return self.require_enclosed(true);
         }
-        self.require_open_step(result.turn, result.step)?;
-        let call_id = result
-            .call_id()
-            .ok_or_else(|| shape_err("data.message.source.callId must be a string".into()))?;
-        if let Some(i) = self.step_calls.iter().position(|c| c == call_id) {
+        self.require_open_step(facts.turn, facts.step)?;
+        let call_id = facts.source_call_id.of(event.data().get()).ok_or_else(|| {
+            (
+                Rule::Shape,
+                "data.message.source.callId must be a string".to_owned(),
+            )
+        })?;
+        let key = call_key(call_id);
+        if let Some(i) = self.step_calls.iter().position(|c| *c == key) {
             self.step_calls.remove(i);
-        } else if !result.is_not_started() {
+        } else if !facts.not_started {
             return Err((
                 Rule::ToolResultUnmatched,
-                format!("no tool/call {call_id:?} of the open step is waiting for a result"),
+                format!("no tool/call \"{call_id}\" of the open step is waiting for a result"),
             ));
         }
         Ok(())
     }
 
-    fn require_open_step(
-        &self,
-        turn: Option<u64>,
-        step: Option<u64>,
-    ) -> Result<(), (Rule, String)> {
-        let turn = shape::number(turn, "turn").map_err(|e| (Rule::Shape, e))?;
-        let step = shape::number(step, "step").map_err(|e| (Rule::Shape, e))?;
+    fn require_open_step(&self, turn: Num, step: Num) -> Result<(), (Rule, String)> {
+        let turn = number(turn, "turn")?;
+        let step = number(step, "step")?;
         if self.open_turn != Some(turn) || self.open_step != Some(step) {
             return Err((Rule::OutsideStep, self.not_open_step(turn, step)));
         }
@@ -334,6 +330,54 @@ impl Tracker {
             _ => format!("names turn {turn} step {step}, but no turn is open"),
         }
     }
+}
+
+/// A turn or step number: a safe integer >= 1.
+fn number(value: Num, what: &str) -> Result<u64, (Rule, String)> {
+    match value {
+        Num::Int(n) if (1..=MAX_SAFE_INTEGER).contains(&n) => Ok(n),
+        Num::Int(n) => Err((
+            Rule::Shape,
+            format!("data.{what} must be a safe integer >= 1, got {n}"),
+        )),
+        Num::Invalid => Err((
+            Rule::Shape,
+            format!("data.{what} must be a safe integer >= 1"),
+        )),
+        Num::Absent => Err((Rule::Shape, format!("data.{what} is missing"))),
+    }
+}
+
+/// `turn/end` data is exactly `{turn, reason}`; `reason` is an object with
+/// a string `kind`, and the plain kinds are exactly `{kind}`. Unknown
+/// extension kinds pass through.
+fn turn_end(facts: &Facts) -> Result<u64, (Rule, String)> {
+    let shape = |m: &str| (Rule::Shape, m.to_owned());
+    if !facts.object || facts.other_keys {
+        return Err(shape("turn/end data must be exactly {turn, reason}"));
+    }
+    let turn = number(facts.turn, "turn")?;
+    match facts.reason {
+        Reason::Object {
+            plain: true,
+            other_keys: true,
+        } => Err(shape(
+            "turn/end reason of a plain kind must be exactly {kind}",
+        )),
+        Reason::Object { .. } => Ok(turn),
+        Reason::Absent => Err(shape("turn/end data must be exactly {turn, reason}")),
+        _ => Err(shape(
+            "turn/end reason must be an object with a string kind",
+        )),
+    }
+}
+
+/// The key a call id is matched by: a hash of its exact JSON spelling, so
+/// tracking calls allocates nothing.
+fn call_key(raw: &str) -> u64 {
+    raw.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn limit(n: u64, what: &str) -> Result<(), (Rule, String)> {

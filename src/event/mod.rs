@@ -6,12 +6,18 @@
 //! number spelling (`1e+21`, `-0.0`), key order, escapes and lone UTF-16
 //! surrogate escapes (`"\ud800"`) come back byte for byte.
 
+mod incoming;
+
 use std::borrow::Cow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use serde::Deserialize;
-use serde::de::Deserializer;
 use serde_json::value::RawValue;
+
+pub use incoming::IncomingEvent;
+
+use crate::json::{self, Facts};
 
 /// Largest integer a JavaScript harness can represent exactly (`2^53 - 1`).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -118,9 +124,10 @@ impl RawJson {
     /// assert_eq!(raw.get(), r#"{"n": 1e+21, "s": "\ud800"}"#);
     /// assert!(RawJson::parse("NaN").is_err());
     /// ```
-    pub fn parse(text: &str) -> Result<RawJson, serde_json::Error> {
-        let raw: &RawValue = serde_json::from_str(text)?;
-        Ok(RawJson(raw.get().into()))
+    pub fn parse(text: &str) -> Result<RawJson, json::JsonError> {
+        let trimmed = text.trim_matches([' ', '\n', '\r', '\t']);
+        json::validate(trimmed).map_err(|e| shift(e, text, trimmed))?;
+        Ok(RawJson(trimmed.into()))
     }
 
     /// Wraps text the caller has already validated (bytes read back from a
@@ -153,6 +160,13 @@ impl fmt::Display for RawJson {
     }
 }
 
+/// Reports an error found in `inner` (a subslice of `outer`) at its offset
+/// in `outer`.
+fn shift(mut e: json::JsonError, outer: &str, inner: &str) -> json::JsonError {
+    e.offset += inner.as_ptr() as usize - outer.as_ptr() as usize;
+    e
+}
+
 /// The type name of an event: a known kind costs no allocation.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum TypeName {
@@ -172,7 +186,7 @@ enum TypeName {
 ///     r#"{"type":"user/message","seq":1,"time":1700000000000,"data":{"id":"m1","text":"hi"}}"#
 /// );
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Event {
     name: TypeName,
     seq: u64,
@@ -182,15 +196,54 @@ pub struct Event {
     source_event_seqs: Option<RawJson>,
     surface_op: Option<RawJson>,
     surface_op_first: bool,
+    /// What the turn contract reads from `data`, found while validating it;
+    /// `None` for events read back from storage, which compute it on demand.
+    facts: Option<Facts>,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        // `facts` is derived from `data`: it only says whether it is cached.
+        self.name == other.name
+            && self.seq == other.seq
+            && self.time == other.time
+            && self.data == other.data
+            && self.ignorable == other.ignorable
+            && self.source_event_seqs == other.source_event_seqs
+            && self.surface_op == other.surface_op
+            && self.surface_op_first == other.surface_op_first
+    }
+}
+
+impl Eq for Event {}
+
+impl Hash for Event {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.seq.hash(state);
+        self.time.hash(state);
+        self.data.hash(state);
+        self.ignorable.hash(state);
+        self.source_event_seqs.hash(state);
+        self.surface_op.hash(state);
+        self.surface_op_first.hash(state);
+    }
 }
 
 impl Event {
     /// Builds an event, validating the type name, seq, time and `data` JSON.
     pub fn new(event_type: &str, seq: u64, time: i64, data: &str) -> Result<Event, EventError> {
         let fail = |reason: String| EventError::new(reason).at_seq(seq).of_type(event_type);
-        let data =
-            RawJson::parse(data).map_err(|e| fail(format!("data is not valid JSON: {e}")))?;
-        Event::from_parts(event_type, seq, time, data)
+        let trimmed = data.trim_matches([' ', '\n', '\r', '\t']);
+        let facts = json::data_facts(trimmed).map_err(|e| {
+            fail(format!(
+                "data is not valid JSON: {}",
+                shift(e, data, trimmed)
+            ))
+        })?;
+        let mut event = Event::from_parts(event_type, seq, time, RawJson::trusted(trimmed))?;
+        event.facts = Some(facts);
+        Ok(event)
     }
 
     /// Builds an event from already validated JSON.
@@ -212,6 +265,7 @@ impl Event {
             source_event_seqs: None,
             surface_op: None,
             surface_op_first: false,
+            facts: None,
         })
     }
 
@@ -315,6 +369,16 @@ impl Event {
     /// The payload, exactly as written.
     pub fn data(&self) -> &RawJson {
         &self.data
+    }
+
+    /// What the turn contract reads from `data`: cached when the event was
+    /// built from text, computed otherwise. `Err` when `data` is not JSON
+    /// (only possible for damaged stored bytes).
+    pub fn facts(&self) -> Result<Facts, json::JsonError> {
+        match self.facts {
+            Some(facts) => Ok(facts),
+            None => json::data_facts(self.data.get()),
+        }
     }
 
     /// Whether the event carries `ignorable: true`.
@@ -503,158 +567,6 @@ pub(crate) fn abbreviate(text: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &text[..end]))
 }
 
-/// An event as a producer hands it in: `seq` and `time` may be left to the
-/// engine (the `turnwal append` line format).
-#[derive(Debug)]
-pub struct IncomingEvent {
-    event_type: String,
-    /// The seq the producer gave, if any.
-    pub seq: Option<u64>,
-    /// The time the producer gave, if any.
-    pub time: Option<i64>,
-    data: RawJson,
-    ignorable: bool,
-    source_event_seqs: Option<RawJson>,
-    surface_op: Option<RawJson>,
-    surface_op_first: bool,
-}
-
-/// Accepts any JSON value (including `null`) so presence can be told from
-/// absence; `Option<&RawValue>` would fold `null` into `None`.
-struct Present<T>(Option<T>);
-
-impl<T> Default for Present<T> {
-    fn default() -> Self {
-        Present(None)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Present<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        T::deserialize(d).map(|v| Present(Some(v)))
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope<'a> {
-    #[serde(rename = "type", borrow)]
-    event_type: Cow<'a, str>,
-    #[serde(default)]
-    seq: Present<u64>,
-    #[serde(default)]
-    time: Present<i64>,
-    #[serde(borrow)]
-    data: &'a RawValue,
-    #[serde(default, borrow)]
-    ignorable: Present<&'a RawValue>,
-    #[serde(default, borrow, rename = "sourceEventSeqs")]
-    source_event_seqs: Present<&'a RawValue>,
-    #[serde(default, borrow, rename = "surfaceOp")]
-    surface_op: Present<&'a RawValue>,
-}
-
-impl IncomingEvent {
-    /// Parses one JSON object. `type` and `data` are required, `seq` and
-    /// `time` optional; unknown keys, invalid UTF-8, invalid JSON and
-    /// non-JSON tokens (`NaN`, `Infinity`) are rejected with the reason.
-    pub fn parse(line: &[u8]) -> Result<IncomingEvent, EventError> {
-        let text = std::str::from_utf8(line)
-            .map_err(|e| EventError::new(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
-        let env: Envelope = serde_json::from_str(text)
-            .map_err(|e| EventError::new(format!("invalid event JSON: {e}")))?;
-        let event_type: &str = &env.event_type;
-        let seq = env.seq.0;
-        let tag = |r: String| {
-            let err = EventError::new(r).of_type(event_type);
-            match seq {
-                Some(s) => err.at_seq(s),
-                None => err,
-            }
-        };
-        validate_type_name(event_type).map_err(tag)?;
-        if let Some(s) = seq {
-            check_seq(s).map_err(tag)?;
-        }
-        if let Some(t) = env.time.0 {
-            check_time(t).map_err(tag)?;
-        }
-        let ignorable = match env.ignorable.0 {
-            None => false,
-            Some(raw) if raw.get() == "true" => true,
-            Some(raw) => {
-                return Err(tag(format!(
-                    "ignorable must be absent or exactly true, got {}",
-                    abbreviate(raw.get())
-                )));
-            }
-        };
-        // The raw values borrow from `text`, so their addresses give their order.
-        let surface_op_first = match (env.surface_op.0, env.source_event_seqs.0) {
-            (Some(op), Some(sources)) => op.get().as_ptr() < sources.get().as_ptr(),
-            _ => false,
-        };
-        let source_event_seqs = env.source_event_seqs.0.map(|r| RawJson::trusted(r.get()));
-        let surface_op = env.surface_op.0.map(|r| RawJson::trusted(r.get()));
-        if let Some(raw) = &surface_op {
-            check_surface_op(raw).map_err(tag)?;
-        }
-        if let Some(raw) = &source_event_seqs {
-            // Without a seq the "earlier than" half waits for `into_event`.
-            check_source_event_seqs(raw, seq.unwrap_or(MAX_SAFE_INTEGER)).map_err(tag)?;
-        }
-        Ok(IncomingEvent {
-            event_type: env.event_type.into_owned(),
-            seq,
-            time: env.time.0,
-            data: RawJson::trusted(env.data.get()),
-            ignorable,
-            source_event_seqs,
-            surface_op,
-            surface_op_first,
-        })
-    }
-
-    /// The event's type name.
-    pub fn event_type(&self) -> &str {
-        &self.event_type
-    }
-
-    /// Completes the event with its seq and time.
-    pub fn into_event(self, seq: u64, time: i64) -> Event {
-        Event {
-            name: type_name(&self.event_type),
-            seq,
-            time,
-            data: self.data,
-            ignorable: self.ignorable,
-            source_event_seqs: self.source_event_seqs,
-            surface_op: self.surface_op,
-            surface_op_first: self.surface_op_first,
-        }
-    }
-
-    /// Like [`IncomingEvent::into_event`], but re-checks what depends on the
-    /// final seq and time (`sourceEventSeqs` must name earlier seqs).
-    pub fn complete(self, seq: u64, time: i64) -> Result<Event, EventError> {
-        check_seq(seq).map_err(|r| self.error(r))?;
-        check_time(time).map_err(|r| self.error(r))?;
-        if let Some(raw) = &self.source_event_seqs {
-            check_source_event_seqs(raw, seq)
-                .map_err(|r| EventError::new(r).at_seq(seq).of_type(&self.event_type))?;
-        }
-        Ok(self.into_event(seq, time))
-    }
-
-    fn error(&self, reason: impl Into<String>) -> EventError {
-        let err = EventError::new(reason).of_type(&self.event_type);
-        match self.seq {
-            Some(s) => err.at_seq(s),
-            None => err,
-        }
-    }
-}
-
 /// A malformed event, with where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventError {
@@ -768,7 +680,7 @@ mod tests {
         let err = IncomingEvent::parse(br#"{"type":"x","data":1,"surfaceOp":null}"#).unwrap_err();
         assert!(err.reason.contains("surfaceOp must be"), "{err}");
         let err = IncomingEvent::parse(br#"{"type":"x","seq":null,"data":1}"#).unwrap_err();
-        assert!(err.reason.contains("invalid type: null"), "{err}");
+        assert_eq!(err.reason, "seq must be a non-negative integer, got null");
         let err = IncomingEvent::parse(br#"{"type":"x","seq":3,"data":1,"sourceEventSeqs":[1,3]}"#)
             .unwrap_err();
         assert!(
@@ -776,7 +688,23 @@ mod tests {
             "{err}"
         );
         let err = IncomingEvent::parse(br#"{"type":"x","seq":-1,"data":1}"#).unwrap_err();
-        assert!(err.reason.contains("invalid value"), "{err}");
+        assert_eq!(err.reason, "seq must be a non-negative integer, got -1");
+        let err = IncomingEvent::parse(br#"{"type":"x","seq":1.0,"data":1}"#).unwrap_err();
+        assert_eq!(err.reason, "seq must be a non-negative integer, got 1.0");
+        let err = IncomingEvent::parse(br#"{"type":"x","time":-5,"seq":1,"data":1,"seq":2}"#)
+            .unwrap_err();
+        assert_eq!(err.reason, "duplicate field `seq`");
+        let e = IncomingEvent::parse(br#"{"type":"x","time":-5,"data":1}"#).unwrap();
+        assert_eq!(e.time, Some(-5));
+        let err = IncomingEvent::parse(br#"{"type":7,"data":1}"#).unwrap_err();
+        assert_eq!(err.reason, "type must be a string");
+        let err = IncomingEvent::parse(br#"{"type":"a\ud800","data":1}"#).unwrap_err();
+        assert!(
+            err.reason.starts_with("type is not a valid string: "),
+            "{err}"
+        );
+        let e = IncomingEvent::parse(br#"{"type":"a\u002Fb","data":1}"#).unwrap();
+        assert_eq!(e.event_type(), "a/b");
         let err =
             IncomingEvent::parse(br#"{"type":"x","seq":9007199254740992,"data":1}"#).unwrap_err();
         assert!(err.reason.contains("not a safe integer"), "{err}");

@@ -1,0 +1,318 @@
+//! Events as producers hand them in: one JSON object per line, parsed and
+//! validated in a single pass that also finds what the turn contract reads.
+
+use std::borrow::Cow;
+
+use super::{
+    Event, EventError, MAX_SAFE_INTEGER, RawJson, abbreviate, check_seq, check_source_event_seqs,
+    check_surface_op, check_time, type_name, validate_type_name,
+};
+use crate::json::{Facts, JsonError, Num, Scanner};
+
+/// An event as a producer hands it in: `seq` and `time` may be left to the
+/// engine (the `turnwal append` line format).
+#[derive(Debug)]
+pub struct IncomingEvent {
+    event_type: String,
+    /// The seq the producer gave, if any.
+    pub seq: Option<u64>,
+    /// The time the producer gave, if any.
+    pub time: Option<i64>,
+    data: RawJson,
+    facts: Facts,
+    ignorable: bool,
+    source_event_seqs: Option<RawJson>,
+    surface_op: Option<RawJson>,
+    surface_op_first: bool,
+}
+
+const KEYS: &str = "`type`, `seq`, `time`, `data`, `ignorable`, `sourceEventSeqs`, `surfaceOp`";
+
+/// The envelope's fields as found in the text.
+#[derive(Default)]
+struct Envelope<'a> {
+    event_type: Option<Cow<'a, str>>,
+    seq: Option<u64>,
+    time: Option<i64>,
+    data: Option<(&'a str, Facts)>,
+    ignorable: Option<&'a str>,
+    source_event_seqs: Option<&'a str>,
+    surface_op: Option<&'a str>,
+    surface_op_first: bool,
+}
+
+/// A problem found inside the object: structural (with its offset) or about
+/// a field's meaning.
+enum Problem {
+    Json(JsonError),
+    Field(String),
+}
+
+impl From<JsonError> for Problem {
+    fn from(e: JsonError) -> Problem {
+        Problem::Json(e)
+    }
+}
+
+fn parse_envelope(text: &str) -> Result<Envelope<'_>, String> {
+    let mut s = Scanner::new(text.as_bytes());
+    let mut env = Envelope::default();
+    let mut field: Option<String> = None;
+    s.ws();
+    if s.pos() >= text.len() || text.as_bytes()[s.pos()] != b'{' {
+        return Err(format!(
+            "invalid event JSON: expected an object at byte {}",
+            s.pos()
+        ));
+    }
+    let scanned = s.object(1, |s, key, depth| {
+        let name = key.of(text).unwrap_or_default();
+        match member(s, &mut env, name, text, depth) {
+            Ok(()) => Ok(()),
+            Err(Problem::Json(e)) => Err(e),
+            Err(Problem::Field(reason)) => {
+                field = Some(reason);
+                Err(JsonError {
+                    offset: s.pos(),
+                    message: "invalid field",
+                })
+            }
+        }
+    });
+    if let Some(reason) = field {
+        return Err(reason);
+    }
+    scanned
+        .and_then(|()| s.end())
+        .map_err(|e| format!("invalid event JSON: {e}"))?;
+    if env.event_type.is_none() {
+        return Err("missing field `type`".into());
+    }
+    if env.data.is_none() {
+        return Err("missing field `data`".into());
+    }
+    Ok(env)
+}
+
+fn member<'a>(
+    s: &mut Scanner<'a>,
+    env: &mut Envelope<'a>,
+    name: &str,
+    text: &'a str,
+    depth: usize,
+) -> Result<(), Problem> {
+    let duplicate = || Problem::Field(format!("duplicate field `{name}`"));
+    s.ws();
+    let start = s.pos();
+    let next = text.as_bytes().get(start).copied();
+    match name {
+        "type" => {
+            if env.event_type.is_some() {
+                return Err(duplicate());
+            }
+            if next != Some(b'"') {
+                s.value(depth)?;
+                return Err(Problem::Field("type must be a string".into()));
+            }
+            let raw = s.string()?.of(text).unwrap_or_default();
+            env.event_type = Some(decode_string(raw)?);
+        }
+        "seq" => {
+            if env.seq.is_some() {
+                return Err(duplicate());
+            }
+            env.seq = Some(integer(s, text, depth, false)?.unsigned_abs());
+        }
+        "time" => {
+            if env.time.is_some() {
+                return Err(duplicate());
+            }
+            env.time = Some(integer(s, text, depth, true)?);
+        }
+        "data" => {
+            if env.data.is_some() {
+                return Err(duplicate());
+            }
+            let facts = s.data_value()?;
+            env.data = Some((&text[start..s.pos()], facts));
+        }
+        "ignorable" | "sourceEventSeqs" | "surfaceOp" => {
+            s.value(depth)?;
+            let raw = &text[start..s.pos()];
+            let slot = match name {
+                "ignorable" => &mut env.ignorable,
+                "sourceEventSeqs" => &mut env.source_event_seqs,
+                _ => {
+                    env.surface_op_first = env.source_event_seqs.is_none();
+                    &mut env.surface_op
+                }
+            };
+            if slot.replace(raw).is_some() {
+                return Err(duplicate());
+            }
+        }
+        other => {
+            return Err(Problem::Field(format!(
+                "unknown field `{other}`, expected one of {KEYS}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A `seq` (non-negative) or `time` (signed) value.
+fn integer(s: &mut Scanner<'_>, text: &str, depth: usize, signed: bool) -> Result<i64, Problem> {
+    let start = s.pos();
+    let negative = text.as_bytes().get(start) == Some(&b'-');
+    let num = match text.as_bytes().get(start) {
+        Some(b'-' | b'0'..=b'9') => {
+            let magnitude = if negative {
+                // Scan the digits after the sign as a non-negative number.
+                let mut inner = Scanner::new(&text.as_bytes()[start + 1..]);
+                let n = inner.number().map_err(|e| JsonError {
+                    offset: e.offset + start + 1,
+                    ..e
+                })?;
+                s.value(depth)?;
+                n
+            } else {
+                s.number()?
+            };
+            magnitude
+        }
+        _ => {
+            s.value(depth)?;
+            Num::Invalid
+        }
+    };
+    let raw = &text[start..s.pos()];
+    let what = if signed { "time" } else { "seq" };
+    match (num, negative) {
+        (Num::Int(n), false) if n <= i64::MAX as u64 => Ok(n as i64),
+        (Num::Int(n), true) if signed && n <= i64::MAX as u64 => Ok(-(n as i64)),
+        _ => Err(Problem::Field(format!(
+            "{what} must be {} integer, got {}",
+            if signed { "an" } else { "a non-negative" },
+            abbreviate(raw)
+        ))),
+    }
+}
+
+/// The value of a JSON string's raw contents; escapes are rare in type names.
+fn decode_string(raw: &str) -> Result<Cow<'_, str>, Problem> {
+    if !raw.contains('\\') {
+        return Ok(Cow::Borrowed(raw));
+    }
+    serde_json::from_str::<String>(&format!("\"{raw}\""))
+        .map(Cow::Owned)
+        .map_err(|e| Problem::Field(format!("type is not a valid string: {e}")))
+}
+
+impl IncomingEvent {
+    /// Parses one JSON object. `type` and `data` are required, `seq` and
+    /// `time` optional; unknown keys, invalid UTF-8, invalid JSON and
+    /// non-JSON tokens (`NaN`, `Infinity`) are rejected with the reason.
+    ///
+    /// ```
+    /// use turnwal::IncomingEvent;
+    /// let e = IncomingEvent::parse(br#"{"type":"turn/start","data":{"turn":1}}"#).unwrap();
+    /// assert_eq!((e.event_type(), e.seq, e.time), ("turn/start", None, None));
+    /// let err = IncomingEvent::parse(br#"{"type":"x","data":NaN}"#).unwrap_err();
+    /// assert_eq!(err.reason, "invalid event JSON: expected a value at byte 19");
+    /// ```
+    pub fn parse(line: &[u8]) -> Result<IncomingEvent, EventError> {
+        let text = std::str::from_utf8(line)
+            .map_err(|e| EventError::new(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+        let env = parse_envelope(text).map_err(EventError::new)?;
+        let event_type = env.event_type.expect("checked by parse_envelope");
+        let (data, facts) = env.data.expect("checked by parse_envelope");
+        let seq = env.seq;
+        let tag = |r: String| {
+            let err = EventError::new(r).of_type(&event_type);
+            match seq {
+                Some(s) => err.at_seq(s),
+                None => err,
+            }
+        };
+        validate_type_name(&event_type).map_err(tag)?;
+        if let Some(s) = seq {
+            check_seq(s).map_err(tag)?;
+        }
+        if let Some(t) = env.time {
+            check_time(t).map_err(tag)?;
+        }
+        let ignorable = match env.ignorable {
+            None => false,
+            Some("true") => true,
+            Some(raw) => {
+                return Err(tag(format!(
+                    "ignorable must be absent or exactly true, got {}",
+                    abbreviate(raw)
+                )));
+            }
+        };
+        let source_event_seqs = env.source_event_seqs.map(RawJson::trusted);
+        let surface_op = env.surface_op.map(RawJson::trusted);
+        if let Some(raw) = &surface_op {
+            check_surface_op(raw).map_err(tag)?;
+        }
+        if let Some(raw) = &source_event_seqs {
+            // Without a seq the "earlier than" half waits for `complete`.
+            check_source_event_seqs(raw, seq.unwrap_or(MAX_SAFE_INTEGER)).map_err(tag)?;
+        }
+        Ok(IncomingEvent {
+            event_type: event_type.into_owned(),
+            seq,
+            time: env.time,
+            data: RawJson::trusted(data),
+            facts,
+            ignorable,
+            surface_op_first: env.surface_op_first
+                && source_event_seqs.is_some()
+                && surface_op.is_some(),
+            source_event_seqs,
+            surface_op,
+        })
+    }
+
+    /// The event's type name.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// Completes the event with its seq and time.
+    pub fn into_event(self, seq: u64, time: i64) -> Event {
+        Event {
+            name: type_name(&self.event_type),
+            seq,
+            time,
+            data: self.data,
+            ignorable: self.ignorable,
+            source_event_seqs: self.source_event_seqs,
+            surface_op: self.surface_op,
+            surface_op_first: self.surface_op_first,
+            facts: Some(self.facts),
+        }
+    }
+
+    /// Like [`IncomingEvent::into_event`], but re-checks what depends on the
+    /// final seq and time (`sourceEventSeqs` must name earlier seqs).
+    pub fn complete(self, seq: u64, time: i64) -> Result<Event, EventError> {
+        check_seq(seq).map_err(|r| self.error(r))?;
+        check_time(time).map_err(|r| self.error(r))?;
+        if let Some(raw) = &self.source_event_seqs {
+            check_source_event_seqs(raw, seq)
+                .map_err(|r| EventError::new(r).at_seq(seq).of_type(&self.event_type))?;
+        }
+        Ok(self.into_event(seq, time))
+    }
+
+    /// An error about this event, naming its type and (if given) seq.
+    pub(super) fn error(&self, reason: impl Into<String>) -> EventError {
+        let err = EventError::new(reason).of_type(&self.event_type);
+        match self.seq {
+            Some(s) => err.at_seq(s),
+            None => err,
+        }
+    }
+}
