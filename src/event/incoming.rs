@@ -167,7 +167,10 @@ fn integer(s: &mut Scanner<'_>, text: &str, depth: usize, signed: bool) -> Resul
     let num = if negative {
         // The digits after the sign, scanned as a non-negative number.
         let mut digits = Scanner::new(&text.as_bytes()[start + 1..]);
-        let n = digits.number().map_err(|e| JsonError { offset: e.offset + start + 1, ..e })?;
+        let n = digits.number().map_err(|e| JsonError {
+            offset: e.offset + start + 1,
+            ..e
+        })?;
         s.value(depth)?;
         n
     } else if matches!(text.as_bytes().get(start), Some(b'0'..=b'9')) {
@@ -175,53 +178,6 @@ fn integer(s: &mut Scanner<'_>, text: &str, depth: usize, signed: bool) -> Resul
     } else {
         s.value(depth)?;
         Num::Invalid
-    };
-    let raw = &text[start..s.pos()];
-            let slot = match name {
-                "ignorable" => &mut env.ignorable,
-                "sourceEventSeqs" => &mut env.source_event_seqs,
-                _ => {
-                    env.surface_op_first = env.source_event_seqs.is_none();
-                    &mut env.surface_op
-                }
-            };
-            if slot.replace(raw).is_some() {
-                return Err(duplicate());
-            }
-        }
-        other => {
-            return Err(Problem::Field(format!(
-                "unknown field `{other}`, expected one of {KEYS}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// A `seq` (non-negative) or `time` (signed) value.
-fn integer(s: &mut Scanner<'_>, text: &str, depth: usize, signed: bool) -> Result<i64, Problem> {
-    let start = s.pos();
-    let negative = text.as_bytes().get(start) == Some(&b'-');
-    let num = match text.as_bytes().get(start) {
-        Some(b'-' | b'0'..=b'9') => {
-            let magnitude = if negative {
-                // Scan the digits after the sign as a non-negative number.
-                let mut inner = Scanner::new(&text.as_bytes()[start + 1..]);
-                let n = inner.number().map_err(|e| JsonError {
-                    offset: e.offset + start + 1,
-                    ..e
-                })?;
-                s.value(depth)?;
-                n
-            } else {
-                s.number()?
-            };
-            magnitude
-        }
-        _ => {
-            s.value(depth)?;
-            Num::Invalid
-        }
     };
     let raw = &text[start..s.pos()];
     let what = if signed { "time" } else { "seq" };
