@@ -1,0 +1,1033 @@
+//! Crash safety of the native WAL, proved over the simulated disk
+//! (`turnwal::backend::wal::simdisk`) against the one oracle
+//! (`turnwal::crashlab::oracle::check`).
+//!
+//! These tests guard against the faults a real disk and a real machine
+//! inflict that a test on a healthy file system never shows: a power cut at
+//! any disk operation of a workload or of recovery itself, after which any
+//! subset of the unsynced writes may persist (nothing, everything, a prefix,
+//! or 512 B / 4 KiB sectors kept, torn to zeros or torn to garbage);
+//! directory entries lost because the directory was not fsynced; ENOSPC and
+//! EIO, transient or persistent, on every write, fdatasync, truncate,
+//! create, rename and directory fsync of a workload; Linux fsync-failure
+//! semantics (a failed fdatasync drops the dirty pages and marks them clean,
+//! so a retried fdatasync "succeeds" without writing them); short writes; and
+//! random interleavings of all of these. The engine must never acknowledge
+//! an event it could lose, never lose or alter one it acknowledged, never
+//! leave garbage between records, and always converge on the same bytes when
+//! recovery is itself interrupted.
+//!
+//! Everything is deterministic (seeded) and counted: each test prints what
+//! it ran (visible with `--nocapture`) and asserts lower bounds, so a test
+//! that silently ran nothing fails. `TURNWAL_CRASHLAB_SCALE=N` (default 1)
+//! runs larger sweeps: N workload seeds per sync mode in the crash-point
+//! enumeration and the fault matrix, and 300 × N random op sequences.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use turnwal::backend::wal::WalBackend;
+use turnwal::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal::backend::wal::storage::Storage;
+use turnwal::crashlab::ops::{self, Op, Run};
+use turnwal::crashlab::oracle::{self, Model};
+use turnwal::crashlab::workload::{Generator, Rng};
+use turnwal::{
+    Error, Event, EventKind, LogState, Receipt, SessionHeader, Store, StoreOptions, SyncMode,
+    interrupted_turn_closers,
+};
+
+/// Where every simulated store lives (the root `ops::Run` uses too).
+const ROOT: &str = "/store";
+
+const SYNC_MODES: [SyncMode; 3] = [SyncMode::Turn, SyncMode::Batch, SyncMode::Never];
+
+fn root() -> &'static Path {
+    Path::new(ROOT)
+}
+
+/// How much larger than the default the sweeps are.
+fn scale() -> u64 {
+    std::env::var("TURNWAL_CRASHLAB_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The session ids `ops::Run` uses.
+fn id(session: usize) -> String {
+    format!("session-{session}")
+}
+
+fn log_path(id: &str) -> PathBuf {
+    WalBackend::with_storage(root(), Arc::new(SimDisk::new(0)))
+        .expect("opens")
+        .log_path(id)
+}
+
+fn store(disk: &SimDisk, sync: SyncMode) -> Store {
+    oracle::store_on(
+        disk,
+        root(),
+        StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        },
+    )
+}
+
+/// The events `id` keeps on `disk` as recovery would (without writing):
+/// `None` when the session is absent.
+fn stored(disk: &SimDisk, id: &str) -> Option<Vec<Event>> {
+    match store(disk, SyncMode::Turn).inspect(id) {
+        Ok(view) => Some(view.events[..view.stored as usize].to_vec()),
+        Err(Error::NotFound { .. }) => None,
+        Err(e) => panic!("{id}: inspect failed: {e}"),
+    }
+}
+
+/// How many leading events of `sent` the session keeps on `disk` (closers a
+/// completed repair stored are not counted: they are not in `sent`).
+fn kept_of(disk: &SimDisk, id: &str, sent: &[Event]) -> u64 {
+    stored(disk, id).map_or(0, |events| {
+        events.iter().zip(sent).take_while(|(a, b)| a == b).count() as u64
+    })
+}
+
+/// Whether `log` ends inside a turn.
+fn ends_in_turn(log: &[Event]) -> bool {
+    !interrupted_turn_closers(log).is_empty()
+}
+
+fn turn_ends(log: &[Event]) -> usize {
+    log.iter()
+        .filter(|e| e.kind() == EventKind::TurnEnd)
+        .count()
+}
+
+/// Counts printed by each test and checked against lower bounds.
+#[derive(Debug, Default)]
+struct Tally {
+    crash_points: u64,
+    crashes: u64,
+    acked_events_checked: u64,
+    closed_turns: u64,
+}
+
+impl Tally {
+    fn checked(&mut self, c: oracle::Checked) {
+        self.crashes += 1;
+        self.acked_events_checked += c.acked_events;
+        self.closed_turns += c.closed_turns;
+    }
+}
+
+/// Crashes `disk` in every mode and checks the oracle after each (the disk
+/// and the model are left as they are).
+fn crash_every_mode(disk: &SimDisk, model: &Model, context: &str, tally: &mut Tally) {
+    for mode in CrashMode::ALL {
+        let after = disk.crash(mode);
+        let checked = oracle::check(&after, root(), &mut model.clone(), mode)
+            .unwrap_or_else(|e| panic!("{context}, crash {mode:?}: oracle violation: {e}"));
+        tally.checked(checked);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. Crash-point enumeration
+// ---------------------------------------------------------------------------
+
+/// A realistic session mix: three sessions with several turns each, batches
+/// of 1 to 17 events, a flush, a close (whose reopen commits the repair of
+/// the turn it left open), a session materialized in the middle, and turns
+/// left open at the end.
+fn enumeration_workload() -> Vec<Op> {
+    let append = |session, events| Op::Append { session, events };
+    vec![
+        append(0, 1),
+        append(0, 6),
+        append(1, 3),
+        append(0, 14),
+        append(1, 9),
+        Op::Flush { session: 0 },
+        append(1, 2),
+        append(0, 8),
+        append(2, 5),
+        Op::Close { session: 1 },
+        append(2, 17),
+        append(1, 6),
+        append(0, 3),
+        append(2, 11),
+        append(1, 12),
+        append(0, 25),
+        append(2, 4),
+        append(1, 20),
+        append(0, 9),
+        append(2, 22),
+        Op::Flush { session: 2 },
+        append(1, 28),
+        append(0, 30),
+        append(2, 30),
+        append(1, 16),
+        append(2, 13),
+        append(0, 5),
+    ]
+}
+
+/// The seeds the enumeration runs (the first one is checked to have the
+/// shape the workload promises).
+const ENUMERATION_SEED: u64 = 4;
+
+fn sent_lens(model: &Model) -> BTreeMap<String, u64> {
+    model
+        .sessions()
+        .iter()
+        .map(|(id, w)| (id.clone(), w.sent.len() as u64))
+        .collect()
+}
+
+/// Where the power died: the op index and what each session had been sent
+/// before that op.
+struct Dying {
+    op: Op,
+    sent_before: BTreeMap<String, u64>,
+}
+
+fn session_of(op: &Op) -> Option<usize> {
+    match op {
+        Op::Append { session, .. } | Op::Flush { session } | Op::Close { session } => {
+            Some(*session)
+        }
+        _ => None,
+    }
+}
+
+/// Exact expectations for one crash image, beyond the oracle: a power loss
+/// keeps exactly what was fsynced, a process crash keeps every batch written
+/// (losing at most the one in flight, whole), and the torn modes keep
+/// something in between.
+fn expect_counts(
+    run: &Run,
+    dying: Option<&Dying>,
+    lose: &BTreeMap<String, u64>,
+    keep: &BTreeMap<String, u64>,
+    context: &str,
+) {
+    for (name, w) in run.model().sessions() {
+        let in_dying_op = dying
+            .and_then(|d| session_of(&d.op).map(|s| (s, d)))
+            .filter(|(s, _)| id(*s) == *name);
+        let sent = w.sent.len() as u64;
+        let lost = lose[name];
+        let kept = keep[name];
+        // A power loss keeps exactly the fsynced events. The one exception
+        // is a power cut inside the reopen that follows a close: the close
+        // fsynced everything (the model only learns that from the reopen).
+        match in_dying_op {
+            Some((_, d)) if matches!(d.op, Op::Close { .. }) => assert!(
+                lost == w.synced || lost == sent,
+                "{context}: {name}: power loss kept {lost}, synced {}, sent {sent}",
+                w.synced
+            ),
+            _ => assert_eq!(lost, w.synced, "{context}: {name}: power loss"),
+        }
+        // A process crash keeps every batch written; only the batch in
+        // flight may be missing, and only whole.
+        match in_dying_op {
+            Some((_, d)) if matches!(d.op, Op::Append { .. }) => {
+                let before = d.sent_before.get(name).copied().unwrap_or(0);
+                assert!(
+                    kept == before || kept == sent,
+                    "{context}: {name}: process crash kept {kept}, sent {before} then {sent}"
+                );
+            }
+            _ => assert_eq!(kept, sent, "{context}: {name}: process crash"),
+        }
+        assert!(lost <= kept, "{context}: {name}");
+    }
+}
+
+#[test]
+fn power_cut_at_every_disk_operation() {
+    let started = Instant::now();
+    let ops = enumeration_workload();
+    let mut tally = Tally::default();
+    let mut per_mode = Vec::new();
+    for sync in SYNC_MODES {
+        for seed in ENUMERATION_SEED..ENUMERATION_SEED + scale() {
+            let mut reference = Run::new(seed, sync);
+            for op in &ops {
+                reference
+                    .apply(op)
+                    .expect("the healthy run satisfies the oracle");
+            }
+            let n = reference.disk().ops();
+            if seed == ENUMERATION_SEED {
+                // The workload has the shape it promises.
+                let sessions = reference.model().sessions();
+                assert_eq!(sessions.len(), 3);
+                for (name, w) in sessions {
+                    assert!(turn_ends(&w.sent) >= 3, "{sync}: {name}: several turns");
+                }
+                assert!(
+                    sessions.values().any(|w| ends_in_turn(&w.sent)),
+                    "{sync}: a turn is left open at the end"
+                );
+                assert!(
+                    sessions[&id(1)]
+                        .sent
+                        .iter()
+                        .any(|e| e.data().get().contains("interrupted")),
+                    "{sync}: the close left a turn open, which the reopen closed"
+                );
+            }
+            let mut crashes = 0;
+            for k in 0..=n {
+                let context = format!("sync {sync}, seed {seed}, power cut at op {k} of {n}");
+                let mut run = Run::new(seed, sync);
+                run.disk().cut_power_at(k);
+                let mut dying = None;
+                for op in &ops {
+                    let sent_before = sent_lens(run.model());
+                    let alive = !run.disk().is_dead();
+                    run.apply(op)
+                        .unwrap_or_else(|e| panic!("{context}: {op:?}: {e}"));
+                    if alive && run.disk().is_dead() {
+                        dying = Some(Dying {
+                            op: op.clone(),
+                            sent_before,
+                        });
+                    }
+                }
+                assert_eq!(run.disk().is_dead(), k < n, "{context}");
+                let counts = |mode| {
+                    let after = run.disk().crash(mode);
+                    run.model()
+                        .sessions()
+                        .iter()
+                        .map(|(name, w)| (name.clone(), kept_of(&after, name, &w.sent)))
+                        .collect::<BTreeMap<_, _>>()
+                };
+                let lose = counts(CrashMode::LoseUnsynced);
+                let keep = counts(CrashMode::KeepAll);
+                expect_counts(&run, dying.as_ref(), &lose, &keep, &context);
+                for mode in CrashMode::ALL {
+                    let after = run.disk().crash(mode);
+                    for (name, w) in run.model().sessions() {
+                        let got = kept_of(&after, name, &w.sent);
+                        assert!(
+                            lose[name] <= got && got <= keep[name] && got <= w.sent.len() as u64,
+                            "{context}: {mode:?}: {name}: kept {got}, not between the power \
+                             loss's {} and the process crash's {}",
+                            lose[name],
+                            keep[name]
+                        );
+                    }
+                    let checked = oracle::check(&after, root(), &mut run.model().clone(), mode)
+                        .unwrap_or_else(|e| panic!("{context}: crash {mode:?}: {e}"));
+                    tally.checked(checked);
+                    crashes += 1;
+                }
+                tally.crash_points += 1;
+            }
+            per_mode.push(format!("{sync}: {} ops, {crashes} crashes", n + 1));
+        }
+    }
+    println!(
+        "power_cut_at_every_disk_operation: {} crash points ({}), {} simulated crashes, \
+         {} acknowledged events checked, {} turns closed by recovery, {:.1?}",
+        tally.crash_points,
+        per_mode.join("; "),
+        tally.crashes,
+        tally.acked_events_checked,
+        tally.closed_turns,
+        started.elapsed()
+    );
+    assert!(tally.crash_points >= 3 * 50, "{tally:?}");
+    assert_eq!(tally.crashes, tally.crash_points * 9);
+    assert!(tally.acked_events_checked > 10_000, "{tally:?}");
+    assert!(tally.closed_turns > 1_000, "{tally:?}");
+}
+
+// ---------------------------------------------------------------------------
+// 2. Crash inside recovery
+// ---------------------------------------------------------------------------
+
+const RECOVERY_ID: &str = "session-r";
+
+/// Three turns, the third left open with one tool call requested and not
+/// started and one recorded and unanswered, so the closers hold both kinds
+/// of error result, a `step/end` and a `turn/end`.
+fn recovery_log() -> Vec<Event> {
+    let specs: [(&str, &str); 20] = [
+        ("turn/start", r#"{"turn":1}"#),
+        (
+            "user/message",
+            r#"{"id":"u1","role":"user","content":[{"type":"text","text":"list the files"}]}"#,
+        ),
+        ("step/start", r#"{"turn":1,"step":1}"#),
+        (
+            "assistant/message",
+            r#"{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"a","name":"run","arguments":"{}"}]}}"#,
+        ),
+        (
+            "tool/call",
+            r#"{"turn":1,"step":1,"callId":"a","name":"run","arguments":"{}"}"#,
+        ),
+        (
+            "tool/result",
+            r#"{"turn":1,"step":1,"message":{"id":"r-a","role":"user","source":{"kind":"tool","callId":"a"},"content":[{"type":"tool-result","toolCallId":"a","content":[{"type":"text","text":"a.txt b.txt"}]}]}}"#,
+        ),
+        ("step/end", r#"{"turn":1,"step":1}"#),
+        ("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+        ("turn/start", r#"{"turn":2}"#),
+        (
+            "user/message",
+            r#"{"id":"u2","role":"user","content":[{"type":"text","text":"thanks"}]}"#,
+        ),
+        ("step/start", r#"{"turn":2,"step":1}"#),
+        (
+            "assistant/chunk",
+            r#"{"turn":2,"step":1,"chunk":{"type":"text-delta","index":0,"text":"you are welcome"}}"#,
+        ),
+        ("step/end", r#"{"turn":2,"step":1}"#),
+        ("turn/end", r#"{"turn":2,"reason":{"kind":"completed"}}"#),
+        ("turn/start", r#"{"turn":3}"#),
+        (
+            "user/message",
+            r#"{"id":"u3","role":"user","content":[{"type":"text","text":"now build it"}]}"#,
+        ),
+        ("step/start", r#"{"turn":3,"step":1}"#),
+        (
+            "assistant/message",
+            r#"{"turn":3,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"b","name":"run","arguments":"{}"},{"type":"tool-call","id":"c","name":"run","arguments":"{}"}]}}"#,
+        ),
+        (
+            "tool/call",
+            r#"{"turn":3,"step":1,"callId":"b","name":"run","arguments":"{}"}"#,
+        ),
+        (
+            "assistant/chunk",
+            r#"{"turn":3,"step":1,"chunk":{"type":"text-delta","index":0,"text":"building"}}"#,
+        ),
+    ];
+    specs
+        .iter()
+        .enumerate()
+        .map(|(seq, (t, data))| {
+            Event::new(t, seq as u64, 1_700_000_000_000 + seq as i64, data).expect("valid")
+        })
+        .collect()
+}
+
+/// A disk holding the whole recovery log, each event appended (and fsynced)
+/// on its own, and the file length after each event.
+fn recovery_disk() -> (SimDisk, Vec<u64>) {
+    let disk = SimDisk::new(21);
+    let store = store(&disk, SyncMode::Batch);
+    store
+        .create(SessionHeader::new(RECOVERY_ID, 1).with_cwd("/work"))
+        .expect("creates");
+    let path = log_path(RECOVERY_ID);
+    let mut ends = Vec::new();
+    for event in recovery_log() {
+        store
+            .append(RECOVERY_ID, std::slice::from_ref(&event))
+            .expect("appends");
+        ends.push(disk.read(&path).expect("materialized").len() as u64);
+    }
+    drop(store);
+    (disk.crash(CrashMode::LoseUnsynced), ends)
+}
+
+/// A model for a crashed image: everything was sent, and the events the
+/// image keeps are as good as acknowledged (they were on disk before
+/// recovery started, so no crash inside recovery may lose them).
+fn image_model(kept: u64) -> Model {
+    let mut model = Model::new();
+    model.sent(RECOVERY_ID, &recovery_log());
+    model.synced(RECOVERY_ID, kept);
+    model
+}
+
+fn recover(disk: &SimDisk) -> Result<Vec<Event>, Error> {
+    store(disk, SyncMode::Turn)
+        .load(RECOVERY_ID)
+        .map(|view| view.events)
+}
+
+#[derive(Debug, Default)]
+struct RecoveryTally {
+    recoveries: u64,
+    cut_points: u64,
+    crashes: u64,
+    oracle: Tally,
+}
+
+/// Cuts the power at every disk operation the recovery of `image` performs,
+/// crashes in every mode, and recovers again (itself interrupted the same
+/// way while `depth > 1`): every path must end in `expected`'s bytes and
+/// satisfy the oracle.
+fn crash_inside_recovery(
+    image: &SimDisk,
+    expected: &[u8],
+    model: &Model,
+    depth: u32,
+    context: &str,
+    tally: &mut RecoveryTally,
+) {
+    let path = log_path(RECOVERY_ID);
+    let start = image.ops();
+    let clean = image.snapshot();
+    recover(&clean).unwrap_or_else(|e| panic!("{context}: recovery failed: {e}"));
+    assert_eq!(
+        clean.read(&path).as_deref(),
+        Some(expected),
+        "{context}: recovery did not converge on the bytes of an uninterrupted one"
+    );
+    tally.recoveries += 1;
+    if depth == 0 {
+        return;
+    }
+    let n = clean.ops() - start;
+    for k in start..start + n {
+        let cut = image.snapshot();
+        cut.cut_power_at(k);
+        let err = recover(&cut).expect_err("the power cut stops recovery");
+        assert!(
+            matches!(err, Error::Io { .. }),
+            "{context}: cut at {k}: {err}"
+        );
+        assert!(cut.is_dead());
+        tally.cut_points += 1;
+        for mode in CrashMode::ALL {
+            let after = cut.crash(mode);
+            tally.crashes += 1;
+            let context = format!("{context} > cut at op {} of {n}, {mode:?}", k - start);
+            // Recover again (interrupted again while depth allows): every
+            // path ends in the same bytes.
+            crash_inside_recovery(&after, expected, model, depth - 1, &context, tally);
+            let checked = oracle::check(&after, root(), &mut model.clone(), mode)
+                .unwrap_or_else(|e| panic!("{context}: oracle violation: {e}"));
+            tally.oracle.checked(checked);
+        }
+    }
+}
+
+#[test]
+fn crash_inside_recovery_converges() {
+    let started = Instant::now();
+    let log = recovery_log();
+    let (base, ends) = recovery_disk();
+    let path = log_path(RECOVERY_ID);
+    let full = base.read(&path).expect("stored");
+    assert_eq!(full.len() as u64, ends[19]);
+    let half = |i: usize| (ends[i - 1] + (ends[i] - ends[i - 1]) / 2) as usize;
+    let mut garbage_rng = Rng::new(5);
+    let garbage: Vec<u8> = (0..700).map(|_| garbage_rng.next_u64() as u8).collect();
+    // The repair of the open turn, cut inside its second closer: an
+    // interrupted repair.
+    let repaired = {
+        let d = base.snapshot();
+        recover(&d).expect("recovers");
+        d.read(&path).expect("stored")
+    };
+    let closer_ends: Vec<usize> = {
+        // Closer records follow the real ones; find their boundaries from
+        // their trailers (each record ends with its length).
+        let mut ends = Vec::new();
+        let mut at = repaired.len();
+        while at > full.len() {
+            ends.push(at);
+            let len = u32::from_le_bytes(repaired[at - 4..at].try_into().unwrap()) as usize;
+            at -= len;
+        }
+        assert_eq!(at, full.len());
+        ends.reverse();
+        ends
+    };
+    assert_eq!(
+        closer_ends.len(),
+        4,
+        "two error results, step/end, turn/end"
+    );
+    let images: Vec<(&str, Vec<u8>, usize, bool)> = vec![
+        // (name, bytes, events kept, whether closers are needed)
+        ("open turn", full.clone(), 20, true),
+        ("torn tail", full[..half(14)].to_vec(), 14, false),
+        (
+            "open turn and torn tail",
+            full[..half(19)].to_vec(),
+            19,
+            true,
+        ),
+        (
+            "open turn and garbage tail",
+            [&full[..], &garbage].concat(),
+            20,
+            true,
+        ),
+        (
+            "open turn and zero tail",
+            [&full[..], &[0; 4096]].concat(),
+            20,
+            true,
+        ),
+        (
+            "interrupted repair",
+            repaired[..(closer_ends[0] + closer_ends[1]) / 2].to_vec(),
+            20,
+            true,
+        ),
+    ];
+    let mut tally = RecoveryTally::default();
+    let mut lines = Vec::new();
+    for (name, bytes, kept, needs_closers) in images {
+        let image = base.snapshot();
+        image.write_durable(&path, &bytes).expect("staged");
+        // The uninterrupted recovery: exactly the kept events and their
+        // closers, in exactly 5 disk operations when closers are written
+        // (fsync at open, truncate, fsync, write the closers, fsync) and 3
+        // when only a cut is (fsync at open, truncate, fsync).
+        let clean = image.snapshot();
+        let start = clean.ops();
+        let events = recover(&clean).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut want = log[..kept].to_vec();
+        let closers = interrupted_turn_closers(&want);
+        assert_eq!(closers.is_empty(), !needs_closers, "{name}");
+        want.extend(closers);
+        assert_eq!(events, want, "{name}: recovered events");
+        let ops = clean.ops() - start;
+        assert_eq!(
+            ops,
+            if needs_closers { 5 } else { 3 },
+            "{name}: recovery ops"
+        );
+        let expected = clean.read(&path).expect("stored");
+        let before = tally.crashes;
+        crash_inside_recovery(
+            &image,
+            &expected,
+            &image_model(kept as u64),
+            2,
+            name,
+            &mut tally,
+        );
+        lines.push(format!(
+            "{name}: {ops} ops, {} crashes",
+            tally.crashes - before
+        ));
+    }
+    println!(
+        "crash_inside_recovery_converges: 6 images ({}), {} power cuts inside recovery, \
+         {} simulated crashes (two levels of interrupted recovery), {} recoveries converged \
+         on the same bytes, {} oracle checks, {:.1?}",
+        lines.join("; "),
+        tally.cut_points,
+        tally.crashes,
+        tally.recoveries,
+        tally.oracle.crashes,
+        started.elapsed()
+    );
+    assert!(tally.cut_points >= 5 * 5 + 3, "{tally:?}");
+    assert_eq!(tally.crashes, tally.cut_points * 9);
+    assert_eq!(tally.oracle.crashes, tally.crashes);
+    assert!(tally.recoveries > tally.crashes, "{tally:?}");
+}
+
+// ---------------------------------------------------------------------------
+// 3. Fault injection: error behaviour
+// ---------------------------------------------------------------------------
+
+/// One step of the fault workload, driven through the `Store` API directly
+/// so every error and receipt is visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Append the next `n` events of a session (creating it first).
+    Append(usize, usize),
+    Flush(usize),
+    /// Flush and release a session.
+    Close(usize),
+    /// Load a closed session again (committing the repair of a turn the
+    /// close left open) and continue from what is stored.
+    Reopen(usize),
+}
+
+impl Step {
+    fn session(self) -> usize {
+        match self {
+            Step::Append(s, _) | Step::Flush(s) | Step::Close(s) | Step::Reopen(s) => s,
+        }
+    }
+}
+
+/// Three materializations (one in the middle), writes with and without
+/// fdatasync, flushes, closes, and a reopen that commits a repair (truncate
+/// plus closers), so every kind of disk operation occurs several times.
+const FAULT_SCRIPT: &[Step] = &[
+    Step::Append(0, 1),
+    Step::Append(0, 5),
+    Step::Append(1, 3),
+    Step::Append(0, 12),
+    Step::Append(1, 9),
+    Step::Flush(0),
+    Step::Append(0, 7),
+    Step::Close(1),
+    Step::Append(2, 6),
+    Step::Reopen(1),
+    Step::Append(1, 10),
+    Step::Append(2, 14),
+    Step::Append(0, 4),
+    Step::Flush(2),
+    Step::Close(0),
+    Step::Append(2, 3),
+    Step::Reopen(0),
+    Step::Append(0, 8),
+    Step::Append(1, 6),
+];
+
+const FAULT_SEED: u64 = 4;
+
+/// A store over a simulated disk, driven step by step, with the model of
+/// what was sent and acknowledged.
+struct Driver {
+    disk: SimDisk,
+    store: Store,
+    sync: SyncMode,
+    model: Model,
+    rng: Rng,
+    gens: Vec<Generator>,
+    created: Vec<bool>,
+    /// A batch whose append failed, re-sent by the next append.
+    unaccepted: Vec<Option<Vec<Event>>>,
+}
+
+impl Driver {
+    fn new(seed: u64, sync: SyncMode) -> Driver {
+        let disk = SimDisk::new(seed);
+        Driver {
+            store: store(&disk, sync),
+            disk,
+            sync,
+            model: Model::new(),
+            rng: Rng::new(seed),
+            gens: vec![Generator::new(); 3],
+            created: vec![false; 3],
+            unaccepted: vec![None; 3],
+        }
+    }
+
+    /// What the store reports for a session (an empty append: no disk
+    /// operation).
+    fn receipt(&self, session: usize) -> Option<Receipt> {
+        self.created[session].then(|| {
+            self.store
+                .append(&id(session), &[])
+                .unwrap_or_else(|e| panic!("{}: receipt: {e}", id(session)))
+        })
+    }
+
+    fn sent(&self, session: usize) -> &[Event] {
+        self.model
+            .sessions()
+            .get(&id(session))
+            .map_or(&[], |w| &w.sent[..])
+    }
+
+    /// Runs one step, updating the model on success and asserting the
+    /// receipt's exact figures.
+    fn exec(&mut self, step: Step) -> Result<(), Error> {
+        let s = step.session();
+        let name = id(s);
+        match step {
+            Step::Append(_, n) => {
+                if !self.created[s] {
+                    self.store
+                        .create(SessionHeader::new(name.clone(), 1))
+                        .expect("creates");
+                    self.created[s] = true;
+                }
+                let durable_before = self.receipt(s).expect("created").durable;
+                let batch = match self.unaccepted[s].take() {
+                    Some(batch) => batch,
+                    None => self.gens[s].batch(&mut self.rng, n),
+                };
+                self.model.sent(&name, &batch);
+                let receipt = match self.store.append(&name, &batch) {
+                    Ok(receipt) => receipt,
+                    Err(e) => {
+                        self.unaccepted[s] = Some(batch);
+                        return Err(e);
+                    }
+                };
+                let next = batch.last().expect("nonempty").seq() + 1;
+                assert_eq!(receipt.next_seq, next, "{name}");
+                // Materialization fsyncs the first batch; `batch` and
+                // `never` acknowledge every batch; `turn` one that ends a
+                // turn.
+                let first = batch[0].seq() == 0;
+                let ends_turn = batch.iter().any(|e| e.kind() == EventKind::TurnEnd);
+                let want = match self.sync {
+                    _ if first => next,
+                    SyncMode::Batch | SyncMode::Never => next,
+                    SyncMode::Turn if ends_turn => next,
+                    SyncMode::Turn => durable_before,
+                };
+                assert_eq!(receipt.durable, want, "{name}: receipt of {step:?}");
+                if first || self.sync != SyncMode::Never {
+                    self.model.synced(&name, receipt.durable);
+                }
+                self.model.acked(&name, receipt.durable);
+            }
+            Step::Flush(_) => {
+                let durable = self.store.flush(&name)?;
+                assert_eq!(durable, self.sent(s).len() as u64, "{name}: flush");
+                self.model.synced(&name, durable);
+            }
+            Step::Close(_) => {
+                self.store.close(&name)?;
+                // Closing fsyncs every accepted event.
+                let all = self.sent(s).len() as u64;
+                self.model.synced(&name, all);
+            }
+            Step::Reopen(_) => {
+                let view = self.store.load(&name)?;
+                let sent = self.sent(s).to_vec();
+                let mut want = sent.clone();
+                want.extend(interrupted_turn_closers(&sent));
+                assert_eq!(view.events, want, "{name}: reopened log");
+                self.gens[s] = Generator::resume(&view.events);
+                self.model.recovered(&name, view.events);
+            }
+        }
+        Ok(())
+    }
+
+    /// The log of `session` as the disk holds it now (read through another
+    /// store, as a reader would): exactly what was accepted, no gap, no
+    /// duplicate, no garbage after it.
+    fn check_log(&self, session: usize, context: &str) {
+        let name = id(session);
+        let reader = store(&self.disk, self.sync);
+        let accepted =
+            self.sent(session).len() - self.unaccepted[session].as_ref().map_or(0, Vec::len);
+        let events = reader
+            .read_from(&name, 0)
+            .unwrap_or_else(|e| panic!("{context}: {name}: read: {e}"));
+        assert!(
+            events[..] == self.sent(session)[..accepted],
+            "{context}: {name}: the log holds {} events, not exactly the {accepted} accepted",
+            events.len()
+        );
+        let report = reader
+            .verify(&name)
+            .unwrap_or_else(|e| panic!("{context}: {name}: verify: {e}"));
+        assert!(
+            report.cut.is_none() && matches!(report.state, LogState::Clean | LogState::OpenTurn),
+            "{context}: {name}: garbage after the accepted records: {report:?}"
+        );
+    }
+}
+
+/// The error a failing call must return: the injected I/O error with the
+/// path it failed on, or `Poisoned`.
+fn check_error(e: &Error, fault: &Fault, context: &str) {
+    let code = match fault.error {
+        FaultError::NoSpace => 28,
+        FaultError::Io => 5,
+    };
+    match e {
+        Error::Io { path, source, .. } => {
+            assert_eq!(source.raw_os_error(), Some(code), "{context}: {e}");
+            assert!(path.starts_with(root()), "{context}: no path in {e}");
+        }
+        Error::Poisoned { .. } => {}
+        other => panic!("{context}: expected an I/O error or Poisoned, got {other}"),
+    }
+}
+
+/// What one run of the fault workload saw.
+#[derive(Debug, Default)]
+struct FaultRun {
+    fired: bool,
+    failures: u64,
+    resends: u64,
+    /// Each session's recovered events after the run, after a process crash
+    /// and after a power loss.
+    finals: BTreeMap<String, (Option<Vec<Event>>, Option<Vec<Event>>)>,
+}
+
+/// Runs the fault workload with `fault` armed (or none), asserting at the
+/// failure: (a) the call returns the error, (b) nothing of the failing call
+/// is acknowledged, and every crash then satisfies the oracle; (c) after a
+/// transient fault re-sending succeeds and the log is exact; (d) after a
+/// persistent one, re-sending fails again and every crash followed by
+/// recovery on a healthy disk satisfies the oracle.
+fn fault_run(seed: u64, sync: SyncMode, fault: Option<Fault>, tally: &mut Tally) -> FaultRun {
+    let mut d = Driver::new(seed, sync);
+    if let Some(fault) = fault {
+        d.disk.inject(fault);
+    }
+    let mut out = FaultRun::default();
+    for (i, &step) in FAULT_SCRIPT.iter().enumerate() {
+        let context = format!("sync {sync}, seed {seed}, {fault:?}, step {i} {step:?}");
+        let s = step.session();
+        let before = d.receipt(s);
+        let injected = d.disk.faults_injected();
+        let result = d.exec(step);
+        let fired = d.disk.faults_injected() > injected;
+        let e = match result {
+            Ok(()) => {
+                assert!(!fired, "{context}: the fault fired and the call succeeded");
+                continue;
+            }
+            Err(e) => e,
+        };
+        let fault = fault.unwrap_or_else(|| panic!("{context}: failed without a fault: {e}"));
+        assert!(fired, "{context}: failed, but not at the fault: {e}");
+        out.fired = true;
+        out.failures += 1;
+        // (a) the error names the injected failure and the path.
+        check_error(&e, &fault, &context);
+        // (b) nothing of the failing call is acknowledged: the receipt is
+        // unchanged (a failed materialization leaves the session pending,
+        // at 0), the failed batch is still the next to send, and the model
+        // (which only learns from successes) agrees.
+        let after = d.receipt(s).expect("created");
+        let want = before.unwrap_or(Receipt {
+            next_seq: 0,
+            durable: 0,
+        });
+        assert_eq!(after, want, "{context}: the receipt changed: {e}");
+        if let Some(batch) = &d.unaccepted[s] {
+            assert_eq!(after.next_seq, batch[0].seq(), "{context}");
+        }
+        assert_eq!(
+            d.model.sessions().get(&id(s)).map_or(0, |w| w.acked),
+            after.durable,
+            "{context}"
+        );
+        crash_every_mode(&d.disk, &d.model, &context, tally);
+        if fault.persistent {
+            // (d) the fault is still there: so is the error.
+            let again = d
+                .exec(step)
+                .expect_err("a persistent fault fails the retry too");
+            check_error(&again, &fault, &format!("{context}, retry"));
+            out.failures += 1;
+            crash_every_mode(&d.disk, &d.model, &format!("{context}, retry"), tally);
+            return out;
+        }
+        // (c) re-sending the same batch succeeds, and the log holds exactly
+        // the accepted events.
+        d.exec(step)
+            .unwrap_or_else(|e| panic!("{context}: re-sending after a transient fault: {e}"));
+        out.resends += 1;
+        d.check_log(s, &context);
+    }
+    for s in 0..3 {
+        d.check_log(s, &format!("sync {sync}, seed {seed}, {fault:?}, end"));
+    }
+    for s in 0..3 {
+        let name = id(s);
+        let keep = stored(&d.disk.crash(CrashMode::KeepAll), &name);
+        let lose = stored(&d.disk.crash(CrashMode::LoseUnsynced), &name);
+        out.finals.insert(name, (keep, lose));
+    }
+    let context = format!("sync {sync}, seed {seed}, {fault:?}, end");
+    crash_every_mode(&d.disk, &d.model, &context, tally);
+    out
+}
+
+const FAULT_KINDS: [OpKind; 6] = [
+    OpKind::Write,
+    OpKind::Sync,
+    OpKind::SetLen,
+    OpKind::Create,
+    OpKind::Rename,
+    OpKind::SyncDir,
+];
+
+#[test]
+fn every_fault_fails_the_call_and_acknowledges_nothing_of_it() {
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut injections = 0;
+    let mut failures = 0;
+    let mut resends = 0;
+    let mut lines = Vec::new();
+    for sync in SYNC_MODES {
+        for seed in FAULT_SEED..FAULT_SEED + scale() {
+            let reference = fault_run(seed, sync, None, &mut tally);
+            let mut per_kind = Vec::new();
+            for kind in FAULT_KINDS {
+                let mut nth = 0;
+                loop {
+                    let mut fired = 0;
+                    for error in [FaultError::NoSpace, FaultError::Io] {
+                        for persistent in [false, true] {
+                            let fault = Fault {
+                                kind,
+                                nth,
+                                error,
+                                persistent,
+                            };
+                            let run = fault_run(seed, sync, Some(fault), &mut tally);
+                            if !run.fired {
+                                continue;
+                            }
+                            fired += 1;
+                            injections += 1;
+                            failures += run.failures;
+                            resends += run.resends;
+                            if !persistent {
+                                // No gap, no duplicate: exactly the events of
+                                // the run without the fault.
+                                assert!(
+                                    run.finals == reference.finals,
+                                    "sync {sync}, seed {seed}, {fault:?}: the final logs differ \
+                                     from the healthy run's"
+                                );
+                            }
+                        }
+                    }
+                    // The nth occurrence exists for every error or for none
+                    // (the run is the same up to it).
+                    assert!(fired == 0 || fired == 4, "{sync} {kind:?} #{nth}: {fired}");
+                    if fired == 0 {
+                        break;
+                    }
+                    nth += 1;
+                }
+                // Both reopens commit a repair (one truncate each); there
+                // are three materializations (create, rename, directory
+                // fsync each).
+                let least = match kind {
+                    OpKind::Write | OpKind::Sync => 10,
+                    OpKind::SetLen => 2,
+                    _ => 3,
+                };
+                assert!(nth >= least, "{sync}: the workload does {nth} {kind:?}");
+                per_kind.push(format!("{kind:?} ×{nth}"));
+            }
+            lines.push(format!("{sync}: {}", per_kind.join(", ")));
+        }
+    }
+    println!(
+        "every_fault_fails_the_call_and_acknowledges_nothing_of_it: {injections} fault \
+         injections (occurrences: {}), {failures} failed calls, {resends} re-sends after a \
+         transient fault, {} simulated crashes after faults, {} acknowledged events checked, \
+         {:.1?}",
+        lines.join("; "),
+        tally.crashes,
+        tally.acked_events_checked,
+        started.elapsed()
+    );
+    assert!(injections >= 3 * 4 * 35, "{injections}");
+    // Every injection failed a call, and every persistent one its retry too.
+    assert_eq!(failures, injections + injections / 2);
+    assert!(tally.crashes >= injections * 9);
+}
