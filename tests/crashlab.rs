@@ -814,9 +814,12 @@ impl Driver {
         let reader = store(&self.disk, self.sync);
         let accepted =
             self.sent(session).len() - self.unaccepted[session].as_ref().map_or(0, Vec::len);
-        let events = reader
-            .read_from(&name, 0)
-            .unwrap_or_else(|e| panic!("{context}: {name}: read: {e}"));
+        let events = match reader.read_from(&name, 0) {
+            Ok(events) => events,
+            // Never materialized: nothing was accepted.
+            Err(Error::NotFound { .. }) if accepted == 0 => return,
+            Err(e) => panic!("{context}: {name}: read: {e}"),
+        };
         assert!(
             events[..] == self.sent(session)[..accepted],
             "{context}: {name}: the log holds {} events, not exactly the {accepted} accepted",
@@ -849,6 +852,10 @@ fn check_error(e: &Error, fault: &Fault, context: &str) {
     }
 }
 
+/// A session's recovered events (`None`: absent) after a process crash and
+/// after a power loss.
+type Finals = (Option<Vec<Event>>, Option<Vec<Event>>);
+
 /// What one run of the fault workload saw.
 #[derive(Debug, Default)]
 struct FaultRun {
@@ -857,7 +864,7 @@ struct FaultRun {
     resends: u64,
     /// Each session's recovered events after the run, after a process crash
     /// and after a power loss.
-    finals: BTreeMap<String, (Option<Vec<Event>>, Option<Vec<Event>>)>,
+    finals: BTreeMap<String, Finals>,
 }
 
 /// Runs the fault workload with `fault` armed (or none), asserting at the
@@ -938,7 +945,21 @@ fn fault_run(seed: u64, sync: SyncMode, fault: Option<Fault>, tally: &mut Tally)
         out.finals.insert(name, (keep, lose));
     }
     let context = format!("sync {sync}, seed {seed}, {fault:?}, end");
-    crash_every_mode(&d.disk, &d.model, &context, tally);
+    if fault.is_none() {
+        crash_every_mode(&d.disk, &d.model, &context, tally);
+    } else {
+        // The caller compares the finals with the healthy run's (checked in
+        // every mode above); a power loss still gets the full oracle.
+        let after = d.disk.crash(CrashMode::LoseUnsynced);
+        let checked = oracle::check(
+            &after,
+            root(),
+            &mut d.model.clone(),
+            CrashMode::LoseUnsynced,
+        )
+        .unwrap_or_else(|e| panic!("{context}: power loss: {e}"));
+        tally.checked(checked);
+    }
     out
 }
 
@@ -1030,4 +1051,557 @@ fn every_fault_fails_the_call_and_acknowledges_nothing_of_it() {
     // Every injection failed a call, and every persistent one its retry too.
     assert_eq!(failures, injections + injections / 2);
     assert!(tally.crashes >= injections * 9);
+}
+
+/// One complete turn starting at `seq`: start, user message, a step with a
+/// chunk, end.
+fn turn(number: u64, seq: u64) -> Vec<Event> {
+    let specs = [
+        ("turn/start", format!(r#"{{"turn":{number}}}"#)),
+        (
+            "user/message",
+            format!(
+                r#"{{"id":"u{number}","role":"user","content":[{{"type":"text","text":"go"}}]}}"#
+            ),
+        ),
+        ("step/start", format!(r#"{{"turn":{number},"step":1}}"#)),
+        (
+            "assistant/chunk",
+            format!(
+                r#"{{"turn":{number},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{}"}}}}"#,
+                "w".repeat(700)
+            ),
+        ),
+        ("step/end", format!(r#"{{"turn":{number},"step":1}}"#)),
+        (
+            "turn/end",
+            format!(r#"{{"turn":{number},"reason":{{"kind":"completed"}}}}"#),
+        ),
+    ];
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, (t, data))| {
+            let seq = seq + i as u64;
+            Event::new(t, seq, 1_000 + seq as i64, data).expect("valid")
+        })
+        .collect()
+}
+
+const SYNC_FAULT: Fault = Fault {
+    kind: OpKind::Sync,
+    nth: 0,
+    error: FaultError::Io,
+    persistent: false,
+};
+
+/// A call that fsyncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// Append the batch that ends the turn (it fsyncs in `turn` and
+    /// `batch` mode).
+    AppendEnd,
+    Flush,
+    Close,
+}
+
+#[test]
+fn a_failed_fdatasync_is_never_trusted_on_retry() {
+    // Linux drops the dirty pages of a failed writeback and marks them
+    // clean, so a retried fdatasync returns success without writing them. A
+    // batch written before the failing call (and not yet fsynced) is in those
+    // pages: only rewriting it from memory makes it durable. Then a power
+    // loss must find every event the engine acknowledged.
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let cases = [
+        (SyncMode::Turn, Call::AppendEnd, Call::AppendEnd),
+        (SyncMode::Turn, Call::Flush, Call::Flush),
+        (SyncMode::Turn, Call::Flush, Call::Close),
+        (SyncMode::Turn, Call::Close, Call::Close),
+        (SyncMode::Turn, Call::AppendEnd, Call::Flush),
+        (SyncMode::Never, Call::Flush, Call::Flush),
+        (SyncMode::Never, Call::Flush, Call::Close),
+        (SyncMode::Never, Call::Close, Call::Close),
+        (SyncMode::Batch, Call::AppendEnd, Call::AppendEnd),
+    ];
+    for (sync, failing, retry) in cases {
+        let context = format!("sync {sync}, {failing:?} fails, retried by {retry:?}");
+        let disk = SimDisk::new(9);
+        let store = store(&disk, sync);
+        let name = "s";
+        store.create(SessionHeader::new(name, 1)).expect("creates");
+        let first = turn(1, 0);
+        let second = turn(2, 6);
+        let (b1, b2) = second.split_at(2);
+        let mut model = Model::new();
+        model.sent(name, &first);
+        assert_eq!(store.append(name, &first).expect("materializes").durable, 6);
+        model.synced(name, 6);
+        // b1 opens turn 2: written, and in `turn` mode not yet fsynced.
+        model.sent(name, b1);
+        let r1 = store.append(name, b1).expect("written");
+        let durable_b1 = if sync == SyncMode::Turn { 6 } else { 8 };
+        assert_eq!((r1.next_seq, r1.durable), (8, durable_b1), "{context}");
+        model.acked(name, r1.durable);
+        if sync == SyncMode::Batch {
+            model.synced(name, 8);
+        }
+        let mut accepted = 8;
+        if sync == SyncMode::Never {
+            // Acknowledged on write.
+            model.sent(name, b2);
+            let r2 = store.append(name, b2).expect("written");
+            assert_eq!(r2.durable, 12, "{context}");
+            model.acked(name, 12);
+            accepted = 12;
+        }
+        let call = |call: Call, model: &mut Model| -> Result<(), Error> {
+            match call {
+                Call::AppendEnd => {
+                    model.sent(name, b2);
+                    store.append(name, b2).map(|_| ())
+                }
+                Call::Flush => store.flush(name).map(|_| ()),
+                Call::Close => store.close(name),
+            }
+        };
+        let acked = store.append(name, &[]).expect("receipt").durable;
+        disk.inject(SYNC_FAULT);
+        let e = call(failing, &mut model).expect_err("the fdatasync fails");
+        check_error(&e, &SYNC_FAULT, &context);
+        assert_eq!(disk.faults_injected(), 1, "{context}");
+        assert_eq!(
+            store.append(name, &[]).expect("receipt").durable,
+            acked,
+            "{context}: a failed fdatasync acknowledged something"
+        );
+        // The fault is gone: the retry's fdatasync succeeds.
+        call(retry, &mut model).unwrap_or_else(|e| panic!("{context}: retry: {e}"));
+        if retry == Call::AppendEnd {
+            accepted = 12;
+        }
+        // The retry made every accepted event durable.
+        model.synced(name, accepted);
+        drop(store);
+        // Power loss: only what reached the medium survives.
+        let after = disk.crash(CrashMode::LoseUnsynced);
+        let all: Vec<Event> = first.iter().chain(&second).cloned().collect();
+        let got = stored(&after, name).unwrap_or_default();
+        assert!(
+            got[..] == all[..accepted as usize],
+            "{context}: {accepted} events acknowledged and fsynced, {} found intact after a \
+             power loss: the retried fdatasync was trusted to cover pages the failed one dropped",
+            got.iter().zip(&all).take_while(|(a, b)| a == b).count()
+        );
+        let checked = oracle::check(&after, root(), &mut model, CrashMode::LoseUnsynced)
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
+        tally.checked(checked);
+    }
+    println!(
+        "a_failed_fdatasync_is_never_trusted_on_retry: {} cases, {} injected fdatasync \
+         failures, {} power losses checked ({} acknowledged events), {:.1?}",
+        cases.len(),
+        cases.len(),
+        tally.crashes,
+        tally.acked_events_checked,
+        started.elapsed()
+    );
+    assert_eq!(tally.crashes, cases.len() as u64);
+    assert!(tally.acked_events_checked >= 8 * cases.len() as u64);
+}
+
+#[test]
+fn never_mode_keeps_acknowledged_events_after_a_failed_fsync() {
+    // `never` acknowledges on write: a process crash must find those events
+    // even after an fdatasync failed and dropped them from the write-back
+    // queue (the page cache still holds them), and whatever the writer does
+    // next (append more, flush again) must not cut them.
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut cases = 0;
+    for persistent in [false, true] {
+        for error in [FaultError::Io, FaultError::NoSpace] {
+            for then_append in [false, true] {
+                let fault = Fault {
+                    kind: OpKind::Sync,
+                    nth: 0,
+                    error,
+                    persistent,
+                };
+                let context = format!("{fault:?}, then append: {then_append}");
+                let disk = SimDisk::new(13);
+                let store = store(&disk, SyncMode::Never);
+                let name = "s";
+                store.create(SessionHeader::new(name, 1)).expect("creates");
+                let log: Vec<Event> = turn(1, 0).into_iter().chain(turn(2, 6)).collect();
+                let mut model = Model::new();
+                model.sent(name, &log[..6]);
+                store.append(name, &log[..6]).expect("materializes");
+                model.synced(name, 6);
+                for batch in [&log[6..8], &log[8..11]] {
+                    model.sent(name, batch);
+                    let r = store.append(name, batch).expect("written");
+                    assert_eq!(r.durable, r.next_seq, "{context}: acknowledged on write");
+                    model.acked(name, r.durable);
+                }
+                disk.inject(fault);
+                let e = store.flush(name).expect_err("the fdatasync fails");
+                check_error(&e, &fault, &context);
+                assert_eq!(
+                    store.append(name, &[]).expect("receipt").durable,
+                    11,
+                    "{context}: still acknowledged"
+                );
+                let mut acked = 11;
+                if then_append {
+                    model.sent(name, &log[11..]);
+                    let r = store.append(name, &log[11..]).expect("written");
+                    assert_eq!(r.durable, 12, "{context}");
+                    model.acked(name, 12);
+                    acked = 12;
+                }
+                // A process crash: every acknowledged event is there.
+                let after = disk.crash(CrashMode::KeepAll);
+                assert_eq!(
+                    stored(&after, name).map(|events| events.len()),
+                    Some(acked as usize),
+                    "{context}: a process crash lost acknowledged events"
+                );
+                assert_eq!(stored(&after, name).unwrap()[..], log[..acked as usize]);
+                let checked = oracle::check(&after, root(), &mut model.clone(), CrashMode::KeepAll)
+                    .unwrap_or_else(|e| panic!("{context}: {e}"));
+                tally.checked(checked);
+                // A power loss keeps exactly what was fsynced: the first turn.
+                let after = disk.crash(CrashMode::LoseUnsynced);
+                assert_eq!(
+                    stored(&after, name).map(|events| events.len()),
+                    Some(6),
+                    "{context}"
+                );
+                crash_every_mode(&disk, &model, &context, &mut tally);
+                cases += 1;
+            }
+        }
+    }
+    println!(
+        "never_mode_keeps_acknowledged_events_after_a_failed_fsync: {cases} injected fdatasync \
+         failures, {} simulated crashes, {} acknowledged events checked, {:.1?}",
+        tally.crashes,
+        tally.acked_events_checked,
+        started.elapsed()
+    );
+    assert_eq!(cases, 8);
+    assert_eq!(tally.crashes, 8 * 10);
+}
+
+// ---------------------------------------------------------------------------
+// 4. Short writes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn short_writes_change_no_byte() {
+    // `write` may write fewer bytes than asked; the engine must continue
+    // where it stopped, so the log is byte-identical to one written with
+    // whole writes (the same disk seed gives the same salts).
+    let started = Instant::now();
+    let ops = enumeration_workload();
+    let mut compared = 0;
+    let mut extra_writes = 0;
+    for sync in SYNC_MODES {
+        let mut whole = Run::new(ENUMERATION_SEED, sync);
+        let mut short = Run::new(ENUMERATION_SEED, sync);
+        short.apply(&Op::ShortWrites(true)).expect("applies");
+        for op in &ops {
+            whole.apply(op).expect("healthy run");
+            short.apply(op).expect("healthy run");
+        }
+        assert!(
+            short.disk().ops() > whole.disk().ops() + 40,
+            "{sync}: writes were split ({} vs {} ops)",
+            short.disk().ops(),
+            whole.disk().ops()
+        );
+        extra_writes += short.disk().ops() - whole.disk().ops();
+        for s in 0..3 {
+            let path = log_path(&id(s));
+            let a = whole.disk().read(&path).expect("stored");
+            let b = short.disk().read(&path).expect("stored");
+            assert!(a == b, "{sync}: {}: the logs differ", id(s));
+            // And what reached the medium is the same too.
+            let a = whole.disk().crash(CrashMode::LoseUnsynced).read(&path);
+            let b = short.disk().crash(CrashMode::LoseUnsynced).read(&path);
+            assert!(a == b, "{sync}: {}: the durable logs differ", id(s));
+            compared += 1;
+        }
+        assert_eq!(whole.model().sessions().len(), 3);
+    }
+    println!(
+        "short_writes_change_no_byte: {compared} logs byte-identical (live and durable) with \
+         {extra_writes} extra partial writes, {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(compared, 9);
+}
+
+#[test]
+fn an_error_after_a_short_write_leaves_no_garbage() {
+    // A write that fails after a short write has put part of a batch in the
+    // file: the engine must cut it off before anything else is written, so
+    // no garbage ever sits between records.
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut injections = 0;
+    let mut by_mode = Vec::new();
+    for sync in SYNC_MODES {
+        let before = injections;
+        for (i, &step) in FAULT_SCRIPT.iter().enumerate() {
+            if !matches!(step, Step::Append(..)) {
+                continue;
+            }
+            for j in 1..=3 {
+                let context = format!("sync {sync}, step {i} {step:?}, write #{j} fails");
+                let mut d = Driver::new(FAULT_SEED, sync);
+                d.disk.short_writes(true);
+                for &earlier in &FAULT_SCRIPT[..i] {
+                    d.exec(earlier)
+                        .unwrap_or_else(|e| panic!("{context}: {earlier:?}: {e}"));
+                }
+                // The step's first `j` writes are short; the next fails.
+                let fault = Fault {
+                    kind: OpKind::Write,
+                    nth: j,
+                    error: FaultError::NoSpace,
+                    persistent: false,
+                };
+                d.disk.inject(fault);
+                let s = step.session();
+                match d.exec(step) {
+                    Ok(()) => {
+                        // The batch took `j` writes or fewer.
+                        assert_eq!(d.disk.faults_injected(), 0, "{context}");
+                        continue;
+                    }
+                    Err(e) => check_error(&e, &fault, &context),
+                }
+                assert_eq!(d.disk.faults_injected(), 1, "{context}");
+                injections += 1;
+                // No garbage: the file holds exactly the accepted events, and
+                // a scan finds nothing to cut (nor after a process crash).
+                d.check_log(s, &context);
+                let after = d.disk.crash(CrashMode::KeepAll);
+                if let Some(events) = stored(&after, &id(s)) {
+                    let report = store(&after, sync).verify(&id(s)).expect("verifies");
+                    assert!(report.cut.is_none(), "{context}: {report:?}");
+                    assert_eq!(events[..], d.sent(s)[..events.len()], "{context}");
+                }
+                crash_every_mode(&d.disk, &d.model, &context, &mut tally);
+                // The re-sent batch (written short again) lands right after.
+                d.exec(step)
+                    .unwrap_or_else(|e| panic!("{context}: re-send: {e}"));
+                d.check_log(s, &context);
+            }
+        }
+        by_mode.push(format!("{sync}: {}", injections - before));
+    }
+    println!(
+        "an_error_after_a_short_write_leaves_no_garbage: {injections} write errors injected after \
+         1-3 short writes ({}), {} simulated crashes, {:.1?}",
+        by_mode.join(", "),
+        tally.crashes,
+        started.elapsed()
+    );
+    assert!(injections >= 3 * 20, "{injections}");
+    assert_eq!(tally.crashes, injections * 9);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Lost directory entries
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_materialization_is_durable_only_after_the_directory_fsync() {
+    // Renaming the temp file into place changes only the directory: until
+    // the directory is fsynced a power loss may lose the entry, so the
+    // session must not be acknowledged before that.
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    // Session 0 exists; session 1 is materialized with the power cut at its
+    // directory fsync (op 4 of 5: create, write, fsync, rename, directory
+    // fsync), then with the power cut right after it.
+    let first = turn(1, 0);
+    let setup = || {
+        let disk = SimDisk::new(17);
+        let store = store(&disk, SyncMode::Turn);
+        store.create(SessionHeader::new(id(0), 1)).expect("creates");
+        store.append(&id(0), &first).expect("materializes");
+        store.create(SessionHeader::new(id(1), 1)).expect("creates");
+        let mut model = Model::new();
+        model.sent(&id(0), &first);
+        model.synced(&id(0), 6);
+        (disk, store, model)
+    };
+    let (disk, store, _) = setup();
+    let start = disk.ops();
+    store.append(&id(1), &first).expect("materializes");
+    assert_eq!(
+        disk.ops() - start,
+        5,
+        "create, write, fsync, rename, fsync dir"
+    );
+    drop(store);
+    let sessions = Path::new(ROOT).join("sessions");
+
+    // The power fails at the directory fsync: the rename happened (the page
+    // cache shows the log) but its entry never reached the disk.
+    let (disk, store, mut model) = setup();
+    disk.cut_power_at(disk.ops() + 4);
+    model.sent(&id(1), &first);
+    let e = store
+        .append(&id(1), &first)
+        .expect_err("the power fails at the directory fsync");
+    assert!(
+        matches!(
+            e,
+            Error::Io {
+                op: "fsync directory",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(disk.is_dead());
+    assert!(disk.read(&log_path(&id(1))).is_some(), "renamed into place");
+    drop(store);
+    for mode in CrashMode::ALL {
+        let after = disk.crash(mode);
+        let present = stored(&after, &id(1));
+        if mode == CrashMode::KeepAll {
+            // A process crash keeps the entry (never acknowledged, but
+            // complete).
+            assert_eq!(present, Some(first.clone()), "{mode:?}");
+        } else {
+            assert_eq!(present, None, "{mode:?}: the entry was never durable");
+            let names = after.list_dir(&sessions).expect("lists");
+            assert!(
+                !names.iter().any(|n| n.contains("session-1.")),
+                "{mode:?}: nothing of the session survives: {names:?}"
+            );
+            assert_eq!(store_on_list(&after), vec![id(0)], "{mode:?}");
+        }
+        assert_eq!(stored(&after, &id(0)), Some(first.clone()), "{mode:?}");
+        let checked = oracle::check(&after, root(), &mut model.clone(), mode)
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        tally.checked(checked);
+    }
+
+    // The power fails right after the directory fsync: the session is
+    // acknowledged and survives every crash.
+    let (disk, store, mut model) = setup();
+    disk.cut_power_at(disk.ops() + 5);
+    model.sent(&id(1), &first);
+    let r = store.append(&id(1), &first).expect("materialized");
+    assert_eq!(r.durable, 6);
+    model.synced(&id(1), 6);
+    assert!(!disk.is_dead());
+    let e = store
+        .append(&id(1), &turn(2, 6)[..1])
+        .expect_err("the power is cut now");
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    model.sent(&id(1), &turn(2, 6)[..1]);
+    drop(store);
+    for mode in CrashMode::ALL {
+        let after = disk.crash(mode);
+        assert_eq!(stored(&after, &id(1)), Some(first.clone()), "{mode:?}");
+        let checked = oracle::check(&after, root(), &mut model.clone(), mode)
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        tally.checked(checked);
+    }
+    println!(
+        "a_materialization_is_durable_only_after_the_directory_fsync: {} simulated crashes \
+         (9 before, 9 after the directory fsync), {:.1?}",
+        tally.crashes,
+        started.elapsed()
+    );
+    assert_eq!(tally.crashes, 18);
+}
+
+fn store_on_list(disk: &SimDisk) -> Vec<String> {
+    store(disk, SyncMode::Turn)
+        .list()
+        .expect("lists")
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// 6. Random op sequences
+// ---------------------------------------------------------------------------
+
+/// The byte string of random sequence `seed` (the first byte picks the disk
+/// seed and the sync mode, the rest decodes to ops; see `ops::decode`).
+fn random_sequence(seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed + 1);
+    let len = 1 + rng.below(300);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
+}
+
+#[test]
+fn random_op_sequences() {
+    // The structure-aware fuzz target's function over seeded random byte
+    // strings: appends, flushes, closes, faults, power cuts, short writes and
+    // crashes in any order, the oracle checked at every crash.
+    let started = Instant::now();
+    let sequences = 300 * scale();
+    let (mut ops_run, mut crashes, mut faults, mut cuts, mut fired) = (0, 0, 0, 0, 0);
+    for seed in 0..sequences {
+        let bytes = random_sequence(seed);
+        let outcome = std::panic::catch_unwind(|| ops::fuzz_ops(&bytes));
+        if let Err(panic) = outcome {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!(
+                "random sequence seed {seed} (reproduce: ops::fuzz_ops(&random_sequence({seed})), \
+                 bytes {bytes:02x?}): {message}"
+            );
+        }
+        // The same decoding fuzz_ops does, for the counts.
+        let sync = SYNC_MODES[bytes[0] as usize % 3];
+        let decoded = ops::decode(&bytes[1..], 64);
+        ops_run += decoded.len() as u64;
+        crashes += 1 + decoded
+            .iter()
+            .filter(|op| matches!(op, Op::Crash(_)))
+            .count() as u64;
+        faults += decoded
+            .iter()
+            .filter(|op| matches!(op, Op::Fault(_)))
+            .count() as u64;
+        cuts += decoded
+            .iter()
+            .filter(|op| matches!(op, Op::CutPowerAfter(_)))
+            .count() as u64;
+        let stats = Run::new(u64::from(bytes[0]), sync)
+            .run(&decoded)
+            .unwrap_or_else(|e| panic!("random sequence seed {seed}: {e}"));
+        assert_eq!(stats.crashes, crashes_in(&decoded) + 1, "seed {seed}");
+        fired += stats.faults;
+    }
+    println!(
+        "random_op_sequences: {sequences} sequences, {ops_run} ops, {crashes} simulated crashes \
+         checked, {faults} faults armed ({fired} fired), {cuts} power cuts armed, {:.1?}",
+        started.elapsed()
+    );
+    assert!(ops_run >= sequences * 20);
+    assert!(crashes >= sequences + sequences / 2);
+    assert!(faults >= sequences / 2 && fired >= sequences / 4);
+    assert!(cuts >= sequences / 2);
+}
+
+fn crashes_in(ops: &[Op]) -> u64 {
+    ops.iter().filter(|op| matches!(op, Op::Crash(_))).count() as u64
 }
