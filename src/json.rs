@@ -102,6 +102,19 @@ pub struct Facts {
     pub reason: Reason,
 }
 
+impl Facts {
+    /// The same facts with spans relative to a text starting `by` bytes
+    /// later (the `data` value inside a whole event line).
+    pub fn relative_to(mut self, by: usize) -> Facts {
+        for span in [&mut self.call_id, &mut self.source_call_id] {
+            if span.present {
+                span.start -= by as u32;
+            }
+        }
+        self
+    }
+}
+
 /// `data.reason`, as `turn/end` and `request/header` read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Reason {

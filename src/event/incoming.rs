@@ -133,7 +133,7 @@ fn member<'a>(
             if env.data.is_some() {
                 return Err(duplicate());
             }
-            let facts = s.data_value()?;
+            let facts = s.data_value()?.relative_to(start);
             env.data = Some((&text[start..s.pos()], facts));
         }
         "ignorable" | "sourceEventSeqs" | "surfaceOp" => {

@@ -711,6 +711,16 @@ mod tests {
     }
 
     #[test]
+    fn facts_from_a_line_point_into_data() {
+        let line =
+            br#"{"type":"tool/call","seq":3,"time":1,"data":{"turn":1,"step":1,"callId":"c-7"}}"#;
+        let e = Event::from_json(line).unwrap();
+        let facts = e.facts().unwrap();
+        assert_eq!(facts.call_id.of(e.data().get()), Some("c-7"));
+        assert_eq!(facts, crate::json::data_facts(e.data().get()).unwrap());
+    }
+
+    #[test]
     fn extras_keep_their_order() {
         let line = r#"{"type":"tool/result","seq":4,"time":2,"data":{},"surfaceOp":"append","sourceEventSeqs":[1]}"#;
         let e = Event::from_json(line.as_bytes()).unwrap();

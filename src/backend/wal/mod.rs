@@ -3,6 +3,7 @@
 
 pub mod format;
 mod naming;
+pub mod probe;
 pub mod scan;
 pub mod simdisk;
 pub mod storage;
@@ -316,10 +317,14 @@ impl Backend for WalBackend {
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let Some((map, classified, path)) = self.classify(id)? else {
+        let path = self.log_path(id);
+        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
             return Ok(None);
         };
-        writer::decode_kept(&map, &classified, from_seq, &path).map(Some)
+        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
+        let meta = read_file_header(&map, &path)?;
+        check_id(&meta.header, id, &path)?;
+        writer::read_from(&map, &meta, from_seq, &path).map(Some)
     }
 
     fn create(
@@ -400,7 +405,12 @@ impl Backend for WalBackend {
             file,
             self.lock_path(&header.id),
             lock,
-            salt,
+            format::FileHeader {
+                policy,
+                salt,
+                header: header.clone(),
+                records_start: format::file_header_len(&bytes).expect("just encoded"),
+            },
             bytes.len() as u64,
             batch.len() as u64,
         )))
@@ -435,7 +445,7 @@ impl Backend for WalBackend {
             file,
             lock_path,
             lock,
-            fh.salt,
+            fh,
             len,
             0,
         ))))

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::format;
+use super::format::{self, FileHeader};
+use super::probe;
 use super::scan::{Classified, decode_at, heads, scan_log};
 use super::storage::{LockGuard, Storage, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
@@ -34,6 +35,7 @@ pub struct WalWriter {
     lock_path: PathBuf,
     _lock: Box<dyn LockGuard>,
     salt: u32,
+    meta: FileHeader,
     /// fdatasync has returned for `[0, synced_len)`; new records carry it as
     /// their watermark.
     synced_len: u64,
@@ -63,7 +65,7 @@ impl WalWriter {
         file: Box<dyn StorageFile>,
         lock_path: PathBuf,
         lock: Box<dyn LockGuard>,
-        salt: u32,
+        meta: FileHeader,
         durable_len: u64,
         durable_events: u64,
     ) -> WalWriter {
@@ -74,7 +76,8 @@ impl WalWriter {
             file,
             lock_path,
             _lock: lock,
-            salt,
+            salt: meta.salt,
+            meta,
             synced_len: durable_len,
             synced_events: durable_events,
             acked_events: durable_events,
@@ -98,11 +101,6 @@ impl WalWriter {
             }),
             None => Ok(()),
         }
-    }
-
-    fn classify(&self) -> Result<Classified> {
-        let map = self.file.map().map_err(|e| self.io("map", e))?;
-        scan_log(&map, &self.path)
     }
 
     /// Writes what of `pending` is not in the file yet (all of it after a
@@ -173,6 +171,93 @@ enum Failure {
     Sync(Error),
 }
 
+/// The scan a writer opens with: without reading the whole log when the
+/// tail probe proves a clean end that needs no repair (see [`fast_scan`]).
+/// Anything that would be written — closers, a cut — is decided by the full
+/// scan, so a repair is never committed onto a log with corrupt records
+/// below the last watermark.
+pub(super) fn quick_scan(bytes: &[u8], meta: &FileHeader, path: &std::path::Path) -> Result<Scan> {
+    match fast_scan(bytes, meta, path)? {
+        Some(scan) if !scan.needs_repair() => Ok(scan),
+        _ => Ok(scan_log(bytes, path)?.scan),
+    }
+}
+
+/// The scan of a log whose end the tail probe proves clean: every record
+/// after the last watermark valid, and everything after the commit point
+/// obeying the turn contract (so nothing is cut). Reads the last batch and
+/// the records since the commit point — an open turn gets its closers from
+/// them — never the whole log. `None` when a full scan must decide.
+pub(super) fn fast_scan(
+    bytes: &[u8],
+    meta: &FileHeader,
+    path: &std::path::Path,
+) -> Result<Option<Scan>> {
+    let Some((last, previous)) = probe::clean_end(bytes, meta.records_start, meta.salt) else {
+        return Ok(None);
+    };
+    let closes = |commit: &format::RecordHead, before: Option<&format::RecordHead>| {
+        commit.event_kind() == EventKind::TurnEnd
+            && !commit.in_turn()
+            && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
+    };
+    let (commit, tail) = if closes(&last, previous.as_ref()) {
+        (Some(last), Vec::new())
+    } else {
+        if last.synthetic() && last.in_turn() {
+            return Ok(None); // an interrupted repair: the scan cuts it
+        }
+        let Some((commit, found)) = probe::since_commit(bytes, meta.records_start, meta.salt)
+        else {
+            return Ok(None);
+        };
+        let tail: Vec<Event> = found
+            .iter()
+            .map(|f| decode_at(bytes, f.offset, &f.head, path))
+            .collect::<Result<_>>()?;
+        (commit, tail)
+    };
+    let committed = commit.map_or(0, |c| c.seq + 1);
+    let committed_turn = commit.map_or(0, |c| u64::from(c.turn));
+    let verdict = crate::scan::classify_tail(meta.policy, committed, committed_turn, &tail);
+    if verdict.debris.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(Scan {
+        header: meta.header.clone(),
+        policy: meta.policy,
+        committed,
+        committed_turn,
+        last_time: Some(last.time),
+        tail,
+        cut: None,
+        closers: verdict.closers,
+        last_turn: verdict.last_turn,
+        bytes: bytes.len() as u64,
+    }))
+}
+
+/// The kept events with seq >= `from_seq`: from the end of the file when the
+/// tail probe proves it clean and kept as it is (a tail read costs the
+/// suffix, not the log), otherwise from a full scan.
+pub(super) fn read_from(
+    bytes: &[u8],
+    meta: &FileHeader,
+    from_seq: u64,
+    path: &std::path::Path,
+) -> Result<Vec<Event>> {
+    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq)
+        && fast_scan(bytes, meta, path)?.is_some()
+    {
+        return found
+            .iter()
+            .map(|f| decode_at(bytes, f.offset, &f.head, path))
+            .collect();
+    }
+    let classified = scan_log(bytes, path)?;
+    decode_kept(bytes, &classified, from_seq, path)
+}
+
 /// Decodes the kept records with seq >= `from_seq`.
 pub(super) fn decode_kept(
     bytes: &[u8],
@@ -193,7 +278,8 @@ pub(super) fn decode_kept(
 
 impl LogWriter for WalWriter {
     fn scan(&mut self) -> Result<Scan> {
-        let scan = self.classify()?.scan;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let scan = quick_scan(&map, &self.meta, &self.path)?;
         if self.pending.is_empty() && !scan.needs_repair() {
             self.synced_events = scan.stored_len();
             self.acked_events = scan.stored_len();
@@ -203,8 +289,7 @@ impl LogWriter for WalWriter {
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
         let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let classified = scan_log(&map, &self.path)?;
-        decode_kept(&map, &classified, from_seq, &self.path)
+        read_from(&map, &self.meta, from_seq, &self.path)
     }
 
     fn repair(&mut self, scan: &Scan) -> Result<()> {
