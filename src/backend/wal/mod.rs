@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use naming::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
-use self::format::{RECORD_HEADER_LEN, TRAILER_LEN};
+use self::format::TRAILER_LEN;
 use self::scan::{Classified, check_at, read_file_header, scan_log};
 use self::storage::{FsStorage, OpenMode, Storage, StorageFile};
 use super::{Backend, LogWriter, Stored};
@@ -152,13 +152,28 @@ impl WalBackend {
         }
     }
 
+    /// The summary from two reads: the first 4 KiB (the file header) and
+    /// the last 4 KiB (the last record, usually). `None` when the last record
+    /// is not valid, which only a full scan can explain.
     fn quick_summary(&self, path: &Path) -> Result<Option<SessionSummary>> {
+        const CHUNK: u64 = 4096;
         let file = self
             .open_file(path, OpenMode::Read)?
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let io_err = |op, e| Error::io(op, path, e);
+        let read = |at: u64, len: u64| {
+            let mut buf = vec![0; len as usize];
+            file.read_exact_at(&mut buf, at)
+                .map(|()| buf)
+                .map_err(|e| io_err("read", e))
+        };
         let len = file.len().map_err(|e| io_err("stat", e))?;
-        let fh = read_header_of(file.as_ref(), len, path)?;
+        let mut head = read(0, len.min(CHUNK))?;
+        if let Some(header_len) = format::file_header_len(&head).filter(|&n| n > CHUNK && n <= len)
+        {
+            head = read(0, header_len)?;
+        }
+        let fh = read_file_header(&head, path)?;
         let mut summary = SessionSummary {
             id: fh.header.id.clone(),
             header: Some(fh.header.clone()),
@@ -169,26 +184,26 @@ impl WalBackend {
             state: LogState::Clean,
             problem: None,
         };
-        if len == fh.records_start {
+        let records = len - fh.records_start;
+        if records == 0 {
             return Ok(Some(summary));
         }
-        if len < fh.records_start + format::MIN_RECORD_LEN as u64 {
+        if records < format::MIN_RECORD_LEN as u64 {
             return Ok(None);
         }
-        let mut trailer = [0; TRAILER_LEN];
-        file.read_exact_at(&mut trailer, len - TRAILER_LEN as u64)
-            .map_err(|e| io_err("read", e))?;
-        let record_len = u64::from(u32::from_le_bytes(trailer));
-        if record_len < format::MIN_RECORD_LEN as u64 || record_len > len - fh.records_start {
+        let mut tail = read(len - records.min(CHUNK), records.min(CHUNK))?;
+        let trailer = &tail[tail.len() - TRAILER_LEN..];
+        let record_len = u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes")));
+        if record_len < format::MIN_RECORD_LEN as u64 || record_len > records {
             return Ok(None);
         }
-        let mut record = vec![0; record_len as usize];
-        file.read_exact_at(&mut record, len - record_len)
-            .map_err(|e| io_err("read", e))?;
-        let Ok(head) = check_at(&record, 0, None, fh.salt) else {
+        if record_len > tail.len() as u64 {
+            tail = read(len - record_len, record_len)?;
+        }
+        let record = &tail[tail.len() - record_len as usize..];
+        let Ok(head) = check_at(record, 0, None, fh.salt) else {
             return Ok(None);
         };
-        debug_assert!(record.len() >= RECORD_HEADER_LEN);
         summary.events = head.seq + 1;
         summary.turns = u64::from(head.turn);
         summary.last_activity = Some(head.time);
@@ -278,11 +293,31 @@ impl Backend for WalBackend {
             .storage
             .list_dir(&dir)
             .map_err(|e| Error::io("list", &dir, e))?;
-        Ok(names
+        let names: Vec<&String> = names
             .iter()
             .filter(|n| n.ends_with(LOG_EXTENSION) && !n.starts_with('.'))
-            .map(|n| self.summarize(n))
-            .collect())
+            .collect();
+        // Each summary is a few small reads: with thousands of sessions,
+        // spread them over the cores.
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
+        if names.len() < 256 || workers < 2 {
+            return Ok(names.iter().map(|n| self.summarize(n)).collect());
+        }
+        let per = names.len().div_ceil(workers);
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .chunks(per)
+                .map(|chunk| {
+                    scope.spawn(move || chunk.iter().map(|n| self.summarize(n)).collect::<Vec<_>>())
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a summary never panics"))
+                .collect()
+        }))
     }
 
     fn exists(&self, id: &str) -> Result<bool> {
