@@ -48,6 +48,7 @@ pub mod json;
 pub mod scan;
 pub mod store;
 pub mod verify;
+pub mod view;
 
 pub use backend::SyncMode;
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
@@ -57,3 +58,4 @@ pub use header::{HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, LogState, Scan, SessionSummary};
 pub use store::{Receipt, RecoveryReport, SessionView, Store, StoreOptions, now_ms};
 pub use verify::VerifyReport;
+pub use view::{EventRef, LogView};

@@ -349,6 +349,31 @@ impl Store {
         Ok(stored)
     }
 
+    /// The balanced logical view read in place, written nowhere: like
+    /// [`Store::inspect`], but the events borrow from a memory map of the
+    /// stored log instead of being copied, so a session of a million events
+    /// costs an index of offsets.
+    pub fn view(&self, id: &str) -> Result<crate::view::LogView> {
+        let slot = self.slot(id);
+        let guard = Store::lock(&slot);
+        let live_open = match &*guard {
+            Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Live(live) => live.tracker.in_turn(),
+            Slot::Cold => false,
+        };
+        drop(guard);
+        let view = self
+            .backend
+            .view(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        self.check_version_of(view.header())?;
+        Ok(if live_open {
+            view.without_closers()
+        } else {
+            view
+        })
+    }
+
     /// Loads a session: commits its repair once (cut torn bytes, append the
     /// closers, fsync) and returns the balanced log. The session stays open
     /// for appends in this store.
@@ -623,12 +648,14 @@ impl Store {
     }
 
     fn check_version(&self, scan: &Scan) -> Result<()> {
-        scan.header
-            .check_version()
-            .map_err(|detail| Error::Unsupported {
-                path: self.backend.location().into(),
-                detail,
-            })
+        self.check_version_of(&scan.header)
+    }
+
+    fn check_version_of(&self, header: &SessionHeader) -> Result<()> {
+        header.check_version().map_err(|detail| Error::Unsupported {
+            path: self.backend.location().into(),
+            detail,
+        })
     }
 
     /// Read-side checks: the header version, and (when the store requires

@@ -1786,6 +1786,51 @@ fn lossless_data<F: Fixture>() {
     );
 }
 
+/// `Store::view` (events borrowed in place) shows exactly what `inspect`
+/// shows, byte for byte, for a crashed log (closers included) and after its
+/// repair, and writes nothing.
+fn view_matches_inspect<F: Fixture>() {
+    let fx = F::new();
+    let id = "view";
+    crash_in_turn_two(&fx, id, |log| {
+        log.assistant("", &[("call-v", "run", r#"{"cmd":"ls"}"#)]);
+    });
+    let store = fx.open();
+    let before = fx.image(id);
+    let inspect = store.inspect(id).unwrap();
+    let view = store.view(id).unwrap();
+    let lines: Vec<String> = view
+        .iter()
+        .map(|e| {
+            let mut out = Vec::new();
+            e.write_json(&mut out);
+            String::from_utf8(out).unwrap()
+        })
+        .collect();
+    assert_eq!(lines, jsons(&inspect.events));
+    assert_eq!(
+        (view.stored(), view.len(), view.state()),
+        (9, 12, LogState::OpenTurn)
+    );
+    let owned: Vec<Event> = view.iter().map(|e| e.to_event()).collect();
+    assert_eq!(owned, inspect.events);
+    assert_eq!(fx.image(id), before, "view writes nothing");
+    let loaded = store.load(id).unwrap();
+    drop(store);
+    let store = fx.open();
+    let view = store.view(id).unwrap();
+    assert_eq!(
+        (view.stored(), view.len(), view.state()),
+        (12, 12, LogState::Clean)
+    );
+    assert_eq!(
+        view.iter().map(|e| e.to_event()).collect::<Vec<_>>(),
+        loaded.events
+    );
+    assert!(view.get(12).is_none());
+    assert!(matches!(store.view("nope"), Err(Error::NotFound { .. })));
+}
+
 fn resume_in_fresh_store<F: Fixture>() {
     let fx = F::new();
     let id = "resume";
@@ -1892,6 +1937,7 @@ macro_rules! backend_suite {
                 delete,
                 second_writer,
                 lossless_data,
+                view_matches_inspect,
                 resume_in_fresh_store,
                 torn_tail,
                 missing_sessions,

@@ -88,6 +88,21 @@ pub trait Backend: Send + Sync {
     /// Like [`Backend::scan`], and decodes every kept event.
     fn load(&self, id: &str) -> Result<Option<Stored>>;
 
+    /// The stored log read in place, with the closers an open turn would
+    /// get (written nowhere); `None` when the session does not exist. The
+    /// default holds decoded events; a file backend borrows from a map.
+    fn view(&self, id: &str) -> Result<Option<crate::view::LogView>> {
+        Ok(self.load(id)?.map(|stored| {
+            let state = stored.scan.state();
+            crate::view::LogView::owned(
+                stored.scan.header,
+                state,
+                stored.events,
+                stored.scan.closers,
+            )
+        }))
+    }
+
     /// The kept events from `from_seq` on, as stored (no closers, no repair).
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
 

@@ -270,6 +270,16 @@ impl RecordHead {
         self.flags & REC_IN_TURN != 0
     }
 
+    /// Whether the event carries `ignorable: true`.
+    pub fn ignorable(&self) -> bool {
+        self.flags & REC_IGNORABLE != 0
+    }
+
+    /// Whether `surfaceOp` is written before `sourceEventSeqs`.
+    pub fn surface_op_first(&self) -> bool {
+        self.flags & REC_SURFACE_FIRST != 0
+    }
+
     /// Whether recovery wrote this record (a synthetic closer).
     pub fn synthetic(&self) -> bool {
         self.flags & REC_SYNTHETIC != 0

@@ -351,6 +351,28 @@ impl Backend for WalBackend {
         }))
     }
 
+    fn view(&self, id: &str) -> Result<Option<crate::view::LogView>> {
+        let Some((map, classified, path)) = self.classify(id)? else {
+            return Ok(None);
+        };
+        let start = classified.frames.file.records_start;
+        let offsets: Vec<u64> = scan::heads(&map, start, classified.kept_end)
+            .map(|(at, _)| at)
+            .collect();
+        let scan = classified.scan;
+        let state = scan.state();
+        crate::view::LogView::mapped(scan.header, state, map, offsets, scan.closers)
+            .map(Some)
+            .map_err(|at| {
+                Error::from(Corruption {
+                    path: path.clone(),
+                    offset: at,
+                    seq: None,
+                    reason: "record payload is not UTF-8".into(),
+                })
+            })
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let path = self.log_path(id);
         let Some(file) = self.open_file(&path, OpenMode::Read)? else {
