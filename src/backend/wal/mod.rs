@@ -9,9 +9,10 @@ pub mod simdisk;
 pub mod storage;
 mod writer;
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use naming::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
@@ -45,6 +46,9 @@ pub const LOCK_EXTENSION: &str = ".lock";
 pub struct WalBackend {
     root: PathBuf,
     storage: Arc<dyn Storage>,
+    /// Logs whose fdatasync at open failed in this process (see
+    /// [`WalBackend::republish`]).
+    unsynced: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 impl WalBackend {
@@ -71,7 +75,63 @@ impl WalBackend {
         Ok(WalBackend {
             root: root.to_owned(),
             storage,
+            unsynced: Arc::default(),
         })
+    }
+
+    fn unsynced(&self) -> MutexGuard<'_, BTreeSet<PathBuf>> {
+        self.unsynced.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the log at `path` with a durable copy of what `file` reads
+    /// (the page cache), published the way materialization publishes a new
+    /// log: a temp file written and fsynced, renamed over the log, the
+    /// directory fsynced.
+    ///
+    /// This is how a log whose fdatasync failed becomes durable again. Linux
+    /// drops the dirty pages of a failed writeback and marks them clean, so
+    /// no later fdatasync of that file writes them, yet it returns success:
+    /// a writer that trusted it would give later records a watermark
+    /// claiming bytes that a power loss turns into a hole (reported as
+    /// corruption of acknowledged data). Rewriting them in place would
+    /// expose the acknowledged bytes among them to a torn write; the copy
+    /// never writes to the old file, so a crash at any point leaves either
+    /// its durable bytes or the complete copy.
+    fn republish(&self, id: &str, path: &Path, file: &dyn StorageFile, len: u64) -> Result<()> {
+        let dir = self.sessions_dir();
+        let name = encode_file_name(id);
+        self.remove_stale_temps(&name);
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
+        let mut copy = self
+            .storage
+            .open(&tmp, OpenMode::CreateNew)
+            .map_err(|e| Error::io("create", &tmp, e))?;
+        let copied = (|| {
+            let mut buf = vec![0; (len as usize).min(1 << 20)];
+            let mut at = 0;
+            while at < len {
+                let n = buf.len().min((len - at) as usize);
+                file.read_exact_at(&mut buf[..n], at)?;
+                copy.write_all_at(&buf[..n], at)?;
+                at += n as u64;
+            }
+            copy.sync_all()
+        })();
+        drop(copy);
+        let published = copied
+            .map_err(|e| Error::io("copy", &tmp, e))
+            .and_then(|()| {
+                self.storage
+                    .rename(&tmp, path)
+                    .map_err(|e| Error::io("rename", path, e))
+            });
+        if let Err(e) = published {
+            let _ = self.storage.remove_file(&tmp);
+            return Err(e);
+        }
+        self.storage
+            .sync_dir(&dir)
+            .map_err(|e| Error::io("fsync directory", &dir, e))
     }
 
     /// The store directory.
@@ -490,9 +550,19 @@ impl Backend for WalBackend {
         let fh = read_header_of(file.as_ref(), len, &path)?;
         check_id(&fh.header, id, &path)?;
         // Whatever a crashed writer left in the page cache becomes durable
-        // now, so later records' watermarks cover all of it.
-        file.sync_data()
-            .map_err(|e| Error::io("fdatasync", &path, e))?;
+        // now, so later records' watermarks cover all of it. After a failed
+        // fdatasync of this log, no fdatasync can be trusted to: publish a
+        // durable copy instead.
+        if self.unsynced().contains(&path) {
+            self.republish(id, &path, file.as_ref(), len)?;
+            file = self
+                .open_file(&path, OpenMode::ReadWrite)?
+                .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
+            self.unsynced().remove(&path);
+        } else if let Err(e) = file.sync_data() {
+            self.unsynced().insert(path.clone());
+            return Err(Error::io("fdatasync", &path, e));
+        }
         let lock_path = self.lock_path(id);
         // The event count is learned by the first scan.
         Ok(Some(Box::new(WalWriter::new(
