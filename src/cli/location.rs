@@ -62,7 +62,9 @@ fn classify(spec: &str) -> Result<Location, Failure> {
             "{spec}: SQLite stores are not supported by this build; {SUPPORTED}"
         )));
     }
-    if path.exists() {
+    // Checked once more: another writer may have created the store
+    // directory since the first look.
+    if path.exists() && !path.is_dir() {
         return Err(Failure::Other(format!(
             "{spec}: not a directory, so not a store; {SUPPORTED}"
         )));

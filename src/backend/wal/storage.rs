@@ -176,9 +176,19 @@ struct FsFile {
 }
 
 #[derive(Debug)]
-struct FsLock(#[allow(dead_code)] File);
+struct FsLock(File);
 
 impl LockGuard for FsLock {}
+
+impl Drop for FsLock {
+    fn drop(&mut self) {
+        // An flock belongs to the open file description, which a child
+        // process forked (between fork and exec) shares: closing our fd
+        // alone would leave the session locked until the child execs.
+        // Unlocking releases it for every copy at once.
+        let _ = self.0.unlock();
+    }
+}
 
 impl Storage for FsStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
