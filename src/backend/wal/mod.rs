@@ -9,10 +9,9 @@ pub mod simdisk;
 pub mod storage;
 mod writer;
 
-use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 pub use naming::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
@@ -46,9 +45,6 @@ pub const LOCK_EXTENSION: &str = ".lock";
 pub struct WalBackend {
     root: PathBuf,
     storage: Arc<dyn Storage>,
-    /// Logs whose fdatasync at open failed in this process (see
-    /// [`WalBackend::republish`]).
-    unsynced: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 impl WalBackend {
@@ -75,12 +71,7 @@ impl WalBackend {
         Ok(WalBackend {
             root: root.to_owned(),
             storage,
-            unsynced: Arc::default(),
         })
-    }
-
-    fn unsynced(&self) -> MutexGuard<'_, BTreeSet<PathBuf>> {
-        self.unsynced.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Replaces the log at `path` with a durable copy of what `file` reads
@@ -88,15 +79,15 @@ impl WalBackend {
     /// log: a temp file written and fsynced, renamed over the log, the
     /// directory fsynced.
     ///
-    /// This is how a log whose fdatasync failed becomes durable again. Linux
-    /// drops the dirty pages of a failed writeback and marks them clean, so
-    /// no later fdatasync of that file writes them, yet it returns success:
-    /// a writer that trusted it would give later records a watermark
-    /// claiming bytes that a power loss turns into a hole (reported as
-    /// corruption of acknowledged data). Rewriting them in place would
-    /// expose the acknowledged bytes among them to a torn write; the copy
-    /// never writes to the old file, so a crash at any point leaves either
-    /// its durable bytes or the complete copy.
+    /// This is how a log with an [`unsynced_mark`] becomes durable again.
+    /// Linux drops the dirty pages of a failed writeback and marks them
+    /// clean, so no later fdatasync of that file writes them, yet it returns
+    /// success: a writer that trusted it would give later records a
+    /// watermark claiming bytes that a power loss turns into a hole
+    /// (reported as corruption of acknowledged data). Rewriting them in
+    /// place would expose the acknowledged bytes among them to a torn write;
+    /// the copy never writes to the old file, so a crash at any point leaves
+    /// either its durable bytes or the complete copy.
     fn republish(&self, id: &str, path: &Path, file: &dyn StorageFile, len: u64) -> Result<()> {
         let dir = self.sessions_dir();
         let name = encode_file_name(id);
@@ -308,6 +299,31 @@ impl WalBackend {
                 let _ = self.storage.remove_file(&self.sessions_dir().join(n));
             }
         }
+    }
+}
+
+/// The mark a failed fdatasync of the log at `path` leaves next to it:
+/// `.<name>.unsynced`, an empty file. While it exists, no fdatasync of the
+/// log is trusted to make what reads see durable (see
+/// [`WalBackend::republish`]). It is never fsynced: it matters exactly as
+/// long as the page cache holding the dropped pages lives, and a power loss
+/// that takes it takes those pages too, leaving a hole no record claims (a
+/// torn tail). A mark that survives anyway only costs one extra copy.
+pub(super) fn unsynced_mark(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(LOG_EXTENSION))
+        .expect("a session log path");
+    path.with_file_name(format!(".{name}.unsynced"))
+}
+
+/// Leaves the [`unsynced_mark`] of the log at `path` (if it is not there).
+pub(super) fn leave_unsynced_mark(storage: &dyn Storage, path: &Path) -> io::Result<()> {
+    match storage.open(&unsynced_mark(path), OpenMode::CreateNew) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -551,16 +567,22 @@ impl Backend for WalBackend {
         check_id(&fh.header, id, &path)?;
         // Whatever a crashed writer left in the page cache becomes durable
         // now, so later records' watermarks cover all of it. After a failed
-        // fdatasync of this log, no fdatasync can be trusted to: publish a
-        // durable copy instead.
-        if self.unsynced().contains(&path) {
+        // fdatasync of this log (marked), no fdatasync can be trusted to:
+        // publish a durable copy instead.
+        let mark = unsynced_mark(&path);
+        if self
+            .storage
+            .exists(&mark)
+            .map_err(|e| Error::io("stat", &mark, e))?
+        {
             self.republish(id, &path, file.as_ref(), len)?;
             file = self
                 .open_file(&path, OpenMode::ReadWrite)?
                 .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
-            self.unsynced().remove(&path);
+            let _ = self.storage.remove_file(&mark);
         } else if let Err(e) = file.sync_data() {
-            self.unsynced().insert(path.clone());
+            // Best effort, as in the writer: the open fails either way.
+            let _ = leave_unsynced_mark(self.storage.as_ref(), &path);
             return Err(Error::io("fdatasync", &path, e));
         }
         let lock_path = self.lock_path(id);
@@ -597,6 +619,7 @@ impl Backend for WalBackend {
         self.storage
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let _ = self.storage.remove_file(&unsynced_mark(&path));
         let _ = self.storage.remove_file(&self.lock_path(id));
         Ok(true)
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::format::{self, FileHeader};
+use super::leave_unsynced_mark;
 use super::probe;
 use super::scan::{Classified, decode_at, heads, scan_log};
 use super::storage::{LockGuard, Storage, StorageFile};
@@ -161,6 +162,9 @@ impl WalWriter {
         }
         self.written_len = self.written_len.min(accepted_end);
         self.rewrite |= synced_failed;
+        if synced_failed {
+            self.leave_unsynced_mark();
+        }
         err
     }
 }
@@ -303,7 +307,10 @@ impl LogWriter for WalWriter {
         self.file
             .set_len(kept_end)
             .map_err(|e| self.io("truncate", e))?;
-        self.file.sync_data().map_err(|e| self.io("fdatasync", e))?;
+        if let Err(e) = self.file.sync_data() {
+            self.leave_unsynced_mark();
+            return Err(self.io("fdatasync", e));
+        }
         self.synced_len = kept_end;
         self.written_len = kept_end;
         self.synced_events = scan.stored_len();
@@ -395,6 +402,7 @@ impl LogWriter for WalWriter {
         self.storage
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let _ = self.storage.remove_file(&super::unsynced_mark(&self.path));
         // Still holding the lock: no writer can be between its lock and its
         // open of the (now absent) log.
         let _ = self.storage.remove_file(&self.lock_path);
@@ -409,4 +417,16 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
         crate::contract::Tracker::resume(scan.policy, scan.committed, scan.committed_turn);
     tracker.accept_batch(&scan.tail)?;
     Ok(tracker.accept_batch(&scan.closers)?)
+}
+
+impl WalWriter {
+    /// After a failed fdatasync of the log: leave its unsynced mark, so that
+    /// no later open, in this process or another, trusts an fdatasync of it
+    /// (see `WalBackend::republish`). This writer needs no mark: it rewrites
+    /// its unsynced bytes from memory. The mark stays until the next open
+    /// publishes a copy. Best effort: if even an empty file cannot be
+    /// created, the call still fails with the fdatasync's error.
+    fn leave_unsynced_mark(&self) {
+        let _ = leave_unsynced_mark(self.storage.as_ref(), &self.path);
+    }
 }
