@@ -359,6 +359,21 @@ fn checksum(salt: u32, body: &[u8]) -> u32 {
     crc.finalize()
 }
 
+/// The size of `event`'s record.
+pub fn encoded_len(event: &Event) -> usize {
+    let type_len = if event.kind() == EventKind::Other {
+        event.event_type().len()
+    } else {
+        0
+    };
+    RECORD_HEADER_LEN
+        + type_len
+        + event.data().get().len()
+        + event.source_event_seqs().map_or(0, |r| r.get().len())
+        + event.surface_op().map_or(0, |r| r.get().len())
+        + TRAILER_LEN
+}
+
 /// Appends one record for `event` to `out`.
 pub fn encode_record(
     out: &mut Vec<u8>,

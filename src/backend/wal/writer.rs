@@ -46,8 +46,7 @@ pub struct WalWriter {
     /// written ones.
     acked_events: u64,
     written_len: u64,
-    pending: Vec<u8>,
-    pending_events: u64,
+    pending: Pending,
     /// After a failed fdatasync the bytes after `synced_len` may be pages the
     /// kernel dropped and marked clean: rewrite them (the same bytes, from
     /// `pending`) before the next fdatasync instead of trusting it.
@@ -83,8 +82,7 @@ impl WalWriter {
             synced_events: durable_events,
             acked_events: durable_events,
             written_len: durable_len,
-            pending: Vec::new(),
-            pending_events: 0,
+            pending: Pending::default(),
             rewrite: false,
             poisoned: None,
         }
@@ -111,13 +109,13 @@ impl WalWriter {
         let from = if self.rewrite {
             0
         } else {
-            (self.written_len - self.synced_len) as usize
+            self.written_len - self.synced_len
         };
         if from < self.pending.len() {
-            self.file
-                .write_all_at(&self.pending[from..], self.synced_len + from as u64)
+            self.pending
+                .write_from(self.file.as_mut(), self.synced_len, from)
                 .map_err(|e| Failure::Write(self.io("write", e)))?;
-            self.written_len = self.synced_len + self.pending.len() as u64;
+            self.written_len = self.synced_len + self.pending.len();
             self.rewrite = false;
         }
         if sync {
@@ -127,10 +125,9 @@ impl WalWriter {
                     .map_err(|e| Failure::Sync(self.io("fdatasync", e)))?;
             }
             self.synced_len = self.written_len;
-            self.synced_events += self.pending_events;
+            self.synced_events += self.pending.events();
             self.acked_events = self.acked_events.max(self.synced_events);
             self.pending.clear();
-            self.pending_events = 0;
         }
         Ok(())
     }
@@ -147,7 +144,7 @@ impl WalWriter {
             Failure::Write(e) => (e, false),
             Failure::Sync(e) => (e, true),
         };
-        let accepted_end = self.synced_len + self.pending.len() as u64;
+        let accepted_end = self.synced_len + self.pending.len();
         let cut = self.file.len().and_then(|len| {
             if len > accepted_end {
                 self.file.set_len(accepted_end)
@@ -166,6 +163,62 @@ impl WalWriter {
             self.leave_unsynced_mark();
         }
         err
+    }
+}
+
+/// Encoded records accepted but not yet fsynced, one buffer per batch.
+#[derive(Debug, Default)]
+struct Pending {
+    batches: Vec<(Vec<u8>, u64)>,
+    len: u64,
+    events: u64,
+}
+
+impl Pending {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    fn push(&mut self, bytes: Vec<u8>, events: u64) {
+        self.len += bytes.len() as u64;
+        self.events += events;
+        self.batches.push((bytes, events));
+    }
+
+    /// Drops the last batch (a failed append).
+    fn pop(&mut self) {
+        if let Some((bytes, events)) = self.batches.pop() {
+            self.len -= bytes.len() as u64;
+            self.events -= events;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.batches.clear();
+        self.len = 0;
+        self.events = 0;
+    }
+
+    /// Writes the bytes from logical offset `from` on at `base + from`.
+    fn write_from(&self, file: &mut dyn StorageFile, base: u64, from: u64) -> std::io::Result<()> {
+        let mut at = 0;
+        for (bytes, _) in &self.batches {
+            let end = at + bytes.len() as u64;
+            if end > from {
+                let skip = from.saturating_sub(at) as usize;
+                file.write_all_at(&bytes[skip..], base + at + skip as u64)?;
+            }
+            at = end;
+        }
+        Ok(())
     }
 }
 
@@ -316,23 +369,16 @@ impl LogWriter for WalWriter {
         self.synced_events = scan.stored_len();
         self.acked_events = self.synced_events;
         self.pending.clear();
-        self.pending_events = 0;
+        let mut closers = Vec::new();
         for (event, placement) in scan.closers.iter().zip(placements) {
-            format::encode_synthetic_record(
-                &mut self.pending,
-                event,
-                placement,
-                kept_end,
-                self.salt,
-            );
+            format::encode_synthetic_record(&mut closers, event, placement, kept_end, self.salt);
         }
-        self.pending_events = scan.closers.len() as u64;
+        self.pending.push(closers, scan.closers.len() as u64);
         if let Err(failure) = self.flush_pending(true) {
             // Closers are recomputed from the kept events on the next try:
             // take them back out rather than leave pages a failed fdatasync
             // may have dropped, which the next open would read as stored.
             self.pending.clear();
-            self.pending_events = 0;
             self.rewrite = false;
             return Err(self.restore(failure));
         }
@@ -350,30 +396,26 @@ impl LogWriter for WalWriter {
                 )
             })?;
         }
-        let mark = (self.pending.len(), self.pending_events);
+        // One buffer per batch, sized up front: appending never moves the
+        // bytes of earlier batches.
+        let size: usize = batch.iter().map(format::encoded_len).sum();
+        let mut bytes = Vec::with_capacity(size);
         for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(
-                &mut self.pending,
-                event,
-                *placement,
-                self.synced_len,
-                self.salt,
-            );
+            format::encode_record(&mut bytes, event, *placement, self.synced_len, self.salt);
         }
-        self.pending_events += batch.len() as u64;
+        self.pending.push(bytes, batch.len() as u64);
         let sync_now = match sync {
             SyncMode::Batch => true,
             SyncMode::Turn => batch.iter().any(|e| e.kind() == EventKind::TurnEnd),
             SyncMode::Never => false,
-        } || self.pending.len() > MAX_UNSYNCED_BYTES;
+        } || self.pending.len() > MAX_UNSYNCED_BYTES as u64;
         if let Err(failure) = self.flush_pending(sync_now) {
             // The failing batch is not accepted; earlier pending events stay.
-            self.pending.truncate(mark.0);
-            self.pending_events = mark.1;
+            self.pending.pop();
             return Err(self.restore(failure));
         }
         if sync == SyncMode::Never {
-            self.acked_events = self.synced_events + self.pending_events;
+            self.acked_events = self.synced_events + self.pending.events();
         }
         Ok(self.acked_events)
     }
