@@ -14,19 +14,25 @@ use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
 use crate::scan::Scan;
 
-/// Force an fdatasync once this many bytes are unsynced, so a turn that
-/// never ends (or `never` mode) cannot grow memory without bound.
+/// Force an fdatasync once this many bytes are held for a rewrite, so a
+/// turn that never ends cannot grow memory without bound.
 pub const MAX_UNSYNCED_BYTES: usize = 64 << 20;
 
 /// Writes one session file.
 ///
-/// Invariant: the file holds the fsynced bytes `[0, synced_len)` followed by
-/// the first `written_len - synced_len` bytes of `pending`, and `pending`
-/// holds every accepted event not yet fsynced, encoded. So after a failed
-/// write or fdatasync the file can be cut back to `synced_len` (dropping any
-/// page the kernel may have marked clean without writing) and rewritten from
-/// memory: no gap, no duplicate, and never a second fdatasync trusted to
-/// cover pages a failed one dropped.
+/// The file holds, in order:
+/// - `[0, synced_len)`: fsynced;
+/// - `[synced_len, held_from)`: written and acknowledged in `never` mode, not
+///   held in memory (that mode promises survival of a process crash only);
+/// - `[held_from, written_len)`: the first bytes of `pending`, which holds
+///   every accepted event after `held_from`, encoded.
+///
+/// So after a failed write or fdatasync the file can be cut back to its
+/// accepted events and the held bytes rewritten from memory: no gap, no
+/// duplicate, and never a second fdatasync trusted to cover pages a failed
+/// one dropped (Linux marks them clean without writing them). Bytes not held
+/// cannot be rewritten: a failed fdatasync over them poisons the writer and
+/// leaves the log's unsynced mark, so the next open publishes a durable copy.
 #[derive(Debug)]
 pub struct WalWriter {
     id: String,
@@ -42,12 +48,18 @@ pub struct WalWriter {
     synced_len: u64,
     /// Events in `[0, synced_len)`.
     synced_events: u64,
+    /// Where `pending` starts in the file.
+    held_from: u64,
+    /// Events before `held_from`.
+    held_from_events: u64,
     /// Events acknowledged: the synced ones, plus (in `never` mode) the
     /// written ones.
     acked_events: u64,
     written_len: u64,
     pending: Pending,
-    /// After a failed fdatasync the bytes after `synced_len` may be pages the
+    /// Encode buffer for `never`-mode batches, reused.
+    scratch: Vec<u8>,
+    /// After a failed fdatasync the bytes after `held_from` may be pages the
     /// kernel dropped and marked clean: rewrite them (the same bytes, from
     /// `pending`) before the next fdatasync instead of trusting it.
     rewrite: bool,
@@ -80,12 +92,27 @@ impl WalWriter {
             meta,
             synced_len: durable_len,
             synced_events: durable_events,
+            held_from: durable_len,
+            held_from_events: durable_events,
             acked_events: durable_events,
             written_len: durable_len,
             pending: Pending::default(),
+            scratch: Vec::new(),
             rewrite: false,
             poisoned: None,
         }
+    }
+
+    /// Resets every length to a file that is `len` bytes of `events`
+    /// durable events (after a repair, or a scan of an untouched log).
+    fn all_durable(&mut self, len: u64, events: u64) {
+        self.synced_len = len;
+        self.synced_events = events;
+        self.held_from = len;
+        self.held_from_events = events;
+        self.written_len = len;
+        self.acked_events = events;
+        self.pending.clear();
     }
 
     fn io(&self, op: &'static str, e: std::io::Error) -> Error {
@@ -109,13 +136,13 @@ impl WalWriter {
         let from = if self.rewrite {
             0
         } else {
-            self.written_len - self.synced_len
+            self.written_len - self.held_from
         };
         if from < self.pending.len() {
             self.pending
-                .write_from(self.file.as_mut(), self.synced_len, from)
+                .write_from(self.file.as_mut(), self.held_from, from)
                 .map_err(|e| Failure::Write(self.io("write", e)))?;
-            self.written_len = self.synced_len + self.pending.len();
+            self.written_len = self.held_from + self.pending.len();
             self.rewrite = false;
         }
         if sync {
@@ -124,27 +151,25 @@ impl WalWriter {
                     .sync_data()
                     .map_err(|e| Failure::Sync(self.io("fdatasync", e)))?;
             }
-            self.synced_len = self.written_len;
-            self.synced_events += self.pending.events();
-            self.acked_events = self.acked_events.max(self.synced_events);
-            self.pending.clear();
+            let events = self.held_from_events + self.pending.events();
+            self.all_durable(self.written_len, events.max(self.acked_events));
         }
         Ok(())
     }
 
     /// After a failed write or fdatasync (and after dropping any failed
     /// batch from `pending`): cut off whatever the file holds past the
-    /// accepted events, and after a failed fdatasync mark the unsynced bytes
-    /// for a rewrite from memory. Events written before stay in the file, so
-    /// a process crash still finds what `never` mode acknowledged. If the
-    /// file cannot be cut, the writer is poisoned: reopening recovers from
-    /// disk.
+    /// accepted events; after a failed fdatasync, mark the held bytes for a
+    /// rewrite from memory and leave the log's unsynced mark. Events written
+    /// before stay in the file, so a process crash still finds what `never`
+    /// mode acknowledged. Poisons the writer when the file cannot be cut, or
+    /// when a failed fdatasync covered bytes not held in memory.
     fn restore(&mut self, failure: Failure) -> Error {
         let (err, synced_failed) = match failure {
             Failure::Write(e) => (e, false),
             Failure::Sync(e) => (e, true),
         };
-        let accepted_end = self.synced_len + self.pending.len();
+        let accepted_end = self.held_from + self.pending.len();
         let cut = self.file.len().and_then(|len| {
             if len > accepted_end {
                 self.file.set_len(accepted_end)
@@ -158,11 +183,74 @@ impl WalWriter {
             ));
         }
         self.written_len = self.written_len.min(accepted_end);
-        self.rewrite |= synced_failed;
         if synced_failed {
+            self.rewrite = true;
             self.leave_unsynced_mark();
+            if let Err(why) = self.hold_unheld() {
+                self.poisoned.get_or_insert(format!(
+                    "{err}; events acknowledged on write (never mode) after byte {} could not \
+                     be held for a rewrite ({why}): reopen the session to publish a durable copy",
+                    self.synced_len
+                ));
+            }
         }
         err
+    }
+
+    /// Takes the bytes written in `never` mode but not held (`[synced_len,
+    /// held_from)`) into `pending`, so a failed fdatasync over them can be
+    /// answered by a rewrite like any other. They are read back from the
+    /// page cache right after the failure, and accepted only if every
+    /// record checks out (checksum with this file's salt, expected seqs): a
+    /// page the kernel evicted in between could only read back as bytes that
+    /// fail that check.
+    fn hold_unheld(&mut self) -> Result<(), String> {
+        if self.held_from == self.synced_len {
+            return Ok(());
+        }
+        let len = (self.held_from - self.synced_len) as usize;
+        let mut bytes = vec![0; len];
+        self.file
+            .read_exact_at(&mut bytes, self.synced_len)
+            .map_err(|e| e.to_string())?;
+        let mut at = 0;
+        for seq in self.synced_events..self.held_from_events {
+            let head = super::scan::check_at(&bytes, at, Some(seq), self.salt)
+                .map_err(|(_, detail)| format!("read back: {detail}"))?;
+            at += head.record_len();
+        }
+        if at != len as u64 {
+            return Err("read back: records do not fill the range".into());
+        }
+        self.pending
+            .hold_front(bytes, self.held_from_events - self.synced_events);
+        self.held_from = self.synced_len;
+        self.held_from_events = self.synced_events;
+        Ok(())
+    }
+
+    /// Appends a `never`-mode batch straight from a reused buffer, holding
+    /// nothing: the mode acknowledges on write and promises a process crash
+    /// only.
+    fn append_unheld(&mut self, batch: &[Event], placements: &[Placement]) -> Result<u64> {
+        self.scratch.clear();
+        for (event, placement) in batch.iter().zip(placements) {
+            format::encode_record(
+                &mut self.scratch,
+                event,
+                *placement,
+                self.synced_len,
+                self.salt,
+            );
+        }
+        if let Err(e) = self.file.write_all_at(&self.scratch, self.written_len) {
+            return Err(self.restore(Failure::Write(self.io("write", e))));
+        }
+        self.written_len += self.scratch.len() as u64;
+        self.held_from = self.written_len;
+        self.held_from_events += batch.len() as u64;
+        self.acked_events = self.held_from_events;
+        Ok(self.acked_events)
     }
 }
 
@@ -191,6 +279,13 @@ impl Pending {
         self.len += bytes.len() as u64;
         self.events += events;
         self.batches.push((bytes, events));
+    }
+
+    /// Puts bytes that precede every held batch in front of them.
+    fn hold_front(&mut self, bytes: Vec<u8>, events: u64) {
+        self.len += bytes.len() as u64;
+        self.events += events;
+        self.batches.insert(0, (bytes, events));
     }
 
     /// Drops the last batch (a failed append).
@@ -338,8 +433,9 @@ impl LogWriter for WalWriter {
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let scan = quick_scan(&map, &self.meta, &self.path)?;
         if self.pending.is_empty() && !scan.needs_repair() {
-            self.synced_events = scan.stored_len();
-            self.acked_events = scan.stored_len();
+            // Opening fdatasynced (or published a copy of) the whole file.
+            let len = self.written_len;
+            self.all_durable(len, scan.stored_len());
         }
         Ok(scan)
     }
@@ -364,11 +460,7 @@ impl LogWriter for WalWriter {
             self.leave_unsynced_mark();
             return Err(self.io("fdatasync", e));
         }
-        self.synced_len = kept_end;
-        self.written_len = kept_end;
-        self.synced_events = scan.stored_len();
-        self.acked_events = self.synced_events;
-        self.pending.clear();
+        self.all_durable(kept_end, scan.stored_len());
         let mut closers = Vec::new();
         for (event, placement) in scan.closers.iter().zip(placements) {
             format::encode_synthetic_record(&mut closers, event, placement, kept_end, self.salt);
@@ -396,6 +488,9 @@ impl LogWriter for WalWriter {
                 )
             })?;
         }
+        if sync == SyncMode::Never && self.pending.is_empty() && !self.rewrite {
+            return self.append_unheld(batch, placements);
+        }
         // One buffer per batch, sized up front: appending never moves the
         // bytes of earlier batches.
         let size: usize = batch.iter().map(format::encoded_len).sum();
@@ -415,7 +510,7 @@ impl LogWriter for WalWriter {
             return Err(self.restore(failure));
         }
         if sync == SyncMode::Never {
-            self.acked_events = self.synced_events + self.pending.events();
+            self.acked_events = self.held_from_events + self.pending.events();
         }
         Ok(self.acked_events)
     }
