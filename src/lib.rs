@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod contract;
 pub mod crashlab;

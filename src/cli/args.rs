@@ -90,6 +90,28 @@ pub enum Command {
         directory, which is left in place to explore afterwards."
     )]
     Demo,
+    /// Measure turnwal against its baselines on this machine's disk.
+    #[command(
+        long_about = "Measure turnwal against its baselines on this machine's disk: buffered \
+        append vs plain writes of the same bytes and vs a JSONL writer, ingest from JSON text \
+        vs serde_json's bare validation, durable turns vs write+fdatasync and vs SQLite, \
+        recovery scan vs mmap+CRC-32 and vs parsing JSONL, and tail reads. Each figure is the \
+        median of repeated runs; a ratio is turnwal's speed over the baseline's.\n\n\
+        Runs in a new temporary directory inside --store (if given) or the system temp dir, \
+        removed afterwards. Without --quick it writes about 1 GB and takes a few minutes."
+    )]
+    Bench(BenchArgs),
+}
+
+/// `turnwal bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Smaller fixtures and fewer runs: under 30 seconds.
+    #[arg(long)]
+    pub quick: bool,
+    /// One JSON object (a `ratios` map, targets, every side's figures).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `turnwal append`.

@@ -1,7 +1,8 @@
 //! The `turnwal` command: argument parsing, dispatch and exit statuses.
 //!
 //! The CLI is thin: it parses arguments, calls [`crate::Store`] and prints.
-//! Only `demo` touches the file system itself (to pick a fresh directory).
+//! Only `demo` and `bench` touch the file system themselves (to pick fresh
+//! directories).
 //!
 //! Exit statuses are a contract scripts rely on (see [`exit`]):
 //!
@@ -19,6 +20,7 @@
 
 mod append;
 pub mod args;
+mod bench;
 mod check;
 mod demo;
 mod location;
@@ -155,6 +157,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
     let default_sync = SyncMode::default();
     match command {
         Command::Demo => demo::run(store.as_deref(), out),
+        Command::Bench(a) => bench::run(store.as_deref(), &a, out),
         Command::Append(a) => append::run(&open(a.sync.into())?, &a, io::stdin(), out),
         Command::Cat(a) => read::cat(&open(default_sync)?, &a.session, a.from, out),
         Command::Tail(a) => read::tail(&open(default_sync)?, &a, out),

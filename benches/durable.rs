@@ -1,0 +1,29 @@
+//! Durable turns (`--sync turn`, one fdatasync per turn): turnwal vs a raw
+//! loop writing each turn's encoded bytes and calling fdatasync, vs SQLite
+//! (WAL mode, `synchronous=FULL`) inserting each turn in one transaction.
+//! Prints turns/s and the commit latency p50/p99 of every side.
+//!
+//! `cargo bench --bench durable` (about 40 s; bound by the disk's flush).
+
+mod harness;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use turnwal::bench::ScratchDir;
+use turnwal::bench::fixtures::AppendFixture;
+use turnwal::bench::measure;
+
+/// Turns committed per run.
+const TURNS: usize = 60;
+
+fn durable(c: &mut Criterion) {
+    let scratch = ScratchDir::new().expect("a scratch directory");
+    let fx = AppendFixture::new(2, TURNS);
+    harness::compare(
+        c,
+        measure::durable(&fx, scratch.path()),
+        harness::quick_group,
+    );
+}
+
+criterion_group!(benches, durable);
+criterion_main!(benches);

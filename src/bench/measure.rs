@@ -1,0 +1,539 @@
+//! turnwal's side of every comparison, and the comparisons themselves:
+//! which sides answer which question, on which fixture.
+//!
+//! | comparison | turnwal | baselines |
+//! |---|---|---|
+//! | [`append`] | `Store::append`, `--sync never`, one batch per turn, validated events | [`baselines::RawWrite`], [`baselines::JsonlWrite`] |
+//! | [`ingest`] | `IncomingEvent::parse` + `complete` + `Store::append` (the `turnwal append` path) | [`baselines::JsonValidate`] |
+//! | [`durable`] | `Store::append`, `--sync turn` (one fdatasync per turn) | [`baselines::RawFsync`], [`baselines::Sqlite`] |
+//! | [`scan`] | `Backend::scan` of a page-cached log | [`baselines::MmapCrc`], [`baselines::JsonlParse`] |
+//! | [`full_load`] | `Store::view`, every `EventRef` touched | — (memory reported by [`load_memory`]) |
+//! | [`tail_read`] | `Store::read_from(len - 50)` on a large session | the same on a small session |
+//! | [`list`] | `Store::list` of a store of many sessions | — |
+//! | [`reopen`] | `Store::resume` on a fresh `Store` (a writer reopened) on a large session | the same on a small session |
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::baselines;
+use super::fixtures::{AppendFixture, ListFixture, SessionFixture};
+use super::stats::Memory;
+use super::{BenchResult, Comparison, Side};
+use crate::SyncMode;
+use crate::backend::Backend;
+use crate::backend::wal::WalBackend;
+use crate::event::IncomingEvent;
+use crate::store::{Store, StoreOptions};
+
+/// Fresh, numbered subdirectories of one side's scratch directory: every
+/// run that writes gets an empty one, removed after the run (untimed).
+#[derive(Debug)]
+pub struct Runs {
+    parent: PathBuf,
+    n: u64,
+}
+
+impl Runs {
+    /// Runs in `parent/<name>`.
+    pub fn new(parent: &Path, name: &str) -> Runs {
+        Runs {
+            parent: parent.join(name),
+            n: 0,
+        }
+    }
+
+    /// The next run's directory (created).
+    pub fn fresh(&mut self) -> BenchResult<PathBuf> {
+        self.n += 1;
+        let dir = self.parent.join(self.n.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Removes a run's directory.
+    pub fn done(dir: PathBuf) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// How a [`StoreAppend`] feeds the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    /// Validated events, `--sync never`.
+    Buffered,
+    /// JSON lines parsed and completed as `turnwal append` does, `--sync never`.
+    Ingest,
+    /// Validated events, `--sync turn`; one latency per turn.
+    Durable,
+}
+
+/// turnwal appending a fixture's turns, one batch per turn.
+pub struct StoreAppend<'a> {
+    fx: &'a AppendFixture,
+    runs: Runs,
+    feed: Feed,
+    latencies: Vec<Duration>,
+}
+
+impl<'a> StoreAppend<'a> {
+    /// Appends `fx`'s turns into fresh stores under `scratch`.
+    pub fn new(fx: &'a AppendFixture, scratch: &Path, feed: Feed) -> StoreAppend<'a> {
+        StoreAppend {
+            fx,
+            runs: Runs::new(scratch, &format!("turnwal-{feed:?}")),
+            feed,
+            latencies: Vec::new(),
+        }
+    }
+}
+
+impl Side for StoreAppend<'_> {
+    fn name(&self) -> &str {
+        "turnwal"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let dir = self.runs.fresh()?;
+        let sync = match self.feed {
+            Feed::Buffered | Feed::Ingest => SyncMode::Never,
+            Feed::Durable => SyncMode::Turn,
+        };
+        let store = self.fx.prepare(&dir, sync)?;
+        let id = self.fx.id.as_str();
+        let start = Instant::now();
+        match self.feed {
+            Feed::Buffered => {
+                for turn in &self.fx.turns {
+                    store.append(id, turn)?;
+                }
+            }
+            Feed::Ingest => {
+                let mut next = self.fx.first.len() as u64;
+                for lines in &self.fx.lines {
+                    next = ingest_batch(&store, id, next, lines)?;
+                }
+            }
+            Feed::Durable => {
+                for turn in &self.fx.turns {
+                    let t = Instant::now();
+                    let receipt = store.append(id, turn)?;
+                    self.latencies.push(t.elapsed());
+                    debug_assert_eq!(receipt.durable, receipt.next_seq);
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        drop(store);
+        Runs::done(dir);
+        Ok(elapsed)
+    }
+
+    fn latencies(&self) -> &[Duration] {
+        &self.latencies
+    }
+}
+
+/// What `turnwal append` does with a batch of input lines (minus reading
+/// stdin and printing acks): parse and validate each line, check its seq,
+/// complete it, and append the batch. Returns the next seq.
+pub fn ingest_batch(store: &Store, id: &str, next_seq: u64, lines: &[Vec<u8>]) -> BenchResult<u64> {
+    let mut batch = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        let expected = next_seq + i as u64;
+        let incoming = IncomingEvent::parse(line)?;
+        if incoming.seq.is_some_and(|s| s != expected) {
+            return Err(format!("seq mismatch at {expected}").into());
+        }
+        let time = incoming.time.unwrap_or(0);
+        batch.push(incoming.complete(expected, time)?);
+    }
+    Ok(store.append(id, &batch)?.next_seq)
+}
+
+/// Buffered append (`--sync never`) of validated events: turnwal vs the
+/// same encoded bytes written with plain `write` calls, one per turn, vs a
+/// serde_json + `BufWriter` JSONL writer. Bytes are the events' JSONL
+/// volume for every side, so MiB/s compare like events/s.
+pub fn append<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
+    Comparison {
+        name: "append_buffered".into(),
+        events: fx.events,
+        bytes: fx.jsonl_bytes,
+        ops: None,
+        sides: vec![
+            Box::new(StoreAppend::new(fx, scratch, Feed::Buffered)),
+            Box::new(baselines::RawWrite::new(fx, scratch)),
+            Box::new(baselines::JsonlWrite::new(fx, scratch)),
+        ],
+    }
+}
+
+/// Ingest from JSON text (the `turnwal append` path, validation included,
+/// `--sync never`) vs serde_json validating the same text and nothing else.
+pub fn ingest<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
+    Comparison {
+        name: "ingest_text".into(),
+        events: fx.events,
+        bytes: fx.jsonl_bytes,
+        ops: None,
+        sides: vec![
+            Box::new(StoreAppend::new(fx, scratch, Feed::Ingest)),
+            Box::new(baselines::JsonValidate::new(fx)),
+        ],
+    }
+}
+
+/// Durable turns (`--sync turn`): turnwal vs a raw loop writing each turn's
+/// encoded bytes and calling fdatasync, vs SQLite (WAL mode,
+/// `synchronous=FULL`) inserting each turn's rows in one transaction.
+pub fn durable<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
+    Comparison {
+        name: "durable_turns".into(),
+        events: fx.events,
+        bytes: fx.jsonl_bytes,
+        ops: Some((fx.turns.len() as u64, "turns")),
+        sides: vec![
+            Box::new(StoreAppend::new(fx, scratch, Feed::Durable)),
+            Box::new(baselines::RawFsync::new(fx, scratch)),
+            Box::new(baselines::Sqlite::new(fx, scratch)),
+        ],
+    }
+}
+
+/// turnwal's recovery scan: open the log, validate every record's framing
+/// and checksum, find the commit point, classify the tail, build closers.
+pub struct Scan {
+    backend: WalBackend,
+    id: String,
+}
+
+impl Scan {
+    /// Scans `fx`'s session.
+    pub fn new(fx: &SessionFixture) -> BenchResult<Scan> {
+        Ok(Scan {
+            backend: WalBackend::open(&fx.dir)?,
+            id: fx.id.clone(),
+        })
+    }
+}
+
+impl Side for Scan {
+    fn name(&self) -> &str {
+        "turnwal"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        let scan = self
+            .backend
+            .scan(&self.id)?
+            .ok_or("the fixture session is missing")?;
+        let elapsed = start.elapsed();
+        std::hint::black_box(scan);
+        Ok(elapsed)
+    }
+}
+
+/// Recovery scan of a page-cached log (`fx`, clean or with an open final
+/// turn) vs mmap + CRC-32 of the same bytes vs serde_json parsing the same
+/// events as JSONL. Bytes: the log's size (the JSONL side its own).
+pub fn scan<'a>(fx: &'a SessionFixture, label: &str) -> BenchResult<Comparison<'a>> {
+    let jsonl = fx
+        .jsonl
+        .as_ref()
+        .ok_or("the scan fixture needs its JSONL")?;
+    Ok(Comparison {
+        name: format!("recovery_scan/{label}"),
+        events: fx.events,
+        bytes: fx.log_bytes,
+        ops: None,
+        sides: vec![
+            Box::new(Scan::new(fx)?),
+            Box::new(baselines::MmapCrc::new(&fx.log)),
+            Box::new(baselines::JsonlParse::new(jsonl, fx.jsonl_bytes)),
+        ],
+    })
+}
+
+/// A read of one session through a cold `Store` (one that never opened it
+/// for writing).
+pub struct Read {
+    store: Store,
+    id: String,
+    events: u64,
+    bytes: u64,
+    name: String,
+    kind: ReadKind,
+}
+
+/// What a [`Read`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `Store::view`, touching every event's type and payload.
+    FullLoad,
+    /// `Store::read_from` of the last this-many events.
+    Tail(u64),
+}
+
+impl Read {
+    /// Reads `fx`'s session; `name` labels the side.
+    pub fn new(fx: &SessionFixture, kind: ReadKind, name: &str) -> BenchResult<Read> {
+        Ok(Read {
+            store: Store::open(&fx.dir)?,
+            id: fx.id.clone(),
+            events: fx.events,
+            bytes: fx.log_bytes,
+            name: name.to_owned(),
+            kind,
+        })
+    }
+}
+
+impl Side for Read {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        match self.kind {
+            ReadKind::FullLoad => {
+                let touched = full_load(&self.store, &self.id)?;
+                let elapsed = start.elapsed();
+                std::hint::black_box(touched);
+                Ok(elapsed)
+            }
+            ReadKind::Tail(n) => {
+                let events = self
+                    .store
+                    .read_from(&self.id, self.events.saturating_sub(n))?;
+                let elapsed = start.elapsed();
+                if events.len() as u64 != n.min(self.events) {
+                    return Err(format!("tail read gave {} events", events.len()).into());
+                }
+                Ok(elapsed)
+            }
+        }
+    }
+
+    fn bytes(&self) -> Option<u64> {
+        match self.kind {
+            ReadKind::FullLoad => Some(self.bytes),
+            ReadKind::Tail(_) => None,
+        }
+    }
+}
+
+/// Loads a session in place and touches every event (type, seq and the
+/// payload's bytes, so every page is read); returns the bytes touched.
+pub fn full_load(store: &Store, id: &str) -> BenchResult<u64> {
+    let view = store.view(id)?;
+    let mut touched = 0u64;
+    for e in view.iter() {
+        let data = e.data().as_bytes();
+        touched += (e.seq() & 1) + e.event_type().len() as u64 + data.len() as u64;
+        touched += u64::from(data[data.len() / 2]);
+    }
+    Ok(touched)
+}
+
+/// Full load of a session (payloads borrowed from the map, not copied):
+/// `fx` alone; its memory is reported by [`load_memory`].
+pub fn load<'a>(fx: &SessionFixture) -> BenchResult<Comparison<'a>> {
+    Ok(Comparison {
+        name: format!("full_load/{}", count_label(fx.events)),
+        events: fx.events,
+        bytes: fx.log_bytes,
+        ops: None,
+        sides: vec![Box::new(Read::new(fx, ReadKind::FullLoad, "turnwal")?)],
+    })
+}
+
+/// What loading a session costs in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadMemory {
+    /// The log's size.
+    pub file_bytes: u64,
+    /// Before the load.
+    pub before: Memory,
+    /// With the loaded view alive, every event touched.
+    pub loaded: Memory,
+}
+
+impl LoadMemory {
+    /// Growth of the resident set (mapped pages and heap) over the file size.
+    pub fn rss_ratio(&self) -> f64 {
+        self.loaded.rss.saturating_sub(self.before.rss) as f64 / self.file_bytes.max(1) as f64
+    }
+
+    /// Growth of the heap alone over the file size.
+    pub fn anon_ratio(&self) -> f64 {
+        self.loaded.anon.saturating_sub(self.before.anon) as f64 / self.file_bytes.max(1) as f64
+    }
+}
+
+/// Loads `fx`'s session with [`full_load`] and reads the process's memory
+/// before and while the view is alive. Page-cached file pages a map
+/// touches count in the resident set (`RssFile`), so a view of a log costs
+/// about its size in RSS; the heap (`RssAnon`) holds the index.
+pub fn load_memory(fx: &SessionFixture) -> BenchResult<LoadMemory> {
+    let store = Store::open(&fx.dir)?;
+    let before = Memory::now();
+    let view = store.view(&fx.id)?;
+    let mut touched = 0u64;
+    for e in view.iter() {
+        let data = e.data().as_bytes();
+        touched += data.len() as u64 + u64::from(data[0]);
+    }
+    std::hint::black_box(touched);
+    let loaded = Memory::now();
+    drop(view);
+    Ok(LoadMemory {
+        file_bytes: fx.log_bytes,
+        before,
+        loaded,
+    })
+}
+
+/// Tail read of the last `n` events of a large session vs the same read of
+/// a small one (the target: within 2×, so the ratio should stay ≥ 0.5).
+pub fn tail_read<'a>(
+    large: &SessionFixture,
+    small: &SessionFixture,
+    n: u64,
+) -> BenchResult<Comparison<'a>> {
+    Ok(Comparison {
+        name: format!("tail_read_{n}"),
+        events: n,
+        bytes: 0,
+        ops: None,
+        sides: vec![
+            Box::new(Read::new(
+                large,
+                ReadKind::Tail(n),
+                &count_label(large.events),
+            )?),
+            Box::new(Read::new(
+                small,
+                ReadKind::Tail(n),
+                &count_label(small.events),
+            )?),
+        ],
+    })
+}
+
+/// `Store::list` on a fresh `Store` over a page-cached store of many
+/// sessions.
+pub struct List {
+    dir: PathBuf,
+    sessions: usize,
+}
+
+impl Side for List {
+    fn name(&self) -> &str {
+        "turnwal"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        let store = Store::open(&self.dir)?;
+        let listed = store.list()?;
+        let elapsed = start.elapsed();
+        if listed.len() != self.sessions {
+            return Err(format!("listed {} of {} sessions", listed.len(), self.sessions).into());
+        }
+        Ok(elapsed)
+    }
+}
+
+/// Listing a store of `fx.sessions` sessions (events: sessions listed).
+pub fn list<'a>(fx: &ListFixture) -> Comparison<'a> {
+    Comparison {
+        name: format!("list/{}", count_label(fx.sessions as u64)),
+        events: fx.sessions as u64,
+        bytes: fx.bytes,
+        ops: None,
+        sides: vec![Box::new(List {
+            dir: fx.dir.clone(),
+            sessions: fx.sessions,
+        })],
+    }
+}
+
+/// Reopening a writer: a fresh `Store` and `Store::resume` (the writer
+/// lock, the fdatasync at open, finding where appends continue) on a clean
+/// session; the store is dropped (the lock released) untimed.
+pub struct Reopen {
+    dir: PathBuf,
+    id: String,
+    events: u64,
+    name: String,
+}
+
+impl Reopen {
+    /// Reopens `fx`'s session; `name` labels the side.
+    pub fn new(fx: &SessionFixture, name: &str) -> Reopen {
+        Reopen {
+            dir: fx.dir.clone(),
+            id: fx.id.clone(),
+            events: fx.events,
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl Side for Reopen {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let options = StoreOptions {
+            sync: SyncMode::Turn,
+            ..StoreOptions::default()
+        };
+        let start = Instant::now();
+        let store = Store::open_with_options(&self.dir, options)?;
+        let receipt = store.resume(&self.id)?;
+        let elapsed = start.elapsed();
+        drop(store);
+        if receipt.next_seq != self.events {
+            return Err(format!("resumed at {} of {}", receipt.next_seq, self.events).into());
+        }
+        Ok(elapsed)
+    }
+}
+
+/// Reopening a writer on a large clean session vs on a small one (the
+/// target: within 2×, ratio ≥ 0.5).
+pub fn reopen<'a>(large: &SessionFixture, small: &SessionFixture) -> Comparison<'a> {
+    Comparison {
+        name: "reopen_writer".into(),
+        events: 1,
+        bytes: 0,
+        ops: None,
+        sides: vec![
+            Box::new(Reopen::new(large, &size_label(large.log_bytes))),
+            Box::new(Reopen::new(small, &size_label(small.log_bytes))),
+        ],
+    }
+}
+
+/// `1k`, `1M`, `10k` for a count.
+pub fn count_label(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 < 100_000 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// `10MiB`, `1GiB` for a size (rounded down).
+pub fn size_label(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{}GiB", bytes >> 30)
+    } else {
+        format!("{}MiB", bytes >> 20)
+    }
+}

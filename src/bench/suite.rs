@@ -1,0 +1,296 @@
+//! The run `turnwal bench` makes: buffered append and ingest, durable
+//! turns, recovery scan (clean and with an open final turn) and tail reads,
+//! each against its baselines in one process, on fixtures in a scratch
+//! directory; plus the bytes on disk per event and what a full load costs
+//! in memory. Every figure is the median of repeated, interleaved runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::fixtures::{AppendFixture, SessionFixture, Until};
+use super::{BenchResult, Outcome, measure, stats};
+
+/// How much to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Turns appended per buffered-append and ingest run.
+    pub append_turns: usize,
+    /// Runs of each append and ingest side.
+    pub append_reps: usize,
+    /// Turns committed per durable run.
+    pub durable_turns: usize,
+    /// Runs of each durable side.
+    pub durable_reps: usize,
+    /// Size of the scanned log.
+    pub scan_bytes: u64,
+    /// Runs of each scan side.
+    pub scan_reps: usize,
+    /// Events in the small and the large session of the tail read.
+    pub tail_events: (u64, u64),
+    /// Tail reads of each session.
+    pub tail_reps: usize,
+}
+
+impl Config {
+    /// `turnwal bench --quick`: about 10 seconds on a 2-core machine.
+    pub const QUICK: Config = Config {
+        append_turns: 40,
+        append_reps: 21,
+        durable_turns: 40,
+        durable_reps: 7,
+        scan_bytes: 64 << 20,
+        scan_reps: 9,
+        tail_events: (1_000, 100_000),
+        tail_reps: 501,
+    };
+
+    /// `turnwal bench`: the issue's sizes where they fit in about two
+    /// minutes (a 256 MiB log, a session of a million events).
+    pub const FULL: Config = Config {
+        append_turns: 200,
+        append_reps: 21,
+        durable_turns: 100,
+        durable_reps: 11,
+        scan_bytes: 256 << 20,
+        scan_reps: 11,
+        tail_events: (1_000, 1_000_000),
+        tail_reps: 1001,
+    };
+}
+
+/// The keys of [`Report::ratios`], each with the issue's target (turnwal's
+/// speed over the baseline's must be at least this).
+pub const TARGETS: [(&str, f64); 7] = [
+    ("append_vs_raw", 0.7),
+    ("append_vs_jsonl", 1.0),
+    ("ingest_vs_json_validate", 0.8),
+    ("durable_vs_raw_fsync", 0.9),
+    ("durable_vs_sqlite", 1.5),
+    ("scan_vs_mmap_crc", 0.5),
+    ("scan_vs_jsonl", 10.0),
+];
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Whether this was `--quick`.
+    pub quick: bool,
+    /// Every comparison, in the order run.
+    pub outcomes: Vec<Outcome>,
+    /// The headline ratios, keyed as in [`TARGETS`].
+    pub ratios: BTreeMap<&'static str, f64>,
+    /// Log bytes per event and JSONL bytes per event for the same events.
+    pub bytes_per_event: (f64, f64),
+    /// A full load of the large tail session: its size and the growth of
+    /// the resident set and of the heap.
+    pub load_memory: measure::LoadMemory,
+    /// The machine and the load average at the start.
+    pub machine: Value,
+}
+
+/// Runs the suite in `dir` (which it fills with fixtures; the caller
+/// removes it), calling `progress` before each step.
+pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchResult<Report> {
+    let machine = stats::machine(dir);
+    let mut outcomes = Vec::new();
+
+    progress("buffered append and ingest");
+    let fx = AppendFixture::new(1, config.append_turns);
+    let append = measure::append(&fx, dir).run(config.append_reps)?;
+    let ingest = measure::ingest(&fx, dir).run(config.append_reps)?;
+    drop(fx);
+
+    progress("durable turns");
+    let fx = AppendFixture::new(2, config.durable_turns);
+    let durable = measure::durable(&fx, dir).run(config.durable_reps)?;
+    drop(fx);
+
+    progress("recovery scan: building the log");
+    let mut log = SessionFixture::build(
+        &dir.join("scan"),
+        "scan",
+        3,
+        Until::Bytes(config.scan_bytes),
+        true,
+    )?;
+    let bytes_per_event = (
+        log.log_bytes as f64 / log.events as f64,
+        log.jsonl_bytes as f64 / log.events as f64,
+    );
+    let label = measure::size_label(log.log_bytes);
+    progress("recovery scan: clean");
+    let scan = measure::scan(&log, &format!("{label}/clean"))?.run(config.scan_reps)?;
+    log.open_final_turn()?;
+    progress("recovery scan: open final turn");
+    let scan_open = measure::scan(&log, &format!("{label}/open_turn"))?.run(config.scan_reps)?;
+    drop(log);
+    let _ = std::fs::remove_dir_all(dir.join("scan"));
+
+    progress("tail read: building the sessions");
+    let (small, large) = config.tail_events;
+    let small = SessionFixture::build(&dir.join("small"), "small", 4, Until::Events(small), false)?;
+    let large = SessionFixture::build(&dir.join("large"), "large", 5, Until::Events(large), false)?;
+    progress("tail read");
+    let tail = measure::tail_read(&large, &small, 50)?.run(config.tail_reps)?;
+    progress("full load");
+    let load_memory = measure::load_memory(&large)?;
+
+    let ratios = BTreeMap::from([
+        ("append_vs_raw", append.ratio("raw_write")),
+        ("append_vs_jsonl", append.ratio("jsonl_write")),
+        ("ingest_vs_json_validate", ingest.ratio("serde_validate")),
+        ("durable_vs_raw_fsync", durable.ratio("raw_fsync")),
+        ("durable_vs_sqlite", durable.ratio("sqlite_full")),
+        ("scan_vs_mmap_crc", scan.ratio("mmap_crc32")),
+        ("scan_vs_jsonl", scan.ratio("jsonl_parse")),
+    ]);
+    outcomes.extend([append, ingest, durable, scan, scan_open, tail]);
+    Ok(Report {
+        quick: config == Config::QUICK,
+        outcomes,
+        ratios,
+        bytes_per_event,
+        load_memory,
+        machine,
+    })
+}
+
+impl Report {
+    /// The outcome named `name`.
+    pub fn outcome(&self, prefix: &str) -> Option<&Outcome> {
+        self.outcomes.iter().find(|o| o.name.starts_with(prefix))
+    }
+
+    /// Ratios that say how turnwal scales rather than how it compares:
+    /// the open-turn scan over the clean one, the large session's tail read
+    /// over the small one's (speed over speed, as every ratio).
+    pub fn scaling(&self) -> BTreeMap<&'static str, f64> {
+        let mut out = BTreeMap::new();
+        let median = |o: &Outcome| o.turnwal().median().as_secs_f64();
+        let clean = self.outcomes.iter().find(|o| o.name.ends_with("/clean"));
+        let open = self
+            .outcomes
+            .iter()
+            .find(|o| o.name.ends_with("/open_turn"));
+        if let (Some(clean), Some(open)) = (clean, open) {
+            out.insert(
+                "scan_open_vs_clean",
+                median(clean) / median(open).max(1e-12),
+            );
+        }
+        if let Some(tail) = self.outcome("tail_read") {
+            out.insert("tail_large_vs_small", tail.ratio(&tail.sides[1].name));
+        }
+        out
+    }
+
+    /// One JSON object: `ratios` (the seven headline ratios), `targets`
+    /// (each ratio's target and whether it is met), `scaling`, `disk`,
+    /// `memory`, every comparison's sides under `results`, and `machine`.
+    pub fn to_json(&self) -> Value {
+        let targets: serde_json::Map<String, Value> = TARGETS
+            .iter()
+            .map(|(key, target)| {
+                let ratio = self.ratios[key];
+                (
+                    (*key).to_owned(),
+                    json!({ "ratio": ratio, "target": target, "met": ratio >= *target }),
+                )
+            })
+            .collect();
+        let (log, jsonl) = self.bytes_per_event;
+        let m = &self.load_memory;
+        json!({
+            "quick": self.quick,
+            "ratios": self.ratios,
+            "targets": targets,
+            "scaling": self.scaling(),
+            "disk": {
+                "bytes_per_event": log,
+                "jsonl_bytes_per_event": jsonl,
+                "ratio": log / jsonl,
+            },
+            "memory": {
+                "file_bytes": m.file_bytes,
+                "rss_growth_bytes": m.loaded.rss.saturating_sub(m.before.rss),
+                "heap_growth_bytes": m.loaded.anon.saturating_sub(m.before.anon),
+                "rss_ratio": m.rss_ratio(),
+                "heap_ratio": m.anon_ratio(),
+                "vm_hwm_bytes": m.loaded.hwm,
+            },
+            "results": self.outcomes.iter().map(Outcome::to_json).collect::<Vec<_>>(),
+            "machine": self.machine,
+        })
+    }
+
+    /// The human-readable report: the machine, every comparison's table,
+    /// the headline ratios against their targets.
+    pub fn table(&self) -> String {
+        let m = &self.machine;
+        let mut out = format!(
+            "turnwal bench{}: {} cores, {}, kernel {}, {} at {}, load average {}\n\n",
+            if self.quick { " --quick" } else { "" },
+            m["cpus"],
+            m["cpu"].as_str().unwrap_or("?"),
+            m["kernel"].as_str().unwrap_or("?"),
+            m["filesystem"].as_str().unwrap_or("?"),
+            m["dir"].as_str().unwrap_or("?"),
+            m["load_average"]
+                .as_array()
+                .map(|l| l
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default(),
+        );
+        for o in &self.outcomes {
+            out.push_str(&o.table());
+            out.push('\n');
+        }
+        let mut rows = vec![vec![
+            "ratio (turnwal speed / baseline speed)".to_owned(),
+            "measured".into(),
+            "target".into(),
+            String::new(),
+        ]];
+        for (key, target) in TARGETS {
+            let ratio = self.ratios[key];
+            rows.push(vec![
+                format!("  {key}"),
+                format!("{ratio:.2}×"),
+                format!("≥ {target}×"),
+                if ratio >= target { "met" } else { "not met" }.into(),
+            ]);
+        }
+        for (key, ratio) in self.scaling() {
+            // A dangling turn should cost only its closers; a large
+            // session's tail read at most twice a small one's.
+            let target = if key == "scan_open_vs_clean" {
+                0.9
+            } else {
+                0.5
+            };
+            rows.push(vec![
+                format!("  {key}"),
+                format!("{ratio:.2}×"),
+                format!("≥ {target}×"),
+                if ratio >= target { "met" } else { "not met" }.into(),
+            ]);
+        }
+        out.push_str(&super::align(&rows));
+        let (log, jsonl) = self.bytes_per_event;
+        let mem = &self.load_memory;
+        out.push_str(&format!(
+            "\nbytes on disk per event: {log:.0} (JSONL: {jsonl:.0}; {:.2}×, target ≤ 1.0×)\n\
+             full load of {}: resident set +{:.2}× the file size (heap +{:.3}×), target ≤ 1.5×\n",
+            log / jsonl,
+            measure::size_label(mem.file_bytes),
+            mem.rss_ratio(),
+            mem.anon_ratio(),
+        ));
+        out
+    }
+}

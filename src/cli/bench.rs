@@ -1,0 +1,49 @@
+//! `turnwal bench`: the library's bench suite ([`crate::bench::suite`]) on
+//! this machine's disk, printed as a table or one JSON object.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::args::BenchArgs;
+use super::{Failure, Outcome, exit};
+use crate::bench::ScratchDir;
+use crate::bench::suite::{self, Config};
+
+/// Runs the suite in a scratch directory inside `store` (or the system temp
+/// dir), removed afterwards, and prints the report.
+pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) -> Outcome {
+    let parent = store.map_or_else(std::env::temp_dir, PathBuf::from);
+    let scratch = ScratchDir::new_in(&parent).map_err(|e| {
+        Failure::Other(format!(
+            "cannot create a scratch directory in {}: {e}",
+            parent.display()
+        ))
+    })?;
+    let config = if args.quick {
+        Config::QUICK
+    } else {
+        Config::FULL
+    };
+    // Progress only on a terminal: piped stderr (CI, tests) stays clean.
+    let terminal = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut progress = |step: &str| {
+        if terminal {
+            eprintln!(
+                "turnwal bench: [{:5.1}s] {step}…",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let report = suite::run(scratch.path(), config, &mut progress)
+        .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+    drop(scratch);
+    if args.json {
+        serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(report.table().as_bytes())?;
+    }
+    Ok(exit::SUCCESS)
+}

@@ -1,0 +1,119 @@
+//! `turnwal bench`, run once as a real binary: the JSON shape scripts rely
+//! on, never the figures (the machine is shared and noisy).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
+
+/// The keys of the `ratios` map, exactly.
+const RATIOS: [&str; 7] = [
+    "append_vs_raw",
+    "append_vs_jsonl",
+    "ingest_vs_json_validate",
+    "durable_vs_raw_fsync",
+    "durable_vs_sqlite",
+    "scan_vs_mmap_crc",
+    "scan_vs_jsonl",
+];
+
+fn positive_finite(v: &Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite() && x > 0.0, "{what} = {x}");
+    x
+}
+
+#[test]
+fn bench_quick_json_has_every_ratio_and_cleans_up() {
+    let parent = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .env_remove("TURNWAL_STORE")
+        .args(["bench", "--quick", "--json", "--store"])
+        .arg(parent.path())
+        .output()
+        .expect("run turnwal bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    // Progress goes to a terminal only; a pipe gets nothing.
+    assert_eq!(stderr, "", "stderr is not a terminal here");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON object on one line");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+
+    let ratios = report["ratios"].as_object().expect("a ratios map");
+    let mut keys: Vec<&str> = ratios.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut expected = RATIOS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    for key in RATIOS {
+        positive_finite(&ratios[key], key);
+        let target = &report["targets"][key];
+        positive_finite(&target["target"], &format!("{key} target"));
+        assert!(target["met"].is_boolean(), "{key}: {target}");
+    }
+    assert_eq!(report["quick"], true);
+
+    // Every comparison: named sides with positive medians and rates, the
+    // baselines with their ratio; durable turns with latency percentiles.
+    let results = report["results"].as_array().expect("results");
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for prefix in [
+        "append_buffered",
+        "ingest_text",
+        "durable_turns",
+        "recovery_scan/",
+        "tail_read_50",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(prefix)),
+            "{prefix} in {names:?}"
+        );
+    }
+    for r in results {
+        let sides = r["sides"].as_array().unwrap();
+        assert!(!sides.is_empty());
+        for (i, side) in sides.iter().enumerate() {
+            let what = format!("{} {}", r["name"], side["name"]);
+            positive_finite(&side["median_s"], &what);
+            positive_finite(&side["events_per_s"], &what);
+            assert_eq!(side.get("turnwal_ratio").is_some(), i > 0, "{what}");
+            if i > 0 {
+                positive_finite(&side["turnwal_ratio"], &what);
+            }
+            if r["name"] == "durable_turns" {
+                positive_finite(&side["turns_per_s"], &what);
+                positive_finite(&side["p50_ms"], &what);
+                positive_finite(&side["p99_ms"], &what);
+            }
+        }
+    }
+    positive_finite(&report["disk"]["bytes_per_event"], "bytes per event");
+    positive_finite(&report["disk"]["ratio"], "disk ratio");
+    positive_finite(&report["scaling"]["tail_large_vs_small"], "tail scaling");
+    assert!(report["machine"]["cpus"].as_u64().unwrap() >= 1);
+
+    // The scratch directory inside --store is gone.
+    let left: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn bench_help_names_its_flags() {
+    // The help is enough to check the flags exist without a second run.
+    let out = Command::new(BIN)
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in ["--quick", "--json", "--store"] {
+        assert!(help.contains(flag), "{flag} in {help}");
+    }
+}
