@@ -50,13 +50,15 @@ pub fn compare(
     configure(&mut group);
     for (side, samples) in comparison.sides.iter_mut().zip(&mut samples) {
         let bytes = side.bytes().unwrap_or(comparison.bytes);
+        // Events, or the comparison's own unit (sessions listed, reopens).
+        let elements = match (comparison.events, comparison.ops) {
+            (0, Some((n, _))) => n,
+            (n, _) => n,
+        };
         group.throughput(if bytes == 0 {
-            Throughput::Elements(comparison.events)
+            Throughput::Elements(elements)
         } else {
-            Throughput::ElementsAndBytes {
-                elements: comparison.events,
-                bytes,
-            }
+            Throughput::ElementsAndBytes { elements, bytes }
         });
         let name = side.name().to_owned();
         group.bench_function(name, |b| {

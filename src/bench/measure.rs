@@ -446,13 +446,13 @@ impl Side for List {
     }
 }
 
-/// Listing a store of `fx.sessions` sessions (events: sessions listed).
+/// Listing a store of `fx.sessions` sessions (the rate is sessions/s).
 pub fn list<'a>(fx: &ListFixture) -> Comparison<'a> {
     Comparison {
         name: format!("list/{}", count_label(fx.sessions as u64)),
-        events: fx.sessions as u64,
+        events: 0,
         bytes: fx.bytes,
-        ops: None,
+        ops: Some((fx.sessions as u64, "sessions")),
         sides: vec![Box::new(List {
             dir: fx.dir.clone(),
             sessions: fx.sessions,
@@ -509,9 +509,9 @@ impl Side for Reopen {
 pub fn reopen<'a>(large: &SessionFixture, small: &SessionFixture) -> Comparison<'a> {
     Comparison {
         name: "reopen_writer".into(),
-        events: 1,
+        events: 0,
         bytes: 0,
-        ops: None,
+        ops: Some((1, "reopens")),
         sides: vec![
             Box::new(Reopen::new(large, &size_label(large.log_bytes))),
             Box::new(Reopen::new(small, &size_label(small.log_bytes))),

@@ -62,7 +62,8 @@ pub trait Side {
 pub struct Comparison<'a> {
     /// The name (criterion's group, the table's section).
     pub name: String,
-    /// Events processed by one run of each side.
+    /// Events processed by one run of each side; 0 when events/s means
+    /// nothing (reopening a writer), and `ops` gives the rate instead.
     pub events: u64,
     /// Bytes processed by one run (per side, unless the side says otherwise).
     pub bytes: u64,
@@ -186,7 +187,7 @@ impl Outcome {
                     "name": s.name,
                     "runs": s.samples.len(),
                     "median_s": s.median().as_secs_f64(),
-                    "events_per_s": s.rate(self.events),
+                    "events_per_s": (self.events > 0).then(|| s.rate(self.events)),
                     "bytes": s.bytes,
                     "mib_per_s": (s.bytes > 0).then(|| s.mib_per_s()),
                 });
@@ -227,7 +228,11 @@ impl Outcome {
             rows.push(vec![
                 format!("  {}", s.name),
                 human_duration(s.median()),
-                human_rate(s.rate(self.events)),
+                if self.events > 0 {
+                    human_rate(s.rate(self.events))
+                } else {
+                    "—".into()
+                },
                 if s.bytes > 0 {
                     format!("{:.1}", s.mib_per_s())
                 } else {
