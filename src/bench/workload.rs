@@ -316,7 +316,10 @@ mod tests {
         for turn in &turns {
             assert!((20..=200).contains(&turn.len()), "{} events", turn.len());
             let m = Mix::of(turn);
-            assert!(m.tools >= 2 && m.tools.is_multiple_of(2), "calls come in pairs");
+            assert!(
+                m.tools >= 2 && m.tools.is_multiple_of(2),
+                "calls come in pairs"
+            );
         }
     }
 
