@@ -97,6 +97,8 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
     positive_finite(&report["disk"]["bytes_per_event"], "bytes per event");
     positive_finite(&report["disk"]["ratio"], "disk ratio");
     positive_finite(&report["scaling"]["tail_large_vs_small"], "tail scaling");
+    positive_finite(&report["tail_read"]["large_us"], "tail read");
+    assert!(report["tail_read"]["met"].is_boolean());
     assert!(report["machine"]["cpus"].as_u64().unwrap() >= 1);
 
     // The scratch directory inside --store is gone.

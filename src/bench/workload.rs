@@ -310,6 +310,12 @@ mod tests {
             mix.fraction(mix.tools),
             mix.fraction(mix.boundaries),
         );
+        // Shown with --nocapture; docs/PERFORMANCE.md quotes it.
+        eprintln!(
+            "mix of 400 turns: {} events, {chunks:.3} chunks, {tools:.3} tools, {rest:.3} other, {:.0} bytes of JSONL per event",
+            mix.events,
+            jsonl_bytes(turns.iter().flatten()) as f64 / mix.events as f64
+        );
         assert!((0.65..=0.75).contains(&chunks), "chunks {chunks:.3}");
         assert!((0.17..=0.23).contains(&tools), "tools {tools:.3}");
         assert!((0.07..=0.13).contains(&rest), "boundaries {rest:.3}");

@@ -98,7 +98,9 @@ pub enum Command {
         recovery scan vs mmap+CRC-32 and vs parsing JSONL, and tail reads. Each figure is the \
         median of repeated runs; a ratio is turnwal's speed over the baseline's.\n\n\
         Runs in a new temporary directory inside --store (if given) or the system temp dir, \
-        removed afterwards. Without --quick it writes about 1 GB and takes a few minutes."
+        removed afterwards. --quick takes about 10 seconds; without it the fixtures are \
+        larger (a 256 MiB log, a session of a million events: about 1.5 GB written) and it \
+        takes about a minute."
     )]
     Bench(BenchArgs),
 }
