@@ -18,6 +18,13 @@ const TURNS: usize = 60;
 fn append(c: &mut Criterion) {
     let scratch = ScratchDir::new().expect("a scratch directory");
     let fx = AppendFixture::new(1, TURNS);
+    println!(
+        "fixture: {} turns, {} events, {} bytes of JSONL, {} bytes encoded",
+        fx.turns.len(),
+        fx.events,
+        fx.jsonl_bytes,
+        fx.encoded_bytes
+    );
     harness::compare(
         c,
         measure::append(&fx, scratch.path()),

@@ -1,6 +1,6 @@
 //! Listing a store of 10,000 sessions (`Store::list` on a fresh `Store`,
 //! page-cached). The store is written file by file with the library's
-//! encoder (about 130 MB), not through 10,000 fsynced materializations.
+//! encoder (about 150 MB), not through 10,000 fsynced materializations.
 //!
 //! `cargo bench --bench list` (about 15 s).
 
@@ -14,6 +14,7 @@ use turnwal::bench::measure;
 fn list(c: &mut Criterion) {
     let scratch = ScratchDir::new().expect("a scratch directory");
     let fx = ListFixture::build(scratch.path(), 10_000, 6).expect("the store");
+    println!("fixture: {} sessions, {} bytes", fx.sessions, fx.bytes);
     harness::compare(c, measure::list(&fx), harness::quick_group);
 }
 
