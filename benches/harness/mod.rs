@@ -3,7 +3,11 @@
 //! time, and print the library's table (medians, events/s, MiB/s, ratios to
 //! the baselines) after the group, the same table `turnwal bench` prints.
 //! What is timed is the library's [`Side::once`], so the benches and the
-//! CLI measure exactly the same thing.
+//! CLI measure exactly the same thing. The table's medians include
+//! criterion's warm-up runs (they are runs like the others; criterion's own
+//! estimates, printed above the table, leave them out).
+//!
+//! [`Side::once`]: turnwal::bench::Side::once
 
 #![allow(dead_code)]
 
