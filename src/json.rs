@@ -62,6 +62,16 @@ pub struct Span {
 }
 
 impl Span {
+    /// The span's bytes within `text`.
+    pub fn bytes_of<'a>(&self, text: &'a [u8]) -> Option<&'a [u8]> {
+        let (start, len) = (self.start as usize, self.len as usize);
+        if self.present {
+            text.get(start..start + len)
+        } else {
+            None
+        }
+    }
+
     fn new(start: usize, end: usize) -> Span {
         Span {
             start: start as u32,
@@ -157,12 +167,31 @@ pub fn data_facts(data: &str) -> Result<Facts, JsonError> {
 pub struct Scanner<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Whether strings must be checked for UTF-8 (the input was not a `str`).
+    check_utf8: bool,
 }
 
 impl<'a> Scanner<'a> {
-    /// A scanner at the start of `bytes`.
+    /// A scanner at the start of `bytes`, which are known to be UTF-8 (they
+    /// come from a `str`).
     pub fn new(bytes: &'a [u8]) -> Scanner<'a> {
-        Scanner { bytes, pos: 0 }
+        Scanner {
+            bytes,
+            pos: 0,
+            check_utf8: false,
+        }
+    }
+
+    /// A scanner over bytes of unknown encoding: every string with non-ASCII
+    /// bytes is checked for UTF-8. Since JSON allows non-ASCII bytes only
+    /// inside strings, a text this scanner accepts is valid UTF-8 — one pass
+    /// instead of a separate check of the whole text.
+    pub fn new_unchecked(bytes: &'a [u8]) -> Scanner<'a> {
+        Scanner {
+            bytes,
+            pos: 0,
+            check_utf8: true,
+        }
     }
 
     /// The current offset.
@@ -304,11 +333,24 @@ impl<'a> Scanner<'a> {
         self.pos += 1; // '"'
         let start = self.pos;
         let bytes = self.bytes;
+        let mut non_ascii = false;
         loop {
-            // The common case: a run of plain bytes, eight at a time.
-            self.pos = skip_plain(bytes, self.pos);
+            // The common case: a run of plain bytes, many at a time.
+            self.pos = skip_plain(bytes, self.pos, &mut non_ascii);
             match self.peek() {
                 Some(b'"') => {
+                    if non_ascii
+                        && self.check_utf8
+                        && simdutf8::basic::from_utf8(&bytes[start..self.pos]).is_err()
+                    {
+                        let valid = std::str::from_utf8(&bytes[start..self.pos])
+                            .err()
+                            .map_or(0, |e| e.valid_up_to());
+                        return Err(JsonError {
+                            offset: start + valid,
+                            message: "invalid UTF-8 in a string",
+                        });
+                    }
                     let span = Span::new(start, self.pos);
                     self.pos += 1;
                     return Ok(span);
@@ -510,30 +552,46 @@ impl<'a> Scanner<'a> {
 }
 
 /// The offset of the first byte at or after `pos` that ends a run of plain
-/// string bytes: a quote, a backslash or a control character.
-fn skip_plain(bytes: &[u8], mut pos: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // A byte of `v` is zero where the high bit of `(v - ONES) & !v` is set;
-    // the lowest such bit marks the first zero byte exactly.
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    while let Some(chunk) = bytes.get(pos..pos + 8) {
-        let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        let quote = zero(v ^ (ONES * u64::from(b'"')));
-        let backslash = zero(v ^ (ONES * u64::from(b'\\')));
-        // Below 0x20 (bytes >= 0x80 have their high bit set in `v`, so `!v`
-        // clears them).
-        let control = v.wrapping_sub(ONES * 0x20) & !v & HIGHS;
-        let hits = quote | backslash | control;
-        if hits != 0 {
-            return pos + (hits.trailing_zeros() / 8) as usize;
+/// string bytes: a quote, a backslash or a control character. Sets
+/// `non_ascii` if the run has a byte >= 0x80.
+fn skip_plain(bytes: &[u8], mut pos: usize, non_ascii: &mut bool) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8,
+        };
+        // SAFETY: SSE2 is part of the x86_64 baseline, and every 16-byte
+        // unaligned load lies inside `bytes` (the loop condition).
+        unsafe {
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            let control_max = _mm_set1_epi8(0x1f);
+            while pos + 16 <= bytes.len() {
+                let v = _mm_loadu_si128(bytes.as_ptr().add(pos).cast::<__m128i>());
+                // A byte is below 0x20 exactly when max(byte, 0x1f) == 0x1f.
+                let control = _mm_cmpeq_epi8(_mm_max_epu8(v, control_max), control_max);
+                let stop = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                    control,
+                );
+                let stops = _mm_movemask_epi8(stop) as u32;
+                let highs = _mm_movemask_epi8(v) as u32;
+                if stops != 0 {
+                    let n = stops.trailing_zeros();
+                    *non_ascii |= highs & ((1 << n) - 1) != 0;
+                    return pos + n as usize;
+                }
+                *non_ascii |= highs != 0;
+                pos += 16;
+            }
         }
-        pos += 8;
     }
     while let Some(&b) = bytes.get(pos) {
         if b == b'"' || b == b'\\' || b < 0x20 {
             break;
         }
+        *non_ascii |= b >= 0x80;
         pos += 1;
     }
     pos

@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 
 use super::{
-    Event, EventError, MAX_SAFE_INTEGER, RawJson, abbreviate, check_seq, check_source_event_seqs,
-    check_surface_op, check_time, type_name, validate_type_name,
+    Event, EventError, MAX_SAFE_INTEGER, RawJson, TypeName, abbreviate, check_seq,
+    check_source_event_seqs, check_surface_op, check_time, type_name, validate_type_name,
 };
 use crate::json::{Facts, JsonError, Num, Scanner};
 
@@ -13,7 +13,7 @@ use crate::json::{Facts, JsonError, Num, Scanner};
 /// engine (the `turnwal append` line format).
 #[derive(Debug)]
 pub struct IncomingEvent {
-    event_type: String,
+    name: TypeName,
     /// The seq the producer gave, if any.
     pub seq: Option<u64>,
     /// The time the producer gave, if any.
@@ -54,19 +54,29 @@ impl From<JsonError> for Problem {
     }
 }
 
-fn parse_envelope(text: &str) -> Result<Envelope<'_>, String> {
-    let mut s = Scanner::new(text.as_bytes());
+/// A range of `bytes` the scanner has passed as (part of) a JSON value.
+fn scanned(bytes: &[u8], start: usize, end: usize) -> &str {
+    let slice = &bytes[start..end];
+    debug_assert!(std::str::from_utf8(slice).is_ok());
+    // SAFETY: `Scanner::new_unchecked` checked every string in the range
+    // for UTF-8, and JSON allows no other non-ASCII bytes: a range that
+    // holds whole scanned values (or a string's contents) is UTF-8.
+    unsafe { std::str::from_utf8_unchecked(slice) }
+}
+
+fn parse_envelope(text: &[u8]) -> Result<Envelope<'_>, String> {
+    let mut s = Scanner::new_unchecked(text);
     let mut env = Envelope::default();
     let mut field: Option<String> = None;
     s.ws();
-    if s.pos() >= text.len() || text.as_bytes()[s.pos()] != b'{' {
+    if s.pos() >= text.len() || text[s.pos()] != b'{' {
         return Err(format!(
             "invalid event JSON: expected an object at byte {}",
             s.pos()
         ));
     }
-    let scanned = s.object(1, |s, key, depth| {
-        let name = key.of(text).unwrap_or_default();
+    let result = s.object(1, |s, key, depth| {
+        let name = key.bytes_of(text).unwrap_or_default();
         match member(s, &mut env, name, text, depth) {
             Ok(()) => Ok(()),
             Err(Problem::Json(e)) => Err(e),
@@ -82,7 +92,7 @@ fn parse_envelope(text: &str) -> Result<Envelope<'_>, String> {
     if let Some(reason) = field {
         return Err(reason);
     }
-    scanned
+    result
         .and_then(|()| s.end())
         .map_err(|e| format!("invalid event JSON: {e}"))?;
     if env.event_type.is_none() {
@@ -97,16 +107,21 @@ fn parse_envelope(text: &str) -> Result<Envelope<'_>, String> {
 fn member<'a>(
     s: &mut Scanner<'a>,
     env: &mut Envelope<'a>,
-    name: &str,
-    text: &'a str,
+    name: &[u8],
+    text: &'a [u8],
     depth: usize,
 ) -> Result<(), Problem> {
-    let duplicate = || Problem::Field(format!("duplicate field `{name}`"));
+    let duplicate = || {
+        Problem::Field(format!(
+            "duplicate field `{}`",
+            String::from_utf8_lossy(name)
+        ))
+    };
     s.ws();
     let start = s.pos();
-    let next = text.as_bytes().get(start).copied();
+    let next = text.get(start).copied();
     match name {
-        "type" => {
+        b"type" => {
             if env.event_type.is_some() {
                 return Err(duplicate());
             }
@@ -114,34 +129,36 @@ fn member<'a>(
                 s.value(depth)?;
                 return Err(Problem::Field("type must be a string".into()));
             }
-            let raw = s.string()?.of(text).unwrap_or_default();
+            let span = s.string()?;
+            let raw = span.bytes_of(text).unwrap_or_default();
+            let raw = scanned(raw, 0, raw.len());
             env.event_type = Some(decode_string(raw)?);
         }
-        "seq" => {
+        b"seq" => {
             if env.seq.is_some() {
                 return Err(duplicate());
             }
             env.seq = Some(integer(s, text, depth, false)?.unsigned_abs());
         }
-        "time" => {
+        b"time" => {
             if env.time.is_some() {
                 return Err(duplicate());
             }
             env.time = Some(integer(s, text, depth, true)?);
         }
-        "data" => {
+        b"data" => {
             if env.data.is_some() {
                 return Err(duplicate());
             }
             let facts = s.data_value()?.relative_to(start);
-            env.data = Some((&text[start..s.pos()], facts));
+            env.data = Some((scanned(text, start, s.pos()), facts));
         }
-        "ignorable" | "sourceEventSeqs" | "surfaceOp" => {
+        b"ignorable" | b"sourceEventSeqs" | b"surfaceOp" => {
             s.value(depth)?;
-            let raw = &text[start..s.pos()];
+            let raw = scanned(text, start, s.pos());
             let slot = match name {
-                "ignorable" => &mut env.ignorable,
-                "sourceEventSeqs" => &mut env.source_event_seqs,
+                b"ignorable" => &mut env.ignorable,
+                b"sourceEventSeqs" => &mut env.source_event_seqs,
                 _ => {
                     env.surface_op_first = env.source_event_seqs.is_none();
                     &mut env.surface_op
@@ -153,7 +170,8 @@ fn member<'a>(
         }
         other => {
             return Err(Problem::Field(format!(
-                "unknown field `{other}`, expected one of {KEYS}"
+                "unknown field `{}`, expected one of {KEYS}",
+                String::from_utf8_lossy(other)
             )));
         }
     }
@@ -161,25 +179,25 @@ fn member<'a>(
 }
 
 /// A `seq` (non-negative) or `time` (signed) value.
-fn integer(s: &mut Scanner<'_>, text: &str, depth: usize, signed: bool) -> Result<i64, Problem> {
+fn integer(s: &mut Scanner<'_>, text: &[u8], depth: usize, signed: bool) -> Result<i64, Problem> {
     let start = s.pos();
-    let negative = text.as_bytes().get(start) == Some(&b'-');
+    let negative = text.get(start) == Some(&b'-');
     let num = if negative {
         // The digits after the sign, scanned as a non-negative number.
-        let mut digits = Scanner::new(&text.as_bytes()[start + 1..]);
+        let mut digits = Scanner::new(&text[start + 1..]);
         let n = digits.number().map_err(|e| JsonError {
             offset: e.offset + start + 1,
             ..e
         })?;
         s.value(depth)?;
         n
-    } else if matches!(text.as_bytes().get(start), Some(b'0'..=b'9')) {
+    } else if matches!(text.get(start), Some(b'0'..=b'9')) {
         s.number()?
     } else {
         s.value(depth)?;
         Num::Invalid
     };
-    let raw = &text[start..s.pos()];
+    let raw = scanned(text, start, s.pos());
     let what = if signed { "time" } else { "seq" };
     match (num, negative) {
         (Num::Int(n), false) if n <= i64::MAX as u64 => Ok(n as i64),
@@ -228,8 +246,12 @@ impl IncomingEvent {
     /// assert_eq!(err.reason, "invalid event JSON: expected a value at byte 19");
     /// ```
     pub fn parse(line: &[u8]) -> Result<IncomingEvent, EventError> {
-        let text = utf8(line)?;
-        let env = parse_envelope(text).map_err(EventError::new)?;
+        let env = parse_envelope(line).map_err(|reason| match utf8(line) {
+            // A text that is not UTF-8 is reported as that, wherever the
+            // scan happened to stop.
+            Err(e) => e,
+            Ok(_) => EventError::new(reason),
+        })?;
         let event_type = env.event_type.expect("checked by parse_envelope");
         let (data, facts) = env.data.expect("checked by parse_envelope");
         let seq = env.seq;
@@ -267,7 +289,7 @@ impl IncomingEvent {
             check_source_event_seqs(raw, seq.unwrap_or(MAX_SAFE_INTEGER)).map_err(tag)?;
         }
         Ok(IncomingEvent {
-            event_type: event_type.into_owned(),
+            name: type_name(&event_type),
             seq,
             time: env.time,
             data: RawJson::trusted(data),
@@ -283,13 +305,13 @@ impl IncomingEvent {
 
     /// The event's type name.
     pub fn event_type(&self) -> &str {
-        &self.event_type
+        self.name.as_str()
     }
 
     /// Completes the event with its seq and time.
     pub fn into_event(self, seq: u64, time: i64) -> Event {
         Event {
-            name: type_name(&self.event_type),
+            name: self.name,
             seq,
             time,
             data: self.data,
@@ -308,14 +330,14 @@ impl IncomingEvent {
         check_time(time).map_err(|r| self.error(r))?;
         if let Some(raw) = &self.source_event_seqs {
             check_source_event_seqs(raw, seq)
-                .map_err(|r| EventError::new(r).at_seq(seq).of_type(&self.event_type))?;
+                .map_err(|r| EventError::new(r).at_seq(seq).of_type(self.event_type()))?;
         }
         Ok(self.into_event(seq, time))
     }
 
     /// An error about this event, naming its type and (if given) seq.
     pub(super) fn error(&self, reason: impl Into<String>) -> EventError {
-        let err = EventError::new(reason).of_type(&self.event_type);
+        let err = EventError::new(reason).of_type(self.event_type());
         match self.seq {
             Some(s) => err.at_seq(s),
             None => err,

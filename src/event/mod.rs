@@ -168,10 +168,19 @@ fn shift(mut e: json::JsonError, outer: &str, inner: &str) -> json::JsonError {
 }
 
 /// The type name of an event: a known kind costs no allocation.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum TypeName {
     Known(EventKind),
     Other(Box<str>),
+}
+
+impl TypeName {
+    fn as_str(&self) -> &str {
+        match self {
+            TypeName::Known(kind) => kind.name().expect("known kinds have names"),
+            TypeName::Other(name) => name,
+        }
+    }
 }
 
 /// One session event.
@@ -337,10 +346,7 @@ impl Event {
 
     /// The type name, e.g. `"turn/start"`.
     pub fn event_type(&self) -> &str {
-        match &self.name {
-            TypeName::Known(kind) => kind.name().expect("known kinds have names"),
-            TypeName::Other(name) => name,
-        }
+        self.name.as_str()
     }
 
     /// The classified type.
