@@ -353,10 +353,32 @@ pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), S
 }
 
 fn checksum(salt: u32, body: &[u8]) -> u32 {
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&salt.to_le_bytes());
+    let mut crc = salted(salt);
     crc.update(body);
     crc.finalize()
+}
+
+/// A hasher that has already taken `salt`'s four bytes. A scan checks every
+/// record of one file with the same salt, so the state after the salt is
+/// remembered (one entry, shared by all threads) instead of recomputed for
+/// every record: a short `update` costs as much as a record's header.
+fn salted(salt: u32) -> crc32fast::Hasher {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // (salt << 32) | state. u64::MAX marks the empty cache; a real entry
+    // equal to it is merely recomputed every time.
+    static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
+    let last = LAST.load(Ordering::Relaxed);
+    let state = if (last >> 32) as u32 == salt && last != u64::MAX {
+        last as u32
+    } else {
+        let state = crc32fast::hash(&salt.to_le_bytes());
+        LAST.store(
+            (u64::from(salt) << 32) | u64::from(state),
+            Ordering::Relaxed,
+        );
+        state
+    };
+    crc32fast::Hasher::new_with_initial(state)
 }
 
 /// The size of `event`'s record.
@@ -482,7 +504,7 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
     let mut take = |len: usize| {
         let s = &record[at..at + len];
         at += len;
-        std::str::from_utf8(s).map_err(|_| "record payload is not UTF-8".to_owned())
+        simdutf8::basic::from_utf8(s).map_err(|_| "record payload is not UTF-8".to_owned())
     };
     let type_name = take(head.type_len as usize)?;
     let data = take(head.data_len as usize)?;

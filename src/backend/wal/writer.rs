@@ -348,6 +348,18 @@ pub(super) fn fast_scan(
     let Some((last, previous)) = probe::clean_end(bytes, meta.records_start, meta.salt) else {
         return Ok(None);
     };
+    scan_clean_end(bytes, meta, path, last, previous)
+}
+
+/// [`fast_scan`] once the end is proven clean: `last` is the file's last
+/// record and `previous` the one before it.
+fn scan_clean_end(
+    bytes: &[u8],
+    meta: &FileHeader,
+    path: &std::path::Path,
+    last: format::RecordHead,
+    previous: Option<format::RecordHead>,
+) -> Result<Option<Scan>> {
     let closes = |commit: &format::RecordHead, before: Option<&format::RecordHead>| {
         commit.event_kind() == EventKind::TurnEnd
             && !commit.in_turn()
@@ -398,13 +410,21 @@ pub(super) fn read_from(
     from_seq: u64,
     path: &std::path::Path,
 ) -> Result<Vec<Event>> {
-    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq)
-        && fast_scan(bytes, meta, path)?.is_some()
-    {
-        return found
-            .iter()
-            .map(|f| decode_at(bytes, f.offset, &f.head, path))
-            .collect();
+    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq) {
+        // The suffix walk already proved the end clean: its last two records
+        // are what the fast scan would walk back to find.
+        let clean = match found.as_slice() {
+            [.., previous, last] => {
+                scan_clean_end(bytes, meta, path, last.head, Some(previous.head))?
+            }
+            _ => fast_scan(bytes, meta, path)?,
+        };
+        if clean.is_some() {
+            return found
+                .iter()
+                .map(|f| decode_at(bytes, f.offset, &f.head, path))
+                .collect();
+        }
     }
     let classified = scan_log(bytes, path)?;
     decode_kept(bytes, &classified, from_seq, path)
