@@ -129,6 +129,30 @@ impl Store {
         Ok(Store::with_backend(Arc::new(backend), options))
     }
 
+    /// Opens (creating if needed) a SQLite store: every session in the one
+    /// database file `path`, in the upstream harness's schema 17
+    /// (docs/SQLITE.md). A database that is not a session database is
+    /// refused before anything in it changes.
+    ///
+    /// ```
+    /// use turnwal::backend::sqlite::SqliteOptions;
+    /// use turnwal::{Event, SessionHeader, Store, StoreOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("sessions.db");
+    /// let store = Store::open_sqlite(&path, SqliteOptions::default(), StoreOptions::default()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// assert_eq!(store.list().unwrap()[0].events, 1);
+    /// ```
+    pub fn open_sqlite(
+        path: impl AsRef<Path>,
+        sqlite: crate::backend::sqlite::SqliteOptions,
+        options: StoreOptions,
+    ) -> Result<Store> {
+        let backend = crate::backend::sqlite::SqliteBackend::open(path, sqlite)?;
+        Ok(Store::with_backend(Arc::new(backend), options))
+    }
+
     /// A store in memory (the reference backend).
     pub fn in_memory() -> Store {
         Store::with_backend(Arc::new(MemoryBackend::new()), StoreOptions::default())

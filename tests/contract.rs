@@ -57,6 +57,7 @@ use std::sync::Arc;
 use tempfile::TempDir;
 use turnwal::backend::Backend;
 use turnwal::backend::memory::MemoryBackend;
+use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
 use turnwal::backend::wal::{WalBackend, encode_file_name};
 use turnwal::{
     CutReason, Error, Event, HeaderError, LogState, Policy, Receipt, Result, Rule, SessionHeader,
@@ -204,6 +205,118 @@ impl Fixture for WalFixture {
         let half = bytes[n - last_len..n - last_len / 2].to_vec();
         bytes.extend_from_slice(&half);
         fs::write(&path, bytes).unwrap();
+        true
+    }
+}
+
+/// The SQLite backend: one database file in a temporary directory.
+struct SqliteFixture {
+    dir: TempDir,
+}
+
+impl SqliteFixture {
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("sessions.db")
+    }
+
+    fn backend(&self) -> SqliteBackend {
+        SqliteBackend::open(self.db(), SqliteOptions::default()).unwrap()
+    }
+
+    fn conn(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.db()).unwrap()
+    }
+
+    /// Every column of the session's `sessions` row and `events` rows (with
+    /// their rowids), as text.
+    fn rows(&self, id: &str) -> Vec<String> {
+        let conn = self.conn();
+        let dump = |sql: &str| -> Vec<String> {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            stmt.query_map([id], |r| {
+                (0..n)
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map(|cols| cols.join("|"))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+        };
+        let mut rows = dump("SELECT * FROM sessions WHERE id = ?1");
+        if rows.is_empty() {
+            return rows;
+        }
+        rows.extend(dump(
+            "SELECT rowid, * FROM events WHERE session_id = ?1 ORDER BY seq",
+        ));
+        rows
+    }
+}
+
+impl Fixture for SqliteFixture {
+    fn name() -> &'static str {
+        "sqlite"
+    }
+
+    fn new() -> Self {
+        SqliteFixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn store(&self, options: StoreOptions) -> Store {
+        Store::open_sqlite(self.db(), SqliteOptions::default(), options).unwrap()
+    }
+
+    fn image(&self, id: &str) -> Option<Vec<u8>> {
+        let rows = self.rows(id);
+        (!rows.is_empty()).then(|| rows.join("\n").into_bytes())
+    }
+
+    fn artifacts(&self, id: &str) -> Vec<String> {
+        // The session's rows, and its writer's lock file.
+        let mut found = Vec::new();
+        let conn = self.conn();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [id], |r| r.get(0)).unwrap() };
+        if count("SELECT count(*) FROM sessions WHERE id = ?1") > 0 {
+            found.push(format!("sessions row {id}"));
+        }
+        let events = count("SELECT count(*) FROM events WHERE session_id = ?1");
+        if events > 0 {
+            found.push(format!("{events} events rows of {id}"));
+        }
+        if self.lock_path(id).exists() {
+            found.push(self.lock_path(id).display().to_string());
+        }
+        found
+    }
+
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.backend().lock_path(id)
+    }
+
+    fn tear_tail(&self, id: &str) -> bool {
+        // The row a cut write would leave: the next seq, its JSON text
+        // ending mid-value (SQLite itself never commits half a row; a
+        // foreign or damaged writer can).
+        let conn = self.conn();
+        let next: i64 = conn
+            .query_row(
+                "SELECT max(seq) + 1 FROM events WHERE session_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        conn.execute(
+            "INSERT INTO events (session_id, seq, type, time, data) VALUES (?1, ?2, 'assistant/chunk', ?2, ?3)",
+            rusqlite::params![id, next, r#"{"turn":2,"step":1,"chunk":{"type":"text-de"#],
+        )
+        .unwrap();
         true
     }
 }
@@ -1959,6 +2072,7 @@ macro_rules! backend_cases {
 
 backend_suite!(memory, MemoryFixture);
 backend_suite!(wal, WalFixture);
+backend_suite!(sqlite, SqliteFixture);
 
 // ---------------------------------------------------------------------------
 // Differential: one scripted history, identical logical results everywhere
@@ -2218,10 +2332,15 @@ fn differential<A: Fixture, B: Fixture>() {
 }
 
 mod differential {
-    use super::{MemoryFixture, WalFixture};
+    use super::{MemoryFixture, SqliteFixture, WalFixture};
 
     #[test]
     fn wal_matches_memory() {
         super::differential::<MemoryFixture, WalFixture>();
+    }
+
+    #[test]
+    fn sqlite_matches_memory() {
+        super::differential::<MemoryFixture, SqliteFixture>();
     }
 }

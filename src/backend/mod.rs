@@ -4,6 +4,7 @@
 //! lifecycle, so every backend has the same semantics.
 
 pub mod memory;
+pub mod sqlite;
 pub mod wal;
 
 use std::fmt;

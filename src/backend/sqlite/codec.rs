@@ -1,0 +1,1184 @@
+//! Row encoding of the SQLite backend, exactly as the upstream harness's
+//! schema-17 store writes it (docs/SQLITE.md, "Row encoding"):
+//!
+//! - a **scalar row** holds one event: `data` is its JSON text, TEXT under
+//!   4096 bytes, else a zstd level-3 BLOB when that is smaller;
+//!   `source_event_seqs` is a varint BLOB; `surface_op` JSON text;
+//!   `ignorable` 1 or NULL;
+//! - a **packed row** (`ignorable = 0`, the discriminator) holds a run of 3 to
+//!   1024 `assistant/chunk` deltas of one kind (`text-chunks`,
+//!   `reasoning-chunks`, `tool-call-chunks`) in at most 1 MiB of `data`.
+//!
+//! Decoding is strict: it rejects truncated, non-canonical and out-of-range
+//! varints, packed data over 1 MiB before parsing it (and while
+//! decompressing it), and invalid UTF-8, and every event it returns is one an
+//! append could have written.
+//!
+//! turnwal stores `data` as the exact text it was given. A delta is packed
+//! only when its `data` is byte for byte the text a packed row decodes back
+//! to (`JSON.stringify` of `{turn, step, chunk}`), so packing never changes a
+//! byte; every other delta stays a scalar row.
+
+use std::fmt::Write as _;
+use std::io::Read;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::event::{Event, EventError, EventKind, MAX_SAFE_INTEGER, RawJson};
+use crate::scan::CutReason;
+
+/// `data` this long or longer (in bytes) is offered to zstd.
+pub const ZSTD_DATA_THRESHOLD: usize = 4096;
+/// The zstd level of `data` BLOBs.
+pub const ZSTD_LEVEL: i32 = 3;
+/// Fewest members of a packed row; shorter runs stay scalar.
+pub const MIN_PACKED_MEMBERS: usize = 3;
+/// Most members of a packed row; longer runs are split.
+pub const MAX_PACKED_MEMBERS: usize = 1024;
+/// Largest uncompressed `data` of a packed row, in bytes.
+pub const MAX_PACKED_DATA_BYTES: usize = 1 << 20;
+/// Largest decompressed `data` of a scalar row (the native format's bound).
+pub const MAX_SCALAR_DATA_BYTES: usize = 256 << 20;
+/// The `ignorable` value that marks a packed row.
+pub const PACKED_DISCRIMINATOR: i64 = 0;
+/// The packed tag of `text-delta` runs.
+pub const TEXT_CHUNKS: &str = "text-chunks";
+/// The packed tag of `reasoning-delta` runs.
+pub const REASONING_CHUNKS: &str = "reasoning-chunks";
+/// The packed tag of `tool-call-delta` runs.
+pub const TOOL_CALL_CHUNKS: &str = "tool-call-chunks";
+
+/// The mark turnwal appends to `surface_op` when the event wrote `surfaceOp`
+/// before `sourceEventSeqs` (JSON readers ignore trailing whitespace).
+pub const SURFACE_FIRST_MARK: char = ' ';
+
+/// A `data` column value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Data {
+    /// The JSON text.
+    Text(String),
+    /// The JSON text as one zstd frame.
+    Blob(Vec<u8>),
+}
+
+impl Data {
+    /// Bytes stored.
+    pub fn len(&self) -> usize {
+        match self {
+            Data::Text(t) => t.len(),
+            Data::Blob(b) => b.len(),
+        }
+    }
+
+    /// Whether nothing is stored (never for valid rows).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One physical row to insert (without `session_id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowOut {
+    /// `seq` (`seq0` of a packed row).
+    pub seq: u64,
+    /// `type` (the tag of a packed row).
+    pub event_type: String,
+    /// `time` (`time0` of a packed row).
+    pub time: i64,
+    /// `data`.
+    pub data: Data,
+    /// `source_event_seqs`.
+    pub source_event_seqs: Option<Vec<u8>>,
+    /// `surface_op`.
+    pub surface_op: Option<String>,
+    /// `ignorable`: `Some(1)`, `None`, or [`PACKED_DISCRIMINATOR`].
+    pub ignorable: Option<i64>,
+    /// How many events the row holds.
+    pub members: usize,
+}
+
+/// A column value as SQLite returned it. TEXT is kept as bytes: a damaged
+/// file may hold invalid UTF-8, which decoding reports instead of failing
+/// the whole read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Col {
+    /// NULL.
+    Null,
+    /// INTEGER.
+    Integer(i64),
+    /// REAL.
+    Real(f64),
+    /// TEXT, as stored.
+    Text(Vec<u8>),
+    /// BLOB.
+    Blob(Vec<u8>),
+}
+
+impl rusqlite::types::FromSql for Col {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Col> {
+        use rusqlite::types::ValueRef;
+        Ok(match value {
+            ValueRef::Null => Col::Null,
+            ValueRef::Integer(n) => Col::Integer(n),
+            ValueRef::Real(f) => Col::Real(f),
+            ValueRef::Text(t) => Col::Text(t.to_vec()),
+            ValueRef::Blob(b) => Col::Blob(b.to_vec()),
+        })
+    }
+}
+
+/// One physical row as read, each column as SQLite returned it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowIn {
+    /// `seq`.
+    pub seq: Col,
+    /// `type`.
+    pub event_type: Col,
+    /// `time`.
+    pub time: Col,
+    /// `data`.
+    pub data: Col,
+    /// `source_event_seqs`.
+    pub source_event_seqs: Col,
+    /// `surface_op`.
+    pub surface_op: Col,
+    /// `ignorable`.
+    pub ignorable: Col,
+}
+
+/// The columns [`RowIn::from_row`] reads, in order.
+pub const ROW_COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ignorable";
+
+impl RowIn {
+    /// Reads the [`ROW_COLUMNS`] of a result row.
+    pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowIn> {
+        Ok(RowIn {
+            seq: row.get(0)?,
+            event_type: row.get(1)?,
+            time: row.get(2)?,
+            data: row.get(3)?,
+            source_event_seqs: row.get(4)?,
+            surface_op: row.get(5)?,
+            ignorable: row.get(6)?,
+        })
+    }
+
+    /// The `seq` column as an integer (`-1` when it is not one): where the
+    /// row sorts, and where a repair deletes from.
+    pub fn seq_key(&self) -> i64 {
+        match self.seq {
+            Col::Integer(n) => n,
+            _ => -1,
+        }
+    }
+
+    /// Whether the row carries the packed discriminator.
+    pub fn is_packed(&self) -> bool {
+        self.ignorable == Col::Integer(PACKED_DISCRIMINATOR)
+    }
+
+    /// Bytes of the stored `data` value.
+    pub fn data_len(&self) -> u64 {
+        match &self.data {
+            Col::Text(t) => t.len() as u64,
+            Col::Blob(b) => b.len() as u64,
+            _ => 0,
+        }
+    }
+}
+
+/// Why a row does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    /// [`CutReason::Incomplete`] when the row's text or frame ends early (as a
+    /// cut write leaves it), else [`CutReason::Invalid`].
+    pub reason: CutReason,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl RowError {
+    fn invalid(detail: impl Into<String>) -> RowError {
+        RowError {
+            reason: CutReason::Invalid,
+            detail: detail.into(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Provenance varints
+// ---------------------------------------------------------------------------
+
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value & 0x7f) as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Encodes `sourceEventSeqs`: the first seq as an unsigned LEB128 varint,
+/// each following one as the ZigZag varint of its difference to the one
+/// before. `[]` is the empty BLOB.
+///
+/// ```
+/// use turnwal::backend::sqlite::codec::{decode_source_seqs, encode_source_seqs};
+/// assert_eq!(encode_source_seqs(&[300, 301, 299]), [0xac, 0x02, 0x02, 0x03]);
+/// assert_eq!(decode_source_seqs(&[0xac, 0x02, 0x02, 0x03]).unwrap(), [300, 301, 299]);
+/// assert!(encode_source_seqs(&[]).is_empty());
+/// ```
+pub fn encode_source_seqs(seqs: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(seqs.len() + 2);
+    let mut previous = 0u64;
+    for (i, &value) in seqs.iter().enumerate() {
+        let encoded = if i == 0 {
+            value
+        } else if value >= previous {
+            (value - previous) * 2
+        } else {
+            (previous - value) * 2 - 1
+        };
+        push_varint(&mut out, encoded);
+        previous = value;
+    }
+    out
+}
+
+const VARINT_ERROR: &str = "malformed source_event_seqs storage value";
+
+fn read_varint(bytes: &[u8], at: &mut usize, limit: u64) -> Result<u64, String> {
+    let mut value = 0u64;
+    let mut shift = 0u32;
+    while let Some(&byte) = bytes.get(*at) {
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            if shift > 0 && byte & 0x7f == 0 {
+                return Err(format!("{VARINT_ERROR}: non-canonical varint"));
+            }
+            if value > limit {
+                return Err(format!("{VARINT_ERROR}: varint is out of range"));
+            }
+            return Ok(value);
+        }
+        shift += 7;
+        if shift > 56 {
+            return Err(format!("{VARINT_ERROR}: varint is out of range"));
+        }
+    }
+    Err(format!("{VARINT_ERROR}: truncated varint"))
+}
+
+/// Decodes a `source_event_seqs` BLOB, rejecting truncated, non-canonical
+/// (a needless zero continuation byte) and out-of-range varints, and seqs
+/// outside `0..=2^53-1`.
+pub fn decode_source_seqs(bytes: &[u8]) -> Result<Vec<u64>, String> {
+    let mut values = Vec::new();
+    let mut previous = 0i128;
+    let mut at = 0;
+    while at < bytes.len() {
+        let first = values.is_empty();
+        let limit = if first {
+            MAX_SAFE_INTEGER
+        } else {
+            MAX_SAFE_INTEGER * 2
+        };
+        let raw = read_varint(bytes, &mut at, limit)?;
+        let value = if first {
+            i128::from(raw)
+        } else if raw & 1 == 0 {
+            previous + i128::from(raw / 2)
+        } else {
+            previous - i128::from(raw.div_ceil(2))
+        };
+        if value < 0 || value > i128::from(MAX_SAFE_INTEGER) {
+            return Err(format!("{VARINT_ERROR}: decoded seq is out of range"));
+        }
+        values.push(value as u64);
+        previous = value;
+    }
+    Ok(values)
+}
+
+// ---------------------------------------------------------------------------
+// The data column
+// ---------------------------------------------------------------------------
+
+/// The `data` column for a JSON text: TEXT under [`ZSTD_DATA_THRESHOLD`]
+/// bytes, else the zstd level-3 frame when it is smaller, else TEXT.
+///
+/// ```
+/// use turnwal::backend::sqlite::codec::{Data, encode_data};
+/// assert_eq!(encode_data("{}".into()), Data::Text("{}".into()));
+/// let big = format!("\"{}\"", "a".repeat(5000));
+/// assert!(matches!(encode_data(big), Data::Blob(_)));
+/// ```
+pub fn encode_data(text: String) -> Data {
+    encode_data_with(text, |bytes| zstd::bulk::compress(bytes, ZSTD_LEVEL))
+}
+
+/// [`encode_data`] with the compressor given (tests give one that does not
+/// pay off: JSON text always compresses under zstd).
+fn encode_data_with(text: String, compress: impl Fn(&[u8]) -> std::io::Result<Vec<u8>>) -> Data {
+    if text.len() < ZSTD_DATA_THRESHOLD {
+        return Data::Text(text);
+    }
+    match compress(text.as_bytes()) {
+        Ok(frame) if frame.len() < text.len() => Data::Blob(frame),
+        _ => Data::Text(text),
+    }
+}
+
+/// The JSON text of a `data` value: TEXT as strict UTF-8, a BLOB decompressed
+/// (to at most `max` bytes) and then checked as strict UTF-8.
+pub fn decode_data(value: &Col, max: usize) -> Result<String, RowError> {
+    let bytes = match value {
+        Col::Text(t) => {
+            if t.len() > max {
+                return Err(RowError::invalid(format!(
+                    "data is {} bytes, over the {max}-byte bound",
+                    t.len()
+                )));
+            }
+            return String::from_utf8(t.clone()).map_err(|e| {
+                RowError::invalid(format!(
+                    "data is not valid UTF-8 at byte {}",
+                    e.utf8_error().valid_up_to()
+                ))
+            });
+        }
+        Col::Blob(frame) => decompress(frame, max)?,
+        other => {
+            return Err(RowError::invalid(format!(
+                "data must be TEXT or BLOB, got {}",
+                storage_class(other)
+            )));
+        }
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        RowError::invalid(format!(
+            "decompressed data is not valid UTF-8 at byte {}",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+fn decompress(frame: &[u8], max: usize) -> Result<Vec<u8>, RowError> {
+    let mut decoder = zstd::stream::read::Decoder::new(frame)
+        .map_err(|e| RowError::invalid(format!("data BLOB is not a zstd frame: {e}")))?;
+    let mut out = Vec::new();
+    let limit = (max as u64).saturating_add(1);
+    match (&mut decoder).take(limit).read_to_end(&mut out) {
+        Ok(_) if out.len() > max => Err(RowError::invalid(format!(
+            "data BLOB decompresses past the {max}-byte bound"
+        ))),
+        Ok(_) => Ok(out),
+        Err(e) => {
+            let incomplete = e.kind() == std::io::ErrorKind::UnexpectedEof
+                || e.to_string().contains("incomplete");
+            Err(RowError {
+                reason: if incomplete {
+                    CutReason::Incomplete
+                } else {
+                    CutReason::Invalid
+                },
+                detail: format!("data BLOB does not decompress: {e}"),
+            })
+        }
+    }
+}
+
+fn storage_class(value: &Col) -> &'static str {
+    match value {
+        Col::Null => "NULL",
+        Col::Integer(_) => "INTEGER",
+        Col::Real(_) => "REAL",
+        Col::Text(_) => "TEXT",
+        Col::Blob(_) => "BLOB",
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Canonical JSON strings
+// ---------------------------------------------------------------------------
+
+/// The text `JSON.stringify` gives the string a JSON string literal `raw`
+/// (quotes included) denotes; `None` when `raw` is not a string literal.
+/// Lone UTF-16 surrogates survive as `\udXXX` escapes, as JavaScript writes
+/// them.
+///
+/// ```
+/// use turnwal::backend::sqlite::codec::canonical_string;
+/// assert_eq!(canonical_string(r#""a\u0041\/\u00e9\ud800""#).unwrap(), "\"aA/é\\ud800\"");
+/// assert_eq!(canonical_string(r#""\ud83d\ude00\u001F""#).unwrap(), "\"😀\\u001f\"");
+/// assert_eq!(canonical_string("1"), None);
+/// ```
+pub fn canonical_string(raw: &str) -> Option<String> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let bytes = inner.as_bytes();
+    let mut out = String::with_capacity(raw.len());
+    out.push('"');
+    let mut high: Option<u16> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                let escape = *bytes.get(i + 1)?;
+                i += 2;
+                let unit: u16 = match escape {
+                    b'"' => 0x22,
+                    b'\\' => 0x5c,
+                    b'/' => 0x2f,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => 0x0a,
+                    b'r' => 0x0d,
+                    b't' => 0x09,
+                    b'u' => {
+                        let hex = bytes.get(i..i + 4)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        i += 4;
+                        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?
+                    }
+                    _ => return None,
+                };
+                push_unit(&mut out, &mut high, unit);
+            }
+            b'"' => return None,
+            b if b < 0x20 => return None,
+            _ => {
+                flush_high(&mut out, &mut high);
+                let ch = inner[i..].chars().next()?;
+                push_char(&mut out, ch);
+                i += ch.len_utf8();
+            }
+        }
+    }
+    flush_high(&mut out, &mut high);
+    out.push('"');
+    Some(out)
+}
+
+fn push_unit(out: &mut String, high: &mut Option<u16>, unit: u16) {
+    match unit {
+        0xD800..=0xDBFF => {
+            flush_high(out, high);
+            *high = Some(unit);
+        }
+        0xDC00..=0xDFFF => match high.take() {
+            Some(h) => {
+                let code = 0x10000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                push_char(out, char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            None => {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        },
+        _ => {
+            flush_high(out, high);
+            push_char(out, char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'));
+        }
+    }
+}
+
+fn flush_high(out: &mut String, high: &mut Option<u16>) {
+    if let Some(h) = high.take() {
+        let _ = write!(out, "\\u{h:04x}");
+    }
+}
+
+fn push_char(out: &mut String, ch: char) {
+    match ch {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Packed runs
+// ---------------------------------------------------------------------------
+
+/// The kind of a packable delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeltaKind {
+    Text,
+    Reasoning,
+    ToolCall,
+}
+
+impl DeltaKind {
+    fn tag(self) -> &'static str {
+        match self {
+            DeltaKind::Text => TEXT_CHUNKS,
+            DeltaKind::Reasoning => REASONING_CHUNKS,
+            DeltaKind::ToolCall => TOOL_CALL_CHUNKS,
+        }
+    }
+
+    fn of_tag(tag: &str) -> Option<DeltaKind> {
+        match tag {
+            TEXT_CHUNKS => Some(DeltaKind::Text),
+            REASONING_CHUNKS => Some(DeltaKind::Reasoning),
+            TOOL_CALL_CHUNKS => Some(DeltaKind::ToolCall),
+            _ => None,
+        }
+    }
+
+    fn chunk_type(self) -> &'static str {
+        match self {
+            DeltaKind::Text => "text-delta",
+            DeltaKind::Reasoning => "reasoning-delta",
+            DeltaKind::ToolCall => "tool-call-delta",
+        }
+    }
+}
+
+/// A packable `assistant/chunk` delta, its strings in canonical form.
+#[derive(Debug, Clone)]
+struct Delta {
+    kind: DeltaKind,
+    seq: u64,
+    time: i64,
+    turn: i64,
+    step: i64,
+    index: i64,
+    id: Option<String>,
+    name: Option<String>,
+    payload: String,
+}
+
+/// Deserializes a present field as itself, so `null` is not taken for
+/// absence.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChunkEventData<'a> {
+    turn: i64,
+    step: i64,
+    #[serde(borrow)]
+    chunk: ChunkIn<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChunkIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a RawValue,
+    index: i64,
+    #[serde(default, borrow, deserialize_with = "present")]
+    text: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    name: Option<&'a RawValue>,
+    #[serde(
+        rename = "argumentsDelta",
+        default,
+        borrow,
+        deserialize_with = "present"
+    )]
+    arguments_delta: Option<&'a RawValue>,
+}
+
+fn safe(n: i64) -> bool {
+    n.unsigned_abs() <= MAX_SAFE_INTEGER
+}
+
+/// The `data` text of one member of a run: what a packed row decodes to.
+fn member_data(
+    kind: DeltaKind,
+    turn: i64,
+    step: i64,
+    index: i64,
+    id: Option<&str>,
+    name: Option<&str>,
+    payload: &str,
+) -> String {
+    let mut out = String::with_capacity(payload.len() + 96);
+    let _ = write!(
+        out,
+        "{{\"turn\":{turn},\"step\":{step},\"chunk\":{{\"type\":\"{}\",\"index\":{index},",
+        kind.chunk_type()
+    );
+    match kind {
+        DeltaKind::ToolCall => {
+            out.push_str("\"id\":");
+            out.push_str(id.unwrap_or("\"\""));
+            if let Some(name) = name {
+                out.push_str(",\"name\":");
+                out.push_str(name);
+            }
+            out.push_str(",\"argumentsDelta\":");
+        }
+        _ => out.push_str("\"text\":"),
+    }
+    out.push_str(payload);
+    out.push_str("}}");
+    out
+}
+
+/// The delta an event is, when it can be packed without changing a byte.
+fn classify(event: &Event) -> Option<Delta> {
+    if event.kind() != EventKind::AssistantChunk
+        || event.ignorable()
+        || event.source_event_seqs().is_some()
+        || event.surface_op().is_some()
+    {
+        return None;
+    }
+    let data = event.data().get();
+    let parsed: ChunkEventData<'_> = serde_json::from_str(data).ok()?;
+    let chunk = &parsed.chunk;
+    if !(safe(parsed.turn) && safe(parsed.step) && safe(chunk.index)) {
+        return None;
+    }
+    let kind = match chunk.kind.get() {
+        "\"text-delta\"" => DeltaKind::Text,
+        "\"reasoning-delta\"" => DeltaKind::Reasoning,
+        "\"tool-call-delta\"" => DeltaKind::ToolCall,
+        _ => return None,
+    };
+    let (id, name, payload) = match kind {
+        DeltaKind::ToolCall => {
+            if chunk.text.is_some() {
+                return None;
+            }
+            let id = canonical_string(chunk.id?.get())?;
+            let name = match chunk.name {
+                Some(raw) => Some(canonical_string(raw.get())?),
+                None => None,
+            };
+            (
+                Some(id),
+                name,
+                canonical_string(chunk.arguments_delta?.get())?,
+            )
+        }
+        _ => {
+            if chunk.id.is_some() || chunk.name.is_some() || chunk.arguments_delta.is_some() {
+                return None;
+            }
+            (None, None, canonical_string(chunk.text?.get())?)
+        }
+    };
+    let canonical = member_data(
+        kind,
+        parsed.turn,
+        parsed.step,
+        chunk.index,
+        id.as_deref(),
+        name.as_deref(),
+        &payload,
+    );
+    if canonical != data {
+        return None;
+    }
+    Some(Delta {
+        kind,
+        seq: event.seq(),
+        time: event.time(),
+        turn: parsed.turn,
+        step: parsed.step,
+        index: chunk.index,
+        id,
+        name,
+        payload,
+    })
+}
+
+/// Whether `next` extends a run ending in `previous` (reference §3, "what
+/// ends a run").
+fn continues(previous: &Delta, next: &Delta) -> bool {
+    next.kind == previous.kind
+        && next.seq == previous.seq + 1
+        && (i128::from(next.time) - i128::from(previous.time)).unsigned_abs()
+            <= u128::from(MAX_SAFE_INTEGER)
+        && next.turn == previous.turn
+        && next.step == previous.step
+        && next.index == previous.index
+        && (next.kind != DeltaKind::ToolCall
+            || (next.id == previous.id && next.name == previous.name))
+}
+
+/// The packed row's `data` (`JSON.stringify(row.data)`, upstream key order).
+fn packed_json(run: &[Delta]) -> String {
+    let first = &run[0];
+    let size = packed_len(run);
+    let mut out = String::with_capacity(size);
+    let _ = write!(
+        out,
+        "{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[",
+        first.turn, first.step, first.index
+    );
+    for (i, pair) in run.windows(2).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{}", pair[1].time - pair[0].time);
+    }
+    out.push(']');
+    match first.kind {
+        DeltaKind::ToolCall => {
+            out.push_str(",\"id\":");
+            out.push_str(first.id.as_deref().unwrap_or("\"\""));
+            if let Some(name) = &first.name {
+                out.push_str(",\"name\":");
+                out.push_str(name);
+            }
+            out.push_str(",\"args\":[");
+        }
+        _ => out.push_str(",\"texts\":["),
+    }
+    for (i, d) in run.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&d.payload);
+    }
+    out.push_str("]}");
+    debug_assert_eq!(out.len(), size);
+    out
+}
+
+fn decimal_len(n: i64) -> usize {
+    let mut len = usize::from(n < 0);
+    let mut v = n.unsigned_abs();
+    loop {
+        len += 1;
+        v /= 10;
+        if v == 0 {
+            return len;
+        }
+    }
+}
+
+/// The fixed part of a packed row's `data`: everything but the dt values,
+/// the payloads and their commas.
+fn packed_fixed_len(first: &Delta) -> usize {
+    let mut len = "{\"turn\":,\"step\":,\"index\":,\"dt\":[]".len()
+        + decimal_len(first.turn)
+        + decimal_len(first.step)
+        + decimal_len(first.index)
+        + "]}".len();
+    match first.kind {
+        DeltaKind::ToolCall => {
+            len += ",\"id\":".len() + first.id.as_deref().map_or(2, str::len) + ",\"args\":[".len();
+            if let Some(name) = &first.name {
+                len += ",\"name\":".len() + name.len();
+            }
+        }
+        _ => len += ",\"texts\":[".len(),
+    }
+    len
+}
+
+fn packed_len(run: &[Delta]) -> usize {
+    let mut len = packed_fixed_len(&run[0]);
+    for (i, d) in run.iter().enumerate() {
+        len += d.payload.len() + usize::from(i > 0);
+        if i > 0 {
+            len += decimal_len(d.time - run[i - 1].time) + usize::from(i > 1);
+        }
+    }
+    len
+}
+
+/// The most leading members of `run` (at most [`MAX_PACKED_MEMBERS`]) whose
+/// packed `data` fits in [`MAX_PACKED_DATA_BYTES`].
+fn fitting_prefix(run: &[Delta]) -> usize {
+    let mut len = packed_fixed_len(&run[0]);
+    let mut fits = 0;
+    for (i, d) in run.iter().take(MAX_PACKED_MEMBERS).enumerate() {
+        len += d.payload.len() + usize::from(i > 0);
+        if i > 0 {
+            len += decimal_len(d.time - run[i - 1].time) + usize::from(i > 1);
+        }
+        if len > MAX_PACKED_DATA_BYTES {
+            break;
+        }
+        fits = i + 1;
+    }
+    fits
+}
+
+fn packed_row(run: &[Delta]) -> RowOut {
+    RowOut {
+        seq: run[0].seq,
+        event_type: run[0].kind.tag().to_owned(),
+        time: run[0].time,
+        data: encode_data(packed_json(run)),
+        source_event_seqs: None,
+        surface_op: None,
+        ignorable: Some(PACKED_DISCRIMINATOR),
+        members: run.len(),
+    }
+}
+
+/// The scalar row of one event.
+pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
+    let source_event_seqs = match event.source_event_seqs() {
+        None => None,
+        Some(raw) => {
+            let seqs: Vec<u64> = serde_json::from_str(raw.get()).map_err(|e| {
+                EventError::new(format!("sourceEventSeqs is not a list of seqs: {e}"))
+                    .at_seq(event.seq())
+                    .of_type(event.event_type())
+            })?;
+            Some(encode_source_seqs(&seqs))
+        }
+    };
+    let surface_op = event.surface_op().map(|raw| {
+        let mut text = raw.get().to_owned();
+        if event.surface_op_first() {
+            text.push(SURFACE_FIRST_MARK);
+        }
+        text
+    });
+    Ok(RowOut {
+        seq: event.seq(),
+        event_type: event.event_type().to_owned(),
+        time: event.time(),
+        data: encode_data(event.data().get().to_owned()),
+        source_event_seqs,
+        surface_op,
+        ignorable: event.ignorable().then_some(1),
+        members: 1,
+    })
+}
+
+/// The rows of one append batch: runs of packable deltas inside the batch
+/// become packed rows of 3 to 1024 members and at most 1 MiB of `data` (the
+/// largest that fits first; a member that fits in no row of 3 stays scalar,
+/// and so does a remainder under 3); everything else is a scalar row.
+///
+/// ```
+/// use turnwal::Event;
+/// use turnwal::backend::sqlite::codec::encode_batch;
+/// let chunk = |seq: u64| {
+///     let data = format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"t{seq}"}}}}"#);
+///     Event::new("assistant/chunk", seq, 10 + seq as i64, &data).unwrap()
+/// };
+/// let rows = encode_batch(&(0..5).map(chunk).collect::<Vec<_>>()).unwrap();
+/// assert_eq!(rows.len(), 1);
+/// assert_eq!((rows[0].event_type.as_str(), rows[0].ignorable, rows[0].members), ("text-chunks", Some(0), 5));
+/// ```
+pub fn encode_batch(events: &[Event]) -> Result<Vec<RowOut>, EventError> {
+    let mut out = Vec::new();
+    let mut run: Vec<(usize, Delta)> = Vec::new();
+    let flush = |out: &mut Vec<RowOut>, run: &mut Vec<(usize, Delta)>| -> Result<(), EventError> {
+        emit_run(out, run, events)?;
+        run.clear();
+        Ok(())
+    };
+    for (i, event) in events.iter().enumerate() {
+        match classify(event) {
+            None => {
+                flush(&mut out, &mut run)?;
+                out.push(scalar_row(event)?);
+            }
+            Some(delta) => {
+                if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
+                    flush(&mut out, &mut run)?;
+                }
+                run.push((i, delta));
+            }
+        }
+    }
+    flush(&mut out, &mut run)?;
+    Ok(out)
+}
+
+fn emit_run(
+    out: &mut Vec<RowOut>,
+    run: &[(usize, Delta)],
+    events: &[Event],
+) -> Result<(), EventError> {
+    let deltas: Vec<Delta> = run.iter().map(|(_, d)| d.clone()).collect();
+    let mut offset = 0;
+    while deltas.len() - offset >= MIN_PACKED_MEMBERS {
+        let k = fitting_prefix(&deltas[offset..]);
+        if k < MIN_PACKED_MEMBERS {
+            out.push(scalar_row(&events[run[offset].0])?);
+            offset += 1;
+            continue;
+        }
+        out.push(packed_row(&deltas[offset..offset + k]));
+        offset += k;
+    }
+    for (i, _) in &run[offset..] {
+        out.push(scalar_row(&events[*i])?);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunIn<'a> {
+    turn: i64,
+    step: i64,
+    index: i64,
+    dt: Vec<i64>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    texts: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    args: Option<Vec<&'a RawValue>>,
+}
+
+fn integer(value: &Col, column: &str) -> Result<i64, RowError> {
+    match value {
+        Col::Integer(n) => Ok(*n),
+        other => Err(RowError::invalid(format!(
+            "{column} must be an INTEGER, got {}",
+            storage_class(other)
+        ))),
+    }
+}
+
+fn text<'a>(value: &'a Col, column: &str) -> Result<&'a str, RowError> {
+    match value {
+        Col::Text(t) => std::str::from_utf8(t).map_err(|e| {
+            RowError::invalid(format!(
+                "{column} is not valid UTF-8 at byte {}",
+                e.valid_up_to()
+            ))
+        }),
+        other => Err(RowError::invalid(format!(
+            "{column} must be TEXT, got {}",
+            storage_class(other)
+        ))),
+    }
+}
+
+fn row_seq(row: &RowIn) -> Result<u64, RowError> {
+    let seq = integer(&row.seq, "seq")?;
+    if seq < 0 || seq as u64 > MAX_SAFE_INTEGER {
+        return Err(RowError::invalid(format!(
+            "seq {seq} is not a non-negative safe integer"
+        )));
+    }
+    Ok(seq as u64)
+}
+
+fn row_time(row: &RowIn) -> Result<i64, RowError> {
+    let time = integer(&row.time, "time")?;
+    if !safe(time) {
+        return Err(RowError::invalid(format!(
+            "time {time} is not a safe integer"
+        )));
+    }
+    Ok(time)
+}
+
+/// The events a row holds: one for a scalar row, the members of a packed
+/// row. All or nothing: any defect makes the whole row invalid.
+pub fn decode_row(row: &RowIn) -> Result<Vec<Event>, RowError> {
+    match &row.ignorable {
+        Col::Null | Col::Integer(1) => decode_scalar(row).map(|e| vec![e]),
+        Col::Integer(PACKED_DISCRIMINATOR) => decode_packed(row),
+        Col::Integer(n) => Err(RowError::invalid(format!(
+            "ignorable must be 0, 1 or NULL, got {n}"
+        ))),
+        other => Err(RowError::invalid(format!(
+            "ignorable must be 0, 1 or NULL, got {}",
+            storage_class(other)
+        ))),
+    }
+}
+
+fn event_error(e: EventError) -> RowError {
+    let reason = if e.reason.contains("unexpected end of input") {
+        CutReason::Incomplete
+    } else {
+        CutReason::Invalid
+    };
+    RowError {
+        reason,
+        detail: e.reason,
+    }
+}
+
+fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
+    let seq = row_seq(row)?;
+    let event_type = text(&row.event_type, "type")?;
+    let time = row_time(row)?;
+    let data = decode_data(&row.data, MAX_SCALAR_DATA_BYTES)?;
+    let mut event = Event::new(event_type, seq, time, &data).map_err(event_error)?;
+    if row.ignorable == Col::Integer(1) {
+        event = event.with_ignorable();
+    }
+    match &row.source_event_seqs {
+        Col::Null => {}
+        Col::Blob(bytes) => {
+            let seqs = decode_source_seqs(bytes).map_err(RowError::invalid)?;
+            event = event
+                .with_source_event_seqs(&seqs)
+                .map_err(|e| RowError::invalid(e.reason))?;
+        }
+        other => {
+            return Err(RowError::invalid(format!(
+                "source_event_seqs must be a BLOB or NULL, got {}",
+                storage_class(other)
+            )));
+        }
+    }
+    match &row.surface_op {
+        Col::Null => {}
+        Col::Text(_) => {
+            let op = text(&row.surface_op, "surface_op")?;
+            let (op, first) = match op.strip_suffix(SURFACE_FIRST_MARK) {
+                Some(op) => (op, true),
+                None => (op, false),
+            };
+            event = event
+                .with_surface_op(op)
+                .map_err(|e| RowError::invalid(e.reason))?;
+            if first {
+                event = event.with_surface_op_first();
+            }
+        }
+        other => {
+            return Err(RowError::invalid(format!(
+                "surface_op must be TEXT or NULL, got {}",
+                storage_class(other)
+            )));
+        }
+    }
+    Ok(event)
+}
+
+fn malformed(tag: &str, reason: impl std::fmt::Display) -> RowError {
+    RowError::invalid(format!("malformed {tag} storage row: {reason}"))
+}
+
+fn decode_packed(row: &RowIn) -> Result<Vec<Event>, RowError> {
+    let tag = text(&row.event_type, "type")?;
+    let Some(kind) = DeltaKind::of_tag(tag) else {
+        return Err(malformed(tag, "packed discriminator requires a chunk tag"));
+    };
+    if row.source_event_seqs != Col::Null || row.surface_op != Col::Null {
+        return Err(malformed(tag, "packed surface fields must be null"));
+    }
+    let seq0 = row_seq(row)?;
+    let time0 = row_time(row)?;
+    let data =
+        decode_data(&row.data, MAX_PACKED_DATA_BYTES).map_err(|e| malformed(tag, e.detail))?;
+    let run: RunIn<'_> = serde_json::from_str(&data).map_err(|e| malformed(tag, e))?;
+    if !(safe(run.turn) && safe(run.step) && safe(run.index)) {
+        return Err(malformed(tag, "turn/step/index must be safe integers"));
+    }
+    let (payload, id, name) = match kind {
+        DeltaKind::ToolCall => {
+            if run.texts.is_some() {
+                return Err(malformed(tag, "invalid tool-call data fields"));
+            }
+            let id = run
+                .id
+                .and_then(|raw| canonical_string(raw.get()))
+                .ok_or_else(|| malformed(tag, "id and optional name must be strings"))?;
+            let name = match run.name {
+                None => None,
+                Some(raw) => Some(
+                    canonical_string(raw.get())
+                        .ok_or_else(|| malformed(tag, "id and optional name must be strings"))?,
+                ),
+            };
+            let args = run
+                .args
+                .ok_or_else(|| malformed(tag, "invalid tool-call data fields"))?;
+            (args, Some(id), name)
+        }
+        _ => {
+            if run.id.is_some() || run.name.is_some() || run.args.is_some() {
+                return Err(malformed(tag, "invalid text data fields"));
+            }
+            let texts = run
+                .texts
+                .ok_or_else(|| malformed(tag, "invalid text data fields"))?;
+            (texts, None, None)
+        }
+    };
+    let payload_key = if kind == DeltaKind::ToolCall {
+        "args"
+    } else {
+        "texts"
+    };
+    if !(MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&payload.len()) {
+        return Err(malformed(
+            tag,
+            format!(
+                "{payload_key} must contain {MIN_PACKED_MEMBERS}..{MAX_PACKED_MEMBERS} strings"
+            ),
+        ));
+    }
+    if run.dt.len() != payload.len() - 1 {
+        return Err(malformed(tag, "dt length must match the member count"));
+    }
+    if seq0 + payload.len() as u64 - 1 > MAX_SAFE_INTEGER {
+        return Err(malformed(tag, "member seqs exceed safe integers"));
+    }
+    let mut events = Vec::with_capacity(payload.len());
+    let mut time = time0;
+    for (k, raw) in payload.iter().enumerate() {
+        if k > 0 {
+            let gap = run.dt[k - 1];
+            if !safe(gap) {
+                return Err(malformed(tag, "dt must be an array of safe integers"));
+            }
+            time = time
+                .checked_add(gap)
+                .filter(|t| safe(*t))
+                .ok_or_else(|| malformed(tag, "member times exceed safe integers"))?;
+        }
+        let member = canonical_string(raw.get())
+            .ok_or_else(|| malformed(tag, format!("{payload_key} must contain strings")))?;
+        let data = member_data(
+            kind,
+            run.turn,
+            run.step,
+            run.index,
+            id.as_deref(),
+            name.as_deref(),
+            &member,
+        );
+        let event = Event::from_parts(
+            "assistant/chunk",
+            seq0 + k as u64,
+            time,
+            RawJson::trusted(data),
+        )
+        .map_err(|e| malformed(tag, e.reason))?;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,714 @@
+//! The SQLite backend: every session of a store in one SQLite database, in
+//! the upstream harness's schema 17, so a database written by either side
+//! opens in the other. docs/SQLITE.md specifies the schema, the row
+//! encoding, the pragmas, locking, sync modes and the recovery rules.
+//!
+//! It has the same semantics as the WAL backend behind the same
+//! [`Backend`] and [`LogWriter`] traits: one `BEGIN IMMEDIATE` transaction
+//! per append batch that re-checks schema ownership and the stored tail
+//! (a batch must start at the stored next seq), the last row holding a
+//! `turn/end` as the commit point, a torn tail after it that repair deletes
+//! (closers inserted in the same transaction), and one writer per session.
+//!
+//! ```
+//! use turnwal::backend::sqlite::SqliteOptions;
+//! use turnwal::{Event, SessionHeader, Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("sessions.db");
+//! let store = Store::open_sqlite(&path, SqliteOptions::default(), StoreOptions::default())?;
+//! store.create(SessionHeader::new("s1", 1_700_000_000_000).with_cwd("/work"))?;
+//! store.append("s1", &[
+//!     Event::new("turn/start", 0, 1, r#"{"turn":1}"#)?,
+//!     Event::new("user/message", 1, 2, r#"{"id":"u1","text":"hi"}"#)?,
+//! ])?;
+//! drop(store); // a crash: turn 1 never ended
+//!
+//! let store = Store::open_sqlite(&path, SqliteOptions::default(), StoreOptions::default())?;
+//! let view = store.load("s1")?; // deletes nothing, inserts the closer
+//! assert_eq!(view.events[2].to_json(), r#"{"type":"turn/end","seq":2,"time":2,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod codec;
+mod lock;
+mod scan;
+pub mod schema;
+mod writer;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use self::codec::{Col, RowOut};
+use self::lock::WriterLock;
+use self::schema::{policy_of, sql_error};
+use self::writer::SqliteWriter;
+use super::{Backend, LogWriter, Stored};
+use crate::contract::{Placement, Policy};
+use crate::error::{Corruption, Error, Result};
+use crate::event::{Event, EventError, MAX_SAFE_INTEGER};
+use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
+use crate::scan::{Scan, SessionSummary};
+
+/// `PRAGMA journal_mode` of the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum JournalMode {
+    /// Write-ahead log (the default): readers never block the writer.
+    #[default]
+    Wal,
+    /// Rollback journal, deleted at each commit.
+    Delete,
+    /// Rollback journal, truncated at each commit.
+    Truncate,
+    /// Rollback journal, its header zeroed at each commit.
+    Persist,
+}
+
+impl fmt::Display for JournalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JournalMode::Wal => "wal",
+            JournalMode::Delete => "delete",
+            JournalMode::Truncate => "truncate",
+            JournalMode::Persist => "persist",
+        })
+    }
+}
+
+impl FromStr for JournalMode {
+    type Err = String;
+
+    /// Parses the lowercase names `Display` gives.
+    ///
+    /// ```
+    /// use turnwal::backend::sqlite::JournalMode;
+    /// assert_eq!("truncate".parse::<JournalMode>(), Ok(JournalMode::Truncate));
+    /// assert_eq!(JournalMode::Wal.to_string(), "wal");
+    /// assert!("memory".parse::<JournalMode>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<JournalMode, String> {
+        match s {
+            "wal" => Ok(JournalMode::Wal),
+            "delete" => Ok(JournalMode::Delete),
+            "truncate" => Ok(JournalMode::Truncate),
+            "persist" => Ok(JournalMode::Persist),
+            other => Err(format!(
+                "unknown journal mode {other:?} (expected wal, delete, truncate or persist)"
+            )),
+        }
+    }
+}
+
+/// `PRAGMA synchronous` of the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Synchronous {
+    /// Every commit is fsynced before it returns (the default): an
+    /// acknowledged append survives a power loss.
+    #[default]
+    Full,
+    /// Fewer fsyncs. In WAL journal mode a commit is not fsynced, so a power
+    /// loss can lose the last acknowledged commits (never the database's
+    /// consistency). Use it only when that is acceptable.
+    Normal,
+}
+
+impl fmt::Display for Synchronous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Synchronous::Full => "full",
+            Synchronous::Normal => "normal",
+        })
+    }
+}
+
+impl FromStr for Synchronous {
+    type Err = String;
+
+    /// Parses the lowercase names `Display` gives.
+    ///
+    /// ```
+    /// use turnwal::backend::sqlite::Synchronous;
+    /// assert_eq!("normal".parse::<Synchronous>(), Ok(Synchronous::Normal));
+    /// assert_eq!(Synchronous::Full.to_string(), "full");
+    /// ```
+    fn from_str(s: &str) -> Result<Synchronous, String> {
+        match s {
+            "full" => Ok(Synchronous::Full),
+            "normal" => Ok(Synchronous::Normal),
+            other => Err(format!(
+                "unknown synchronous mode {other:?} (expected full or normal)"
+            )),
+        }
+    }
+}
+
+/// How a SQLite store opens its database.
+///
+/// ```
+/// use std::time::Duration;
+/// use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
+/// let o = SqliteOptions::default();
+/// assert_eq!((o.journal_mode, o.synchronous, o.busy_timeout), (JournalMode::Wal, Synchronous::Full, Duration::from_secs(5)));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// `PRAGMA journal_mode`. Default: [`JournalMode::Wal`].
+    pub journal_mode: JournalMode,
+    /// `PRAGMA synchronous`. Default: [`Synchronous::Full`].
+    pub synchronous: Synchronous,
+    /// How long an operation waits for another connection's lock (and a
+    /// journal-mode switch retries while the database is busy) before it
+    /// fails. Default: 5 s.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions {
+            journal_mode: JournalMode::Wal,
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A store of sessions in one SQLite database file.
+///
+/// Cloning is cheap; clones share one connection. Every operation locks it
+/// for its whole transaction.
+#[derive(Debug, Clone)]
+pub struct SqliteBackend {
+    shared: Arc<Shared>,
+}
+
+/// What the backend and its writers share.
+pub(crate) struct Shared {
+    path: PathBuf,
+    memory: bool,
+    /// `file:<dev>:<ino>:<birthtimeNs>:store:<uuid>` (or `memory:store:<uuid>`).
+    identity: String,
+    conn: Mutex<Conn>,
+    /// Sessions a writer of this backend holds.
+    held: Mutex<HashSet<String>>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("path", &self.path)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connection, with the `PRAGMA schema_version` whose schema objects
+/// were last checked.
+pub(crate) struct Conn {
+    conn: Connection,
+    checked_schema: i64,
+}
+
+/// One `sessions` row.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionRow {
+    header: SessionHeader,
+    incarnation: String,
+    revision: i64,
+}
+
+impl SessionRow {
+    fn policy(&self) -> Policy {
+        policy_of(&self.incarnation)
+    }
+}
+
+const SESSION_COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, origin, \
+                               delegation_depth, agent_preset, incarnation, revision";
+
+impl SqliteBackend {
+    /// Opens (creating if absent, with mode 0600) the database at `path`:
+    /// applies the pragmas, and checks the schema and identity, or writes
+    /// them to a pristine file in one transaction. A database that is not
+    /// an empty file and not a schema-17 session database (another
+    /// `user_version`, a foreign `application_id`, a differing schema) is
+    /// refused with [`Error::Unsupported`] before anything is changed.
+    /// `":memory:"` opens a private in-memory database.
+    ///
+    /// ```
+    /// use turnwal::backend::Backend;
+    /// use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let backend = SqliteBackend::open(dir.path().join("s.db"), SqliteOptions::default()).unwrap();
+    /// assert!(backend.list().unwrap().is_empty());
+    /// // Not a session database: refused, untouched.
+    /// let other = dir.path().join("other.db");
+    /// rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE t(x)").unwrap();
+    /// let err = SqliteBackend::open(&other, SqliteOptions::default()).unwrap_err();
+    /// assert!(err.to_string().contains("unversioned schema"), "{err}");
+    /// ```
+    pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteBackend> {
+        let path = path.as_ref();
+        let opened = schema::open(path, &options)?;
+        let memory = path == Path::new(":memory:");
+        let identity = if memory {
+            format!("memory:store:{}", opened.store_id)
+        } else {
+            file_identity(path, &opened.store_id)?
+        };
+        Ok(SqliteBackend {
+            shared: Arc::new(Shared {
+                path: path.to_owned(),
+                memory,
+                identity,
+                conn: Mutex::new(Conn {
+                    conn: opened.conn,
+                    checked_schema: opened.schema_version,
+                }),
+                held: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The store identity revisions start with:
+    /// `file:<dev>:<ino>:<birthtimeNs>:store:<uuid>`.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// The lock file a writer of session `id` holds: under
+    /// `<database>.turnwal-locks/`, named as the WAL backend names files.
+    pub fn lock_path(&self, id: &str) -> PathBuf {
+        self.shared.lock_path(id)
+    }
+}
+
+fn file_identity(path: &Path, store_id: &str) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    let birth = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Ok(format!(
+        "file:{}:{}:{birth}:store:{store_id}",
+        meta.dev(),
+        meta.ino()
+    ))
+}
+
+impl Shared {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn lock_path(&self, id: &str) -> PathBuf {
+        if self.memory {
+            return PathBuf::from(format!(":memory:#{id}"));
+        }
+        let mut dir = self.path.as_os_str().to_owned();
+        dir.push(".turnwal-locks");
+        PathBuf::from(dir).join(format!(
+            "{}{}",
+            super::wal::encode_file_name(id),
+            super::wal::LOCK_EXTENSION
+        ))
+    }
+
+    pub(crate) fn revision_of(&self, row: &SessionRow) -> String {
+        format!(
+            "{}:incarnation:{}:revision:{}",
+            self.identity, row.incarnation, row.revision
+        )
+    }
+}
+
+impl Conn {
+    /// Runs `f` in a read transaction (one consistent snapshot).
+    fn read<T>(&mut self, path: &Path, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| sql_error("begin", path, e))?;
+        let value = f(&tx)?;
+        tx.commit().map_err(|e| sql_error("commit", path, e))?;
+        Ok(value)
+    }
+
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction after re-checking schema
+    /// ownership; commits when it succeeds, rolls back when it fails.
+    fn write<T>(&mut self, path: &Path, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| sql_error("begin immediate", path, e))?;
+        schema::check_ownership(&tx, path, &mut self.checked_schema)?;
+        let value = f(&tx)?;
+        tx.commit().map_err(|e| sql_error("commit", path, e))?;
+        Ok(value)
+    }
+}
+
+fn stored_metadata(path: &Path, id: &str, detail: impl fmt::Display) -> Error {
+    Error::from(Corruption {
+        path: path.to_owned(),
+        offset: 0,
+        seq: None,
+        reason: format!("invalid stored session metadata of session {id:?}: {detail}"),
+    })
+}
+
+/// Reads and checks one `sessions` row.
+pub(crate) fn read_session(conn: &Connection, path: &Path, id: &str) -> Result<Option<SessionRow>> {
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+        ))
+        .and_then(|mut stmt| stmt.query_row([id], session_values).optional())
+        .map_err(|e| sql_error("read session", path, e))?;
+    row.map(|values| decode_session(path, values)).transpose()
+}
+
+/// Every `sessions` row, by id (with the id as stored, for a row that does
+/// not decode).
+fn read_sessions(conn: &Connection, path: &Path) -> Result<Vec<(String, Result<SessionRow>)>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY id"
+        ))
+        .map_err(|e| sql_error("read sessions", path, e))?;
+    let rows = stmt
+        .query_map([], session_values)
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| sql_error("read sessions", path, e))?;
+    Ok(rows
+        .into_iter()
+        .map(|values| {
+            let id = match &values[0] {
+                Col::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                _ => String::new(),
+            };
+            (id, decode_session(path, values))
+        })
+        .collect())
+}
+
+type SessionValues = Vec<Col>;
+
+fn session_values(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionValues> {
+    (0..11).map(|i| row.get(i)).collect()
+}
+
+fn decode_session(path: &Path, v: SessionValues) -> Result<SessionRow> {
+    let id = match &v[0] {
+        Col::Text(t) if !t.is_empty() => String::from_utf8(t.clone())
+            .map_err(|_| stored_metadata(path, "?", "id must be valid UTF-8"))?,
+        _ => return Err(stored_metadata(path, "?", "id must be a non-empty string")),
+    };
+    let bad = |what: &str| stored_metadata(path, &id, what);
+    let text = |i: usize, name: &str| match &v[i] {
+        Col::Null => Ok(None),
+        Col::Text(t) => String::from_utf8(t.clone())
+            .map(Some)
+            .map_err(|_| bad(&format!("{name} must be valid UTF-8"))),
+        _ => Err(bad(&format!("{name} must be a string or null"))),
+    };
+    let uint = |i: usize, name: &str| match &v[i] {
+        Col::Null => Ok(None),
+        Col::Integer(n) if *n >= 0 && *n as u64 <= MAX_SAFE_INTEGER => Ok(Some(*n as u64)),
+        _ => Err(bad(&format!(
+            "{name} must be a non-negative safe integer or null"
+        ))),
+    };
+    let version = match &v[1] {
+        Col::Integer(n) => *n,
+        _ => return Err(bad("version must be an integer")),
+    };
+    let created_at = uint(2, "created_at")?.ok_or_else(|| bad("created_at must not be null"))?;
+    let header = SessionHeader {
+        version,
+        id: id.clone(),
+        created_at,
+        cwd: text(3, "cwd")?,
+        parent_session: text(4, "parent_session")?,
+        seed_length: uint(5, "seed_length")?,
+        origin: text(6, "origin")?,
+        delegation_depth: uint(7, "delegation_depth")?,
+        agent_preset: text(8, "agent_preset")?,
+    };
+    let incarnation = text(9, "incarnation")?.unwrap_or_default();
+    if !schema::is_uuid(&incarnation) {
+        return Err(bad("incarnation must be a UUID"));
+    }
+    let revision = match &v[10] {
+        Col::Integer(n) if *n >= 0 => *n,
+        _ => return Err(bad("revision must be a non-negative integer")),
+    };
+    // A foreign version is the Store's to refuse (naming which side to
+    // upgrade); only our own version's fields are checked here.
+    if version == SESSION_FORMAT_VERSION {
+        header.validate().map_err(|e| bad(&e.0))?;
+    }
+    Ok(SessionRow {
+        header,
+        incarnation,
+        revision,
+    })
+}
+
+/// Inserts rows of session `id`.
+pub(crate) fn insert_rows(conn: &Connection, path: &Path, id: &str, rows: &[RowOut]) -> Result<()> {
+    use rusqlite::types::Value;
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, \
+             surface_op, ignorable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(|e| sql_error("insert events", path, e))?;
+    for row in rows {
+        let data = rusqlite::types::ToSqlOutput::Borrowed(match &row.data {
+            codec::Data::Text(t) => rusqlite::types::ValueRef::Text(t.as_bytes()),
+            codec::Data::Blob(b) => rusqlite::types::ValueRef::Blob(b),
+        });
+        let sources = row
+            .source_event_seqs
+            .as_deref()
+            .map_or(Value::Null, |b| Value::Blob(b.to_vec()));
+        stmt.execute(params![
+            id,
+            row.seq as i64,
+            row.event_type,
+            row.time,
+            data,
+            sources,
+            row.surface_op,
+            row.ignorable
+        ])
+        .map_err(|e| sql_error("insert events", path, e))?;
+    }
+    Ok(())
+}
+
+/// `revision = revision + 1` of session `id`.
+pub(crate) fn bump_revision(conn: &Connection, path: &Path, id: &str) -> Result<()> {
+    let changed = conn
+        .prepare_cached("UPDATE sessions SET revision = revision + 1 WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute([id]))
+        .map_err(|e| sql_error("update revision", path, e))?;
+    if changed != 1 {
+        return Err(Error::NotFound { id: id.to_owned() });
+    }
+    Ok(())
+}
+
+/// Deletes session `id` and its rows.
+pub(crate) fn delete_session(conn: &Connection, path: &Path, id: &str) -> Result<bool> {
+    conn.execute("DELETE FROM events WHERE session_id = ?1", [id])
+        .map_err(|e| sql_error("delete events", path, e))?;
+    let n = conn
+        .execute("DELETE FROM sessions WHERE id = ?1", [id])
+        .map_err(|e| sql_error("delete session", path, e))?;
+    Ok(n > 0)
+}
+
+/// The rows of a batch, its events checked against the row limits.
+pub(crate) fn encode(batch: &[Event]) -> Result<Vec<RowOut>> {
+    codec::encode_batch(batch).map_err(|e: EventError| Error::Event(e))
+}
+
+impl Backend for SqliteBackend {
+    fn location(&self) -> String {
+        self.shared.path.display().to_string()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            Ok(read_sessions(conn, path)?
+                .into_iter()
+                .map(|(id, row)| match row {
+                    Ok(row) => scan::summarize(conn, path, &row),
+                    Err(e) => SessionSummary {
+                        id,
+                        header: None,
+                        events: 0,
+                        turns: 0,
+                        bytes: 0,
+                        last_activity: None,
+                        state: crate::scan::LogState::Corrupt,
+                        problem: Some(e.to_string()),
+                    },
+                })
+                .collect())
+        })
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        let path = &self.shared.path;
+        let conn = self.shared.conn();
+        conn.conn
+            .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
+            .and_then(|mut stmt| stmt.exists([id]))
+            .map_err(|e| sql_error("read session", path, e))
+    }
+
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        let path = &self.shared.path;
+        let row = self
+            .shared
+            .conn()
+            .read(path, |conn| read_session(conn, path, id))?;
+        Ok(row.map(|row| self.shared.revision_of(&row)))
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<Scan>> {
+        Ok(self.load(id)?.map(|stored| stored.scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            let c = scan::full_scan(conn, path, &row)?;
+            Ok(Some(Stored {
+                scan: c.scan,
+                events: c.events,
+            }))
+        })
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            // `Store::read_from` has no header to check: refuse a foreign
+            // version here, as the file backends do.
+            row.header
+                .check_version()
+                .map_err(|detail| Error::Unsupported {
+                    path: path.clone(),
+                    detail,
+                })?;
+            scan::read_from(conn, path, &row, from_seq).map(Some)
+        })
+    }
+
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        _placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        let id = &header.id;
+        // A collision with a session another writer holds is a collision,
+        // not a lock conflict.
+        if self.exists(id)? {
+            return Err(Error::AlreadyExists {
+                id: id.clone(),
+                on_disk: true,
+            });
+        }
+        let lock = WriterLock::acquire(&self.shared, id)?;
+        let rows = encode(batch)?;
+        let path = &self.shared.path;
+        let incarnation = schema::incarnation_for(policy);
+        self.shared.conn().write(path, |conn| {
+            if read_session(conn, path, id)?.is_some() {
+                return Err(Error::AlreadyExists {
+                    id: id.clone(),
+                    on_disk: true,
+                });
+            }
+            let next = scan::stored_next_seq(conn, path, id)?;
+            let first = batch.first().map_or(0, Event::seq);
+            if first != next {
+                return Err(Error::SeqMismatch {
+                    id: id.clone(),
+                    expected: next,
+                    got: first,
+                });
+            }
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, version, created_at, cwd, parent_session, seed_length, \
+                 origin, delegation_depth, agent_preset, incarnation, revision) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    id,
+                    header.version,
+                    header.created_at as i64,
+                    header.cwd,
+                    header.parent_session,
+                    header.seed_length.map(|n| n as i64),
+                    header.origin,
+                    header.delegation_depth.map(|n| n as i64),
+                    header.agent_preset,
+                    incarnation,
+                ])
+            })
+            .map_err(|e| sql_error("insert session", path, e))?;
+            insert_rows(conn, path, id, &rows)?;
+            bump_revision(conn, path, id)
+        })?;
+        Ok(Box::new(SqliteWriter::new(
+            self.shared.clone(),
+            lock,
+            header.clone(),
+            incarnation,
+            batch.last().map_or(0, |e| e.seq() + 1),
+        )))
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        if !self.exists(id)? {
+            return Ok(None);
+        }
+        let lock = WriterLock::acquire(&self.shared, id)?;
+        let path = &self.shared.path;
+        let Some(row) = self
+            .shared
+            .conn()
+            .read(path, |conn| read_session(conn, path, id))?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Box::new(SqliteWriter::new(
+            self.shared.clone(),
+            lock,
+            row.header,
+            row.incarnation,
+            0,
+        ))))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        if !self.exists(id)? {
+            return Ok(false);
+        }
+        let lock = WriterLock::acquire(&self.shared, id)?;
+        let path = &self.shared.path;
+        let deleted = self
+            .shared
+            .conn()
+            .write(path, |conn| delete_session(conn, path, id))?;
+        lock.remove_file();
+        Ok(deleted)
+    }
+}
