@@ -712,3 +712,6 @@ impl Backend for SqliteBackend {
         Ok(deleted)
     }
 }
+
+#[cfg(test)]
+mod tests;
