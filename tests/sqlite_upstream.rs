@@ -49,7 +49,17 @@
 
 #![allow(clippy::too_many_arguments)]
 
-use turnwal::{Event, SessionHeader};
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use turnwal::backend::Backend;
+use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
+use turnwal::{
+    Corruption, Cut, CutReason, Error, Event, LogState, SessionHeader, Store, StoreOptions,
+};
 
 // ---------------------------------------------------------------------------
 // The upstream store, restated literally
@@ -139,13 +149,36 @@ CREATE TABLE events (
 
     /// One SQLite value, as stored (TEXT kept as bytes: it may be invalid
     /// UTF-8 in a damaged file).
-    #[derive(Debug, Clone, PartialEq)]
+    #[derive(Clone, PartialEq)]
     pub enum Col {
         Null,
         Int(i64),
         Real(f64),
         Text(Vec<u8>),
         Blob(Vec<u8>),
+    }
+
+    impl std::fmt::Debug for Col {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let short = |s: &str| -> String {
+                if s.len() <= 160 {
+                    return s.to_owned();
+                }
+                let mut end = 160;
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!("{}… ({} bytes)", &s[..end], s.len())
+            };
+            match self {
+                Col::Null => write!(f, "NULL"),
+                Col::Int(i) => write!(f, "{i}"),
+                Col::Real(r) => write!(f, "{r:?}"),
+                Col::Text(t) => write!(f, "TEXT {:?}", short(&String::from_utf8_lossy(t))),
+                Col::Blob(b) if b.len() <= 32 => write!(f, "BLOB {b:02x?}"),
+                Col::Blob(b) => write!(f, "BLOB {:02x?}… ({} bytes)", &b[..32], b.len()),
+            }
+        }
     }
 
     impl Col {
@@ -731,10 +764,12 @@ CREATE TABLE events (
         };
         let surface_op = match &row.surface_op {
             Col::Null => None,
+            // `JSON.parse`: the value counts, not its spelling.
             Col::Text(t) => {
                 let text = String::from_utf8(t.clone()).map_err(|e| e.to_string())?;
-                serde_json::from_str::<Value>(&text).map_err(|e| format!("surface_op: {e}"))?;
-                Some(text)
+                let value: Value =
+                    serde_json::from_str(&text).map_err(|e| format!("surface_op: {e}"))?;
+                Some(value.to_string())
             }
             other => return Err(format!("surface_op must be TEXT, got {other:?}")),
         };
@@ -1152,7 +1187,6 @@ struct Log {
     time: i64,
 }
 
-#[allow(dead_code)] // used by the backend cases, which follow once the backend lands
 impl Log {
     fn new() -> Log {
         Log {
@@ -1553,4 +1587,1914 @@ fn upstream_keeps_incompressible_data_as_text() {
     let below = format!("\"{}\"", "ab".repeat(2046));
     assert_eq!(below.len(), 4094);
     assert_eq!(upstream::encode_data(&below), Col::text(&below));
+}
+
+// ---------------------------------------------------------------------------
+// turnwal's SQLite backend
+// ---------------------------------------------------------------------------
+
+const STORE_ID: &str = "3f0e7a52-9c1b-4d8e-a6f4-1b2c3d4e5f60";
+const INCARNATION: &str = "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d";
+
+fn backend(path: &Path) -> SqliteBackend {
+    SqliteBackend::open(path, SqliteOptions::default()).unwrap()
+}
+
+fn store_over(backend: SqliteBackend) -> Store {
+    Store::with_backend(Arc::new(backend), StoreOptions::default())
+}
+
+fn open_store(path: &Path) -> Store {
+    store_over(backend(path))
+}
+
+fn raw(path: &Path) -> Connection {
+    Connection::open(path).unwrap()
+}
+
+fn jsons(events: &[Event]) -> Vec<String> {
+    events.iter().map(Event::to_json).collect()
+}
+
+/// Every physical row of a session with its rowid: two snapshots are equal
+/// only if no row was inserted, changed or removed.
+fn snapshot(path: &Path, id: &str) -> Vec<(i64, Row)> {
+    upstream::read_rows(&raw(path), id)
+}
+
+/// The `sessions` row: `(version, created_at, cwd, parent_session,
+/// seed_length, origin, delegation_depth, agent_preset, incarnation,
+/// revision)`.
+type SessionRow = (
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    String,
+    i64,
+);
+
+fn session_row(path: &Path, id: &str) -> SessionRow {
+    raw(path)
+        .query_row(
+            "SELECT version, created_at, cwd, parent_session, seed_length, origin, \
+             delegation_depth, agent_preset, incarnation, revision FROM sessions WHERE id = ?1",
+            [id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            },
+        )
+        .unwrap()
+}
+
+fn revision_column(path: &Path, id: &str) -> i64 {
+    session_row(path, id).9
+}
+
+/// Rows equal, a zstd BLOB compared by what it decompresses to (the frame
+/// bytes depend on the zstd build; the rule is only "level 3 when smaller").
+fn assert_rows_eq(got: &[Row], want: &[Row]) {
+    assert_eq!(layout(got), layout(want));
+    for (g, w) in got.iter().zip(want) {
+        match (&g.data, &w.data) {
+            (Col::Blob(gb), Col::Blob(_)) => {
+                assert_eq!(
+                    &gb[..4],
+                    &[0x28, 0xb5, 0x2f, 0xfd],
+                    "seq {}: zstd magic",
+                    g.seq
+                );
+                assert_eq!(
+                    upstream::decode_data(&g.data, None),
+                    upstream::decode_data(&w.data, None),
+                    "seq {}",
+                    g.seq
+                );
+                let text = upstream::decode_data(&g.data, None).unwrap();
+                assert!(
+                    gb.len() < text.len(),
+                    "seq {}: a BLOB must be smaller",
+                    g.seq
+                );
+                assert_eq!(
+                    Row {
+                        data: Col::Null,
+                        ..g.clone()
+                    },
+                    Row {
+                        data: Col::Null,
+                        ..w.clone()
+                    }
+                );
+            }
+            _ => assert_eq!(g, w, "row at seq {}", g.seq),
+        }
+    }
+}
+
+/// The rows upstream writes for `log` appended in batches starting at the
+/// seqs in `cuts` (0 implied).
+fn upstream_rows(events: &[Event], cuts: &[usize]) -> Vec<Row> {
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(events.len());
+    bounds
+        .windows(2)
+        .flat_map(|w| upstream::encode_batch(&logicals(&events[w[0]..w[1]])))
+        .collect()
+}
+
+fn append_in_batches(store: &Store, id: &str, events: &[Event], cuts: &[usize]) {
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(events.len());
+    for w in bounds.windows(2) {
+        store.append(id, &events[w[0]..w[1]]).unwrap();
+    }
+}
+
+/// Inspect, and `read_from` at every seq from 0 to length + 1, give exactly
+/// `events`, through a store that holds nothing open.
+fn assert_reads(path: &Path, id: &str, events: &[Event]) {
+    let store = open_store(path);
+    let view = store.inspect(id).unwrap();
+    assert_eq!(jsons(&view.events), jsons(events), "inspect {id}");
+    assert_eq!(view.stored, events.len() as u64);
+    assert_eq!((view.state, view.cut), (LogState::Clean, None));
+    for from in 0..=events.len() + 1 {
+        let got = store.read_from(id, from as u64).unwrap();
+        let want = &events[from.min(events.len())..];
+        assert_eq!(jsons(&got), jsons(want), "read_from({id}, {from})");
+    }
+}
+
+/// A rich balanced log: every packed kind (text ×5 split by a batch cut,
+/// reasoning ×4 with decreasing times, named tool-call ×4, unnamed ×3), a
+/// block-start, a short run, an ignorable delta, a finish, surface events
+/// with provenance (jumbled, and `[]`), ignorable events named like the
+/// packed tags, compressible and incompressible data above 4096 bytes.
+/// Returns the log and its batch cuts.
+fn rich_log() -> (Vec<Event>, Vec<usize>) {
+    let mut log = Log::new();
+    log.turn_start()
+        .user("u1", "read a.txt and b.txt")
+        .step_start();
+    let system = "You are a careful agent. Read before you write. ".repeat(100);
+    log.push(
+        "request/header",
+        &format!(
+            r#"{{"header":{{"config":{{"provider":"mock","model":"mock"}},"system":{}}},"reason":"initial"}}"#,
+            q(&system)
+        ),
+    );
+    // 4..=8: text ×5; the batch cut at 6 leaves 4,5 scalar and packs 6..=8.
+    for t in ["Let", " me", " read", " the", " files."] {
+        log.text(0, t);
+    }
+    // 9..=12: reasoning ×4, times going back.
+    let base = log.time;
+    for (k, t) in ["r1", "r2", "r3", "r4"].iter().enumerate() {
+        log.at(base + 50 - 10 * k as i64).reasoning(1, t);
+    }
+    // 13..=16: named tool-call ×4; 17..=19: unnamed ×3.
+    for a in ["{\"pa", "th\":", "\"a.t", "xt\"}"] {
+        log.tool_delta(2, "c1", Some("read_file"), a);
+    }
+    for a in ["{\"path\":", "\"b.txt\"", "}"] {
+        log.tool_delta(3, "c2", None, a);
+    }
+    log.raw_chunk(r#"{"type":"block-start","index":4,"blockType":"text"}"#);
+    log.text(4, "x").text(4, "y");
+    let ignorable_delta = format!(
+        r#"{{"turn":{},"step":{},"chunk":{{"type":"text-delta","index":4,"text":"z"}}}}"#,
+        log.turn, log.step
+    );
+    log.ignorable("assistant/chunk", &ignorable_delta);
+    log.raw_chunk(r#"{"type":"finish","reason":"tool-calls"}"#);
+    log.assistant(
+        "Let me read the files.",
+        &[
+            ("c1", "read_file", r#"{"path":"a.txt"}"#),
+            ("c2", "read_file", r#"{"path":"b.txt"}"#),
+        ],
+        Some(&[24, 4, 13, 17, 9, 10]),
+    );
+    let call = log.tool_call("c1", "read_file", r#"{"path":"a.txt"}"#);
+    log.tool_result("c1", "hello", call);
+    let call = log.tool_call("c2", "read_file", r#"{"path":"b.txt"}"#);
+    log.tool_result("c2", "world", call);
+    log.step_end();
+    log.ignorable(
+        "text-chunks",
+        r#"{"seq0":0,"note":"a plugin event named like a packed tag"}"#,
+    )
+    .ignorable(
+        "reasoning-chunks",
+        r#"{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}"#,
+    )
+    .ignorable("tool-call-chunks", "[]");
+    log.step_start();
+    log.assistant("Both files read.", &[], Some(&[]));
+    log.step_end().turn_end();
+    let cut2 = log.events.len();
+    // Turn 2: a prompt too random for zstd stays TEXT above 4096 bytes.
+    let noise: String = serde_json::from_str(&incompressible_json(6000)).unwrap();
+    log.turn_start().user("u2", &noise).step_start();
+    log.assistant("ok", &[], Some(&[]));
+    log.step_end().turn_end();
+    (log.events, vec![6, 20, cut2])
+}
+
+fn full_header(id: &str) -> SessionHeader {
+    SessionHeader {
+        version: 0,
+        id: id.to_owned(),
+        created_at: 1_700_000_000_000,
+        cwd: Some("/work/app".into()),
+        parent_session: Some("root-session".into()),
+        seed_length: Some(4),
+        origin: Some("subagent".into()),
+        delegation_depth: Some(2),
+        agent_preset: Some("coder".into()),
+    }
+}
+
+/// `rich_log` holds what it claims: compressible data above the threshold,
+/// incompressible data above it, and every packed kind, as upstream encodes
+/// it.
+fn check_rich_log_shape(rows: &[Row]) {
+    assert_eq!(
+        layout(rows),
+        [
+            "0:turn/start",
+            "1:user/message",
+            "2:step/start",
+            "3:request/header",
+            "4:assistant/chunk",
+            "5:assistant/chunk",
+            "6:text-chunks*3",
+            "9:reasoning-chunks*4",
+            "13:tool-call-chunks*4",
+            "17:tool-call-chunks*3",
+            "20:assistant/chunk",
+            "21:assistant/chunk",
+            "22:assistant/chunk",
+            "23:assistant/chunk",
+            "24:assistant/chunk",
+            "25:assistant/message",
+            "26:tool/call",
+            "27:tool/result",
+            "28:tool/call",
+            "29:tool/result",
+            "30:step/end",
+            "31:text-chunks",
+            "32:reasoning-chunks",
+            "33:tool-call-chunks",
+            "34:step/start",
+            "35:assistant/message",
+            "36:step/end",
+            "37:turn/end",
+            "38:turn/start",
+            "39:user/message",
+            "40:step/start",
+            "41:assistant/message",
+            "42:step/end",
+            "43:turn/end",
+        ]
+    );
+    assert!(
+        matches!(rows[3].data, Col::Blob(_)),
+        "request/header is compressed"
+    );
+    assert!(
+        matches!(&rows[29].data, Col::Text(t) if t.len() > 6000),
+        "the noisy prompt stays TEXT"
+    );
+    assert_eq!(
+        rows[7].data,
+        Col::text(
+            r#"{"turn":1,"step":1,"index":1,"dt":[-10,-10,-10],"texts":["r1","r2","r3","r4"]}"#
+        )
+    );
+    assert_eq!(rows[7].time, rows[6].time + 53);
+    assert_eq!(rows[13].ignorable, Col::Int(1));
+    // 24, then -20, +9, +4, -8, +1 as ZigZag varints.
+    assert_eq!(rows[15].sources, Col::Blob(vec![24, 39, 18, 8, 15, 2]));
+    assert_eq!(rows[15].surface_op, Col::text("\"append\""));
+    assert_eq!(rows[25].sources, Col::Blob(Vec::new()));
+    for row in &rows[21..24] {
+        assert_eq!(row.ignorable, Col::Int(1));
+    }
+}
+
+/// A crashed upstream session: turn 1 complete, turn 2 open with a recorded
+/// `tool/call` and no result.
+fn crashed_log() -> Log {
+    let mut log = Log::new();
+    log.simple_turn("hi", "hello");
+    log.turn_start().user("u2", "run ls").step_start();
+    log.assistant("Running it.", &[("c9", "bash", r#"{"cmd":"ls"}"#)], None);
+    log.tool_call("c9", "bash", r#"{"cmd":"ls"}"#);
+    log
+}
+
+/// The closers of `crashed_log`, from the reference (§5): the tool result
+/// of an unknown outcome citing the call, `step/end`, `turn/end
+/// {interrupted}`, all at the last event's time.
+fn crashed_log_closers(log: &Log) -> Vec<Logical> {
+    let time = log.events.last().unwrap().time();
+    let text = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
+    let closer = |kind: &str, seq: u64, data: String| Logical {
+        kind: kind.into(),
+        seq,
+        time,
+        data,
+        ignorable: false,
+        sources: None,
+        surface_op: None,
+    };
+    vec![
+        Logical {
+            sources: Some(vec![10]),
+            surface_op: Some("\"append\"".into()),
+            ..closer(
+                "tool/result",
+                11,
+                format!(
+                    r#"{{"turn":2,"step":1,"message":{{"id":"interrupted-tool-result-c9-11","role":"user","source":{{"kind":"tool","callId":"c9"}},"content":[{{"type":"tool-result","toolCallId":"c9","isError":true,"content":[{{"type":"text","text":{}}}]}}]}},"error":{{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}}}}"#,
+                    q(text)
+                ),
+            )
+        },
+        closer("step/end", 12, r#"{"turn":2,"step":1}"#.into()),
+        closer(
+            "turn/end",
+            13,
+            r#"{"turn":2,"reason":{"kind":"interrupted"}}"#.into(),
+        ),
+    ]
+}
+
+/// Compatibility, upstream → turnwal: a database built the way the upstream
+/// harness builds it (literal schema, identity, row encoding, per-batch
+/// packing) lists, inspects, reads from every seq, repairs and appends, and
+/// stays a database upstream accepts, with only inserted rows.
+#[test]
+fn turnwal_reads_a_database_built_the_upstream_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("harness.sqlite");
+    let conn = upstream::open(&path, STORE_ID);
+    let (events, cuts) = rich_log();
+    let header_a = full_header("upstream-a");
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(&cuts);
+    bounds.push(events.len());
+    for w in bounds.windows(2) {
+        upstream::append_batch(
+            &conn,
+            &header_a,
+            INCARNATION,
+            &logicals(&events[w[0]..w[1]]),
+        )
+        .unwrap();
+    }
+    let crashed = crashed_log();
+    let header_b = SessionHeader::new("upstream-b", 1_700_000_000_500).with_cwd("/work/other");
+    upstream::append_batch(&conn, &header_b, INCARNATION, &logicals(crashed.all())).unwrap();
+    drop(conn);
+    let rows_a = snapshot(&path, "upstream-a");
+    let plain_rows_a: Vec<Row> = rows_a.iter().map(|(_, r)| r.clone()).collect();
+    check_rich_log_shape(&plain_rows_a);
+    let rows_b = snapshot(&path, "upstream-b");
+
+    // list: headers from the sessions table, exactly.
+    let store = open_store(&path);
+    let list = store.list().unwrap();
+    let headers: Vec<(String, Option<SessionHeader>)> = list
+        .iter()
+        .map(|s| (s.id.clone(), s.header.clone()))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ("upstream-a".to_owned(), Some(header_a.clone())),
+            ("upstream-b".to_owned(), Some(header_b.clone())),
+        ]
+    );
+
+    // Balanced session: inspect and every read_from are the logical events.
+    assert_reads(&path, "upstream-a", &events);
+
+    // Crashed session: inspect adds the closers in memory only.
+    let view = store.inspect("upstream-b").unwrap();
+    assert_eq!(view.state, LogState::OpenTurn);
+    assert_eq!(view.stored, crashed.events.len() as u64);
+    assert_eq!(jsons(&view.events[..11]), jsons(crashed.all()));
+    assert_eq!(logicals(&view.events[11..]), crashed_log_closers(&crashed));
+    assert_eq!(snapshot(&path, "upstream-a"), rows_a, "reads write nothing");
+    assert_eq!(
+        snapshot(&path, "upstream-b"),
+        rows_b,
+        "inspect writes nothing"
+    );
+    assert_eq!(revision_column(&path, "upstream-a"), 4);
+    assert_eq!(revision_column(&path, "upstream-b"), 1);
+
+    // load commits the closers as scalar rows after the untouched ones,
+    // bumping the revision once. (`surface_op` compared as JSON values here;
+    // `repair_writes_closer_rows_as_upstream_does` compares its bytes.)
+    let loaded = store.load("upstream-b").unwrap();
+    assert_eq!(loaded.events.len(), 14);
+    let after = snapshot(&path, "upstream-b");
+    assert_eq!(after[..rows_b.len()], rows_b[..]);
+    let closer_rows: Vec<Row> = after[rows_b.len()..]
+        .iter()
+        .map(|(_, r)| surface_op_as_value(r))
+        .collect();
+    assert_rows_eq(
+        &closer_rows,
+        &crashed_log_closers(&crashed)
+            .iter()
+            .map(|c| upstream::bind(&upstream::Record::Scalar(c.clone())))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(revision_column(&path, "upstream-b"), 2);
+
+    // An append through turnwal inserts upstream's rows for that batch and
+    // changes nothing before them.
+    let mut more = Log::new();
+    more.events = events.clone();
+    more.taken = events.len();
+    more.turn = 2;
+    more.turn_start().user("u3", "again").step_start();
+    for t in ["a", "b", "c", "d"] {
+        more.text(0, t);
+    }
+    more.assistant("abcd", &[], Some(&[47, 46, 45, 44]));
+    more.step_end().turn_end();
+    let batch = more.batch();
+    store.append("upstream-a", &batch).unwrap();
+    let after = snapshot(&path, "upstream-a");
+    assert_eq!(after[..rows_a.len()], rows_a[..]);
+    let new_rows: Vec<Row> = after[rows_a.len()..]
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_rows_eq(&new_rows, &upstream::encode_batch(&logicals(&batch)));
+    assert_eq!(revision_column(&path, "upstream-a"), 5);
+    drop(store);
+
+    // Upstream still accepts the file and decodes every session.
+    let conn = raw(&path);
+    assert_eq!(upstream::check_database(&conn), Ok(()));
+    let scanned = upstream::scan_rows(&rows_of(&conn, "upstream-a"), 0).unwrap();
+    assert_eq!(
+        (scanned.preserved, scanned.torn_from),
+        (logicals(more.all()), None)
+    );
+    let scanned = upstream::scan_rows(&rows_of(&conn, "upstream-b"), 0).unwrap();
+    let mut want = logicals(crashed.all());
+    want.extend(crashed_log_closers(&crashed));
+    assert_eq!((scanned.preserved, scanned.torn_from), (want, None));
+    let (store_id, count): (String, i64) = conn
+        .query_row(
+            "SELECT max(store_id), count(*) FROM persistence_state",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (store_id.as_str(), count),
+        (STORE_ID, 1),
+        "the store id is kept"
+    );
+    drop(conn);
+    assert_reads(&path, "upstream-a", more.all());
+}
+
+/// The row with `surface_op` rewritten as `JSON.stringify(JSON.parse(..))`.
+fn surface_op_as_value(row: &Row) -> Row {
+    let surface_op = match &row.surface_op {
+        Col::Text(t) => {
+            let value: serde_json::Value = serde_json::from_slice(t).unwrap();
+            Col::text(&value.to_string())
+        }
+        other => other.clone(),
+    };
+    Row {
+        surface_op,
+        ..row.clone()
+    }
+}
+
+/// The closers a repair inserts are the rows upstream's `commitRepair`
+/// writes for them, byte for byte: scalar rows, `surface_op` exactly
+/// `JSON.stringify("append")`, provenance as a varint BLOB.
+#[test]
+fn repair_writes_closer_rows_as_upstream_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("closers.sqlite");
+    let conn = upstream::open(&path, STORE_ID);
+    let crashed = crashed_log();
+    let header = SessionHeader::new("crashed", 1);
+    upstream::append_batch(&conn, &header, INCARNATION, &logicals(crashed.all())).unwrap();
+    drop(conn);
+    let before = snapshot(&path, "crashed");
+    open_store(&path).load("crashed").unwrap();
+    let after = snapshot(&path, "crashed");
+    assert_eq!(after[..before.len()], before[..]);
+    let closer_rows: Vec<Row> = after[before.len()..]
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    let want: Vec<Row> = crashed_log_closers(&crashed)
+        .iter()
+        .map(|c| upstream::bind(&upstream::Record::Scalar(c.clone())))
+        .collect();
+    assert_eq!(want[0].surface_op, Col::text("\"append\""));
+    assert_eq!(want[0].sources, Col::Blob(vec![10]));
+    assert_rows_eq(&closer_rows, &want);
+}
+
+/// Compatibility, turnwal → upstream: a database turnwal creates passes
+/// upstream's open-time checks (identity, the exact schema objects, STRICT
+/// tables, a UUID store id), holds the session rows and the physical rows
+/// upstream would have written for the same batches, and upstream can go on
+/// appending to it.
+#[test]
+fn database_written_by_turnwal_passes_upstream_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("turnwal.sqlite");
+    let (events, cuts) = rich_log();
+    let store = open_store(&path);
+    store.create(full_header("full")).unwrap();
+    append_in_batches(&store, "full", &events, &cuts);
+    let plain = SessionHeader::new("plain", 7);
+    store.create(plain.clone()).unwrap();
+    let mut small = Log::new();
+    small.simple_turn("hi", "hello");
+    store.append("plain", small.all()).unwrap();
+    store
+        .create(SessionHeader::new("never-appended", 9))
+        .unwrap();
+    drop(store);
+
+    let conn = raw(&path);
+    assert_eq!(upstream::check_database(&conn), Ok(()));
+    assert_eq!(
+        upstream::schema_objects(&conn),
+        upstream::reference_schema(),
+        "whitespace-normalized sqlite_schema rows"
+    );
+    assert_eq!(upstream::pragma_i64(&conn, "application_id"), 1_146_308_688);
+    assert_eq!(upstream::pragma_i64(&conn, "user_version"), 17);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM sessions ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(ids, ["full", "plain"], "lazy materialization");
+
+    let full = session_row(&path, "full");
+    assert!(upstream::is_uuid(&full.8), "incarnation {:?}", full.8);
+    assert_eq!(
+        full,
+        (
+            0,
+            1_700_000_000_000,
+            Some("/work/app".into()),
+            Some("root-session".into()),
+            Some(4),
+            Some("subagent".into()),
+            Some(2),
+            Some("coder".into()),
+            full.8.clone(),
+            4,
+        ),
+        "one revision per append batch"
+    );
+    let plain_row = session_row(&path, "plain");
+    assert_eq!(
+        plain_row,
+        (
+            0,
+            7,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            plain_row.8.clone(),
+            1
+        )
+    );
+    assert_ne!(full.8, plain_row.8, "each session its own incarnation");
+
+    let rows = rows_of(&conn, "full");
+    check_rich_log_shape(&rows);
+    assert_rows_eq(&rows, &upstream_rows(&events, &cuts));
+    let scanned = upstream::scan_rows(&rows, 0).unwrap();
+    assert_eq!(
+        (scanned.preserved, scanned.torn_from),
+        (logicals(&events), None)
+    );
+    assert_rows_eq(&rows_of(&conn, "plain"), &upstream_rows(small.all(), &[]));
+
+    // The upstream harness appends a turn to turnwal's session; turnwal
+    // reads the whole log back.
+    let mut more = Log::new();
+    more.events = small.events.clone();
+    more.taken = small.events.len();
+    more.turn = 1;
+    more.simple_turn("again", "sure");
+    let batch = more.batch();
+    upstream::append_batch(&conn, &plain, INCARNATION, &logicals(&batch)).unwrap();
+    assert_eq!(revision_column(&path, "plain"), 2);
+    drop(conn);
+    assert_reads(&path, "plain", more.all());
+    assert_reads(&path, "full", &events);
+}
+
+/// Upstream's `chunkLog(100)` appended as `[0..3)`, `[3..4)`, `[4..)`: 7
+/// physical rows, one packed (runs pack per batch), every earlier row
+/// (rowid and content) unchanged by each later append, and exact reads from
+/// every seq, 0, 2, 25, 101, 104 and 105 among them.
+#[test]
+fn packing_across_batch_partitions_keeps_earlier_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let log = Log::chunk_log(100);
+    let events = log.all();
+    assert_eq!(events.len(), 104);
+    let store = open_store(&path);
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    let mut seen: Vec<(i64, Row)> = Vec::new();
+    for w in [0, 3, 4, 104].windows(2) {
+        store.append("s", &events[w[0]..w[1]]).unwrap();
+        let now = snapshot(&path, "s");
+        assert_eq!(
+            now[..seen.len()],
+            seen[..],
+            "append of [{}..{})",
+            w[0],
+            w[1]
+        );
+        seen = now;
+    }
+    let rows: Vec<Row> = seen.iter().map(|(_, r)| r.clone()).collect();
+    assert_eq!(
+        layout(&rows),
+        [
+            "0:turn/start",
+            "1:step/start",
+            "2:assistant/chunk",
+            "3:assistant/chunk",
+            "4:text-chunks*98",
+            "102:step/end",
+            "103:turn/end",
+        ]
+    );
+    assert_rows_eq(&rows, &upstream_rows(events, &[3, 4]));
+    // Through the live writer, then through a fresh store (the seek path).
+    let view = store.inspect("s").unwrap();
+    assert_eq!(jsons(&view.events), jsons(events));
+    for from in [0usize, 2, 25, 101, 104, 105] {
+        let got = store.read_from("s", from as u64).unwrap();
+        assert_eq!(
+            jsons(&got),
+            jsons(&events[from.min(104)..]),
+            "live read_from({from})"
+        );
+    }
+    drop(store);
+    assert_reads(&path, "s", events);
+}
+
+/// Upstream's paced stream: 1,004 events in batches of 40 become 31 rows,
+/// every append only inserts, the largest row is at most 1 MiB, and reading
+/// while idle does not grow the WAL.
+#[test]
+fn paced_stream_only_inserts_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("paced.db");
+    let log = Log::chunk_log(1000);
+    let events = log.all();
+    assert_eq!(events.len(), 1004);
+    let store = open_store(&path);
+    store.create(SessionHeader::new("paced", 1)).unwrap();
+    let mut seen: Vec<(i64, Row)> = Vec::new();
+    let cuts: Vec<usize> = (40..1004).step_by(40).collect();
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(&cuts);
+    bounds.push(1004);
+    for w in bounds.windows(2) {
+        store.append("paced", &events[w[0]..w[1]]).unwrap();
+        let now = snapshot(&path, "paced");
+        assert_eq!(
+            now[..seen.len()],
+            seen[..],
+            "append of [{}..{})",
+            w[0],
+            w[1]
+        );
+        seen = now;
+    }
+    let rows: Vec<Row> = seen.iter().map(|(_, r)| r.clone()).collect();
+    assert_eq!(rows.len(), 31);
+    assert_eq!(rows.iter().filter(|r| r.packed()).count(), 25);
+    assert_rows_eq(&rows, &upstream_rows(events, &cuts));
+    let largest = rows
+        .iter()
+        .map(|r| upstream::decode_data(&r.data, None).unwrap().len())
+        .max()
+        .unwrap();
+    assert!(largest <= upstream::MAX_PACKED_DATA_BYTES, "{largest}");
+    let wal = dir.path().join("paced.db-wal");
+    let idle = std::fs::metadata(&wal).unwrap().len();
+    assert_reads(&path, "paced", events);
+    store.list().unwrap();
+    assert_eq!(
+        std::fs::metadata(&wal).unwrap().len(),
+        idle,
+        "reads grow the WAL"
+    );
+    assert_eq!(snapshot(&path, "paced"), seen);
+}
+
+/// `read_from` seeks: a seq inside a packed row is served from that row
+/// (also when an overlapping scalar row sits between the packed row and the
+/// seq), and a malformed packed predecessor makes the read fail closed to
+/// `[]`, as upstream's does.
+#[test]
+fn read_from_seeks_through_packed_predecessor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seek.db");
+    let conn = upstream::open(&path, STORE_ID);
+    // Packed row at 2 covering 2..=6, then a scalar row at 4 that overlaps
+    // it, then nothing closes the turn.
+    let mut log = Log::new();
+    log.turn_start().step_start();
+    for t in ["a", "b", "c", "d", "e"] {
+        log.text(0, t);
+    }
+    let header = SessionHeader::new("overlap", 1);
+    upstream::append_batch(&conn, &header, INCARNATION, &logicals(log.all())).unwrap();
+    let overlap = upstream::bind(&upstream::Record::Scalar(logical(&log.events[4])));
+    assert_eq!(overlap.seq, 4);
+    upstream::insert_row(&conn, "overlap", &overlap).unwrap();
+    drop(conn);
+    let store = open_store(&path);
+    for from in 2..=7usize {
+        let got = store.read_from("overlap", from as u64).unwrap();
+        assert_eq!(jsons(&got), jsons(&log.events[from..]), "read_from({from})");
+    }
+    drop(store);
+
+    // A malformed packed row at 2 (not JSON), a valid scalar chunk at 5.
+    let path = dir.path().join("malformed.db");
+    let conn = upstream::open(&path, STORE_ID);
+    let mut log = Log::new();
+    log.turn_start().step_start();
+    let header = SessionHeader::new("bad", 1);
+    upstream::append_batch(&conn, &header, INCARNATION, &logicals(log.all())).unwrap();
+    let bad = Row {
+        seq: 2,
+        kind: "text-chunks".into(),
+        time: 5,
+        data: Col::text("{not valid json"),
+        sources: Col::Null,
+        surface_op: Col::Null,
+        ignorable: Col::Int(0),
+    };
+    upstream::insert_row(&conn, "bad", &bad).unwrap();
+    for t in ["a", "b", "c"] {
+        log.text(0, t);
+    }
+    log.text(0, "d");
+    let tail = upstream::bind(&upstream::Record::Scalar(logical(&log.events[5])));
+    upstream::insert_row(&conn, "bad", &tail).unwrap();
+    drop(conn);
+    let store = open_store(&path);
+    for from in [2u64, 3, 5, 6] {
+        assert_eq!(
+            jsons(&store.read_from("bad", from).unwrap()),
+            Vec::<String>::new(),
+            "read_from({from})"
+        );
+    }
+    assert_eq!(
+        jsons(&store.read_from("bad", 0).unwrap()),
+        jsons(&log.events[..2])
+    );
+}
+
+/// Holds `BEGIN IMMEDIATE` on a second connection of `path` for `hold`,
+/// from a thread; returns once the lock is held.
+fn hold_write_lock(path: &Path, hold: Duration) -> thread::JoinHandle<()> {
+    let path = path.to_owned();
+    let (held, is_held) = mpsc::channel();
+    let holder = thread::spawn(move || {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        held.send(()).unwrap();
+        thread::sleep(hold);
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    is_held.recv().unwrap();
+    holder
+}
+
+/// A session "s" holding one complete turn (seqs 0..=5), and the log to
+/// continue it.
+fn one_turn_session(path: &Path, store: &Store) -> Log {
+    let mut log = Log::new();
+    log.simple_turn("hi", "hello");
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    store.append("s", &log.batch()).unwrap();
+    assert!(path.exists());
+    log
+}
+
+/// Busy wait: another connection holds `BEGIN IMMEDIATE` for 200 ms; the
+/// append waits for it (default busy_timeout 5 s) and succeeds.
+#[test]
+fn append_waits_for_a_writer_holding_begin_immediate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let store = open_store(&path);
+    let mut log = one_turn_session(&path, &store);
+    log.simple_turn("again", "sure");
+    let batch = log.batch();
+    let holder = hold_write_lock(&path, Duration::from_millis(200));
+    let started = Instant::now();
+    let receipt = store.append("s", &batch).unwrap();
+    let waited = started.elapsed();
+    holder.join().unwrap();
+    assert_eq!(receipt.next_seq, 12);
+    assert!(
+        waited >= Duration::from_millis(150),
+        "did not wait: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "waited past the lock: {waited:?}"
+    );
+    drop(store);
+    assert_reads(&path, "s", log.all());
+}
+
+/// With a tiny busy_timeout the same wait fails with an error that says the
+/// database is busy, nothing of the batch is stored, and the batch can be
+/// retried at the same seq once the lock is gone.
+#[test]
+fn append_fails_clearly_when_busy_timeout_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let options = SqliteOptions {
+        busy_timeout: Duration::from_millis(20),
+        ..SqliteOptions::default()
+    };
+    let store = store_over(SqliteBackend::open(&path, options).unwrap());
+    let mut log = one_turn_session(&path, &store);
+    log.simple_turn("again", "sure");
+    let batch = log.batch();
+    let before = snapshot(&path, "s");
+    let holder = hold_write_lock(&path, Duration::from_millis(1500));
+    let started = Instant::now();
+    let err = store.append("s", &batch).unwrap_err();
+    let failed_after = started.elapsed();
+    assert!(
+        failed_after < Duration::from_millis(1000),
+        "{failed_after:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &err,
+            Error::Io {
+                op: "begin immediate",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        text,
+        format!("begin immediate {}: database is locked", path.display())
+    );
+    holder.join().unwrap();
+    assert_eq!(snapshot(&path, "s"), before, "nothing of the failed batch");
+    assert_eq!(store.append("s", &batch).unwrap().next_seq, 12);
+    drop(store);
+    assert_reads(&path, "s", log.all());
+}
+
+// -- refused databases ------------------------------------------------------
+
+/// A file holding `schema` (not through turnwal), stamped with `app` and
+/// `version`, with a session row, in rollback-journal mode so that the
+/// database is this one file.
+fn crafted_database(path: &Path, schema: &str, app: i64, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(schema).unwrap();
+    if schema.contains("persistence_state") {
+        conn.execute(
+            "INSERT INTO persistence_state (singleton, store_id) VALUES (1, ?1)",
+            [STORE_ID],
+        )
+        .unwrap();
+    }
+    conn.pragma_update(None, "application_id", app).unwrap();
+    conn.pragma_update(None, "user_version", version).unwrap();
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "delete", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+}
+
+/// Opening (or, if opening is lazy, first using) `path` is refused, and the
+/// file is byte for byte what it was, with no journal left beside it.
+/// Returns the error text.
+fn assert_refused(path: &Path) -> String {
+    let before = std::fs::read(path).unwrap();
+    let err = match SqliteBackend::open(path, SqliteOptions::default()) {
+        Err(e) => e,
+        Ok(b) => b.list().expect_err("a refused database must not list"),
+    };
+    assert_eq!(std::fs::read(path).unwrap(), before, "the file changed");
+    let name = path.file_name().unwrap().to_str().unwrap();
+    for suffix in ["-wal", "-journal", "-shm"] {
+        let side = path.with_file_name(format!("{name}{suffix}"));
+        assert!(!side.exists(), "{} left behind", side.display());
+    }
+    err.to_string()
+}
+
+#[test]
+fn refuses_user_version_16() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v16.db");
+    crafted_database(&path, upstream::SCHEMA_SQL, upstream::APPLICATION_ID, 16);
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database has schema version 16, incompatible with this build (17); \
+             there is no migration",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn refuses_foreign_application_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("foreign.db");
+    crafted_database(&path, upstream::SCHEMA_SQL, 0x1234_5678, 17);
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database has application id 305419896, expected 1146308688 \
+             (0x44534850, \"DSHP\")",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn refuses_changed_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("column.db");
+    let schema = upstream::SCHEMA_SQL.replace(
+        "  agent_preset TEXT,\n",
+        "  agent_preset TEXT,\n  color TEXT,\n",
+    );
+    assert_ne!(schema, upstream::SCHEMA_SQL);
+    crafted_database(&path, &schema, upstream::APPLICATION_ID, 17);
+    let sessions = |extra: &str| {
+        format!(
+            "table sessions: CREATE TABLE sessions ( id TEXT PRIMARY KEY, version INTEGER NOT \
+             NULL, created_at INTEGER NOT NULL, cwd TEXT, parent_session TEXT, seed_length \
+             INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,{extra} \
+             incarnation TEXT NOT NULL, revision INTEGER NOT NULL ) STRICT"
+        )
+    };
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database does not contain the required schema objects (unexpected: \
+             [{}]; missing: [{}])",
+            path.display(),
+            sessions(" color TEXT,"),
+            sessions("")
+        )
+    );
+}
+
+#[test]
+fn refuses_non_strict_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loose.db");
+    let schema = upstream::SCHEMA_SQL.replace(
+        "  PRIMARY KEY (session_id, seq)\n) STRICT;",
+        "  PRIMARY KEY (session_id, seq)\n);",
+    );
+    assert_ne!(schema, upstream::SCHEMA_SQL);
+    crafted_database(&path, &schema, upstream::APPLICATION_ID, 17);
+    let events = |strict: &str| {
+        format!(
+            "table events: CREATE TABLE events ( session_id TEXT NOT NULL REFERENCES \
+             sessions(id) ON DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, time \
+             INTEGER NOT NULL, data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT, \
+             ignorable INTEGER CHECK (ignorable IS NULL OR ignorable IN (0, 1)), PRIMARY KEY \
+             (session_id, seq) ){strict}"
+        )
+    };
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database does not contain the required schema objects (unexpected: \
+             [{}]; missing: [{}])",
+            path.display(),
+            events(""),
+            events(" STRICT")
+        )
+    );
+}
+
+#[test]
+fn refuses_extra_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("extra.db");
+    let schema = format!(
+        "{}\nCREATE INDEX events_by_type ON events(type);",
+        upstream::SCHEMA_SQL
+    );
+    crafted_database(&path, &schema, upstream::APPLICATION_ID, 17);
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database does not contain the required schema objects (unexpected: \
+             [index events_by_type: CREATE INDEX events_by_type ON events(type)]; missing: [])",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn refuses_unversioned_non_pristine_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    crafted_database(&path, "CREATE TABLE notes (body TEXT);", 0, 0);
+    assert_eq!(
+        assert_refused(&path),
+        format!(
+            "{}: session database has an unversioned schema or application identity (it is \
+             not empty, and not a session database)",
+            path.display()
+        )
+    );
+}
+
+/// Ownership is re-checked inside each append's transaction: a database
+/// whose application id or user_version changed after turnwal opened it
+/// refuses the append and keeps its rows.
+#[test]
+fn detects_ownership_change_at_append() {
+    for (pragma, value, says) in [
+        (
+            "application_id",
+            7,
+            "session database application id changed before mutation (expected 1146308688, \
+             got 7)",
+        ),
+        (
+            "user_version",
+            18,
+            "session database schema changed before mutation (expected 17, got 18)",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owned.db");
+        let store = open_store(&path);
+        let mut log = one_turn_session(&path, &store);
+        raw(&path).pragma_update(None, pragma, value).unwrap();
+        let before = snapshot(&path, "s");
+        log.simple_turn("again", "sure");
+        let text = store.append("s", &log.batch()).unwrap_err().to_string();
+        assert_eq!(text, format!("{}: {says}", path.display()), "{pragma}");
+        assert_eq!(snapshot(&path, "s"), before, "{pragma}");
+        assert_eq!(upstream::pragma_i64(&raw(&path), pragma), value);
+    }
+}
+
+// -- stale writers and repairs ------------------------------------------------
+
+/// Two stores over two backends on one file. While the winner holds "s",
+/// the other store cannot take its writer (the per-session lock); once the
+/// winner appended turn 2 and let go, the other store's turn 2, built from
+/// its stale view (next seq 6), is rejected with the stored next seq, and
+/// the winner's rows are untouched.
+#[test]
+fn stale_writer_is_rejected_between_two_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.db");
+    let winner = open_store(&path);
+    let log = one_turn_session(&path, &winner);
+    let stale = open_store(&path);
+    assert_eq!(stale.inspect("s").unwrap().events.len(), 6);
+    match stale.resume("s").unwrap_err() {
+        Error::Locked {
+            id,
+            path: lock,
+            holder,
+        } => {
+            assert_eq!(id, "s");
+            assert_eq!(lock, backend(&path).lock_path("s"));
+            assert_eq!(holder, Some(std::process::id()));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut ours = Log::new();
+    ours.events = log.events.clone();
+    ours.taken = 6;
+    ours.turn = 1;
+    ours.simple_turn("winner", "won");
+    winner.append("s", &ours.batch()).unwrap();
+    winner.close("s").unwrap();
+    let rows = snapshot(&path, "s");
+    let revision = revision_column(&path, "s");
+
+    let mut theirs = Log::new();
+    theirs.events = log.events.clone();
+    theirs.taken = 6;
+    theirs.turn = 1;
+    theirs.simple_turn("stale", "lost");
+    let err = stale.append("s", &theirs.batch()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::SeqMismatch {
+                expected: 12,
+                got: 6,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "session \"s\": stored next seq is 12, but the batch starts at seq 6"
+    );
+    assert_eq!(
+        snapshot(&path, "s"),
+        rows,
+        "the winner's rows are untouched"
+    );
+    assert_eq!(revision_column(&path, "s"), revision);
+    drop((winner, stale));
+    assert_reads(&path, "s", ours.all());
+}
+
+/// The upstream harness appends behind the back of a turnwal writer that
+/// holds the session open: turnwal's next append is rejected with the
+/// stored next seq and the upstream rows stay as they are.
+#[test]
+fn stale_writer_is_rejected_after_rows_written_behind_its_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("behind.db");
+    let store = open_store(&path);
+    let mut log = one_turn_session(&path, &store);
+    let mut upstream_log = Log::new();
+    upstream_log.events = log.events.clone();
+    upstream_log.taken = 6;
+    upstream_log.turn = 1;
+    upstream_log
+        .simple_turn("from upstream", "ok")
+        .simple_turn("and again", "ok");
+    let header = SessionHeader::new("s", 1);
+    upstream::append_batch(
+        &raw(&path),
+        &header,
+        INCARNATION,
+        &logicals(&upstream_log.batch()),
+    )
+    .unwrap();
+    let rows = snapshot(&path, "s");
+    log.simple_turn("stale", "lost");
+    let err = store.append("s", &log.batch()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::SeqMismatch {
+                expected: 18,
+                got: 6,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "session \"s\": stored next seq is 18, but the batch starts at seq 6"
+    );
+    assert_eq!(snapshot(&path, "s"), rows);
+    drop(store);
+    assert_reads(&path, "s", upstream_log.all());
+}
+
+/// A session whose turn 2 is open with a torn row after it: turn 1 (0..=5),
+/// `turn/start` 6, `user/message` 7, and upstream's `corruptTail` row
+/// (`'{not valid json'` as an `assistant/chunk`) at 8.
+fn torn_session(path: &Path) -> Log {
+    let conn = upstream::open(path, STORE_ID);
+    let mut log = Log::new();
+    log.simple_turn("hi", "hello");
+    log.turn_start().user("u2", "more");
+    upstream::append_batch(
+        &conn,
+        &SessionHeader::new("s", 1),
+        INCARNATION,
+        &logicals(log.all()),
+    )
+    .unwrap();
+    let torn = Row {
+        seq: 8,
+        kind: "assistant/chunk".into(),
+        time: 99,
+        data: Col::text("{not valid json"),
+        sources: Col::Null,
+        surface_op: Col::Null,
+        ignorable: Col::Null,
+    };
+    upstream::insert_row(&conn, "s", &torn).unwrap();
+    log
+}
+
+/// A repair found by one writer is refused once the tail changed under it
+/// (the winner repaired and appended), and the winner's rows survive.
+#[test]
+fn stale_repair_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("repair.db");
+    let log = torn_session(&path);
+    let loser = backend(&path);
+    let mut writer = loser.open("s").unwrap().expect("session exists");
+    let scan = writer.scan().unwrap();
+    assert_eq!(scan.stored_len(), 8);
+    assert_eq!(scan.cut.as_ref().map(|c| c.seq), Some(8));
+    assert_eq!(scan.closers.len(), 1);
+
+    // The winner (the upstream harness here) deletes the torn row, closes
+    // the turn and appends turn 3.
+    let conn = raw(&path);
+    conn.execute("DELETE FROM events WHERE session_id = 's' AND seq >= 8", [])
+        .unwrap();
+    let mut winner = Log::new();
+    winner.events = log.events.clone();
+    winner.taken = 8;
+    winner.turn = 2;
+    winner.push("turn/end", r#"{"turn":2,"reason":{"kind":"interrupted"}}"#);
+    winner.simple_turn("turn three", "done");
+    let header = SessionHeader::new("s", 1);
+    upstream::append_batch(&conn, &header, INCARNATION, &logicals(&winner.batch())).unwrap();
+    let rows = snapshot(&path, "s");
+
+    let err = writer.repair(&scan).unwrap_err();
+    assert_eq!(
+        snapshot(&path, "s"),
+        rows,
+        "the winner's tail is not deleted"
+    );
+    assert_eq!(revision_column(&path, "s"), 2);
+    assert!(err.to_string().contains("repair is stale"), "{err:?}");
+    drop(writer);
+    drop(loser);
+    assert_reads(&path, "s", winner.all());
+}
+
+/// Upstream's `corruptTail` row (`'{not valid json'` as an `assistant/chunk`)
+/// inserted at the next seq behind the back of a live writer: its next
+/// append is refused before anything is written ("invalid physical tail"),
+/// and the session recovers from a fresh store.
+#[test]
+fn malformed_tail_row_is_rejected_before_an_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tail.db");
+    let store = open_store(&path);
+    let mut log = one_turn_session(&path, &store);
+    let torn = Row {
+        seq: 6,
+        kind: "assistant/chunk".into(),
+        time: 99,
+        data: Col::text("{not valid json"),
+        sources: Col::Null,
+        surface_op: Col::Null,
+        ignorable: Col::Null,
+    };
+    upstream::insert_row(&raw(&path), "s", &torn).unwrap();
+    let rows = snapshot(&path, "s");
+    log.simple_turn("again", "sure");
+    let err = store.append("s", &log.batch()).unwrap_err();
+    assert_eq!(
+        err.corruption(),
+        Some(&Corruption {
+            path: path.clone(),
+            offset: 6,
+            seq: Some(6),
+            reason: "session \"s\" has an invalid physical tail at seq 6: data is not valid \
+                     JSON: expected a string key at byte 1 [invalid-record]; recover the session \
+                     before appending"
+                .into(),
+        }),
+        "{err:?}"
+    );
+    assert_eq!(snapshot(&path, "s"), rows, "nothing written");
+    assert_eq!(revision_column(&path, "s"), 1);
+    drop(store);
+    let store = open_store(&path);
+    let view = store.load("s").unwrap();
+    assert_eq!((view.state, view.events.len()), (LogState::Torn, 6));
+    store.append("s", &log.events[6..]).unwrap();
+    drop(store);
+    assert_reads(&path, "s", log.all());
+}
+
+// -- malformed rows -----------------------------------------------------------
+
+/// Turn 1 (0..=5), then turn 2: `turn/start` 6, `user/message` 7,
+/// `step/start` 8, three text deltas packed at 9, `assistant/message` 12
+/// citing them; `closed` adds `step/end` 13 and `turn/end` 14, so that the
+/// rows at 9 and 12 are committed.
+fn victim_session(path: &Path, closed: bool) -> Log {
+    let conn = upstream::open(path, STORE_ID);
+    let mut log = Log::new();
+    log.simple_turn("hi", "hello");
+    log.turn_start().user("u2", "more").step_start();
+    log.text(0, "a").text(0, "b").text(0, "c");
+    log.assistant("abc", &[], Some(&[9, 10, 11]));
+    if closed {
+        log.step_end().turn_end();
+    }
+    upstream::append_batch(
+        &conn,
+        &SessionHeader::new("s", 1),
+        INCARNATION,
+        &logicals(log.all()),
+    )
+    .unwrap();
+    let rows = rows_of(&conn, "s");
+    assert_eq!(rows[9].kind, "text-chunks");
+    assert_eq!(rows[10].sources, Col::Blob(vec![9, 2, 2]));
+    log
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    TruncatedVarint,
+    NonCanonicalVarint,
+    InvalidUtf8Blob,
+    OversizedPackedText,
+    OversizedPackedBlob,
+    TwoMemberPacked,
+}
+
+/// Damages one row of `victim_session` the way the name says; returns the
+/// seq of the damaged row.
+fn damage(path: &Path, how: Damage) -> i64 {
+    let conn = raw(path);
+    let set = |column: &str, seq: i64, value: Col| {
+        let n = conn
+            .execute(
+                &format!("UPDATE events SET {column} = ?1 WHERE session_id = 's' AND seq = ?2"),
+                params![value, seq],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        seq
+    };
+    let oversized = || {
+        let member = "m".repeat(350_000);
+        format!(
+            r#"{{"turn":2,"step":1,"index":0,"dt":[1,1],"texts":[{},{},{}]}}"#,
+            q(&member),
+            q(&member),
+            q(&member)
+        )
+    };
+    match how {
+        // 9, then a continuation byte with nothing after it.
+        Damage::TruncatedVarint => set("source_event_seqs", 12, Col::Blob(vec![0x09, 0x82])),
+        // 9, then +1 spelled in two bytes.
+        Damage::NonCanonicalVarint => {
+            set("source_event_seqs", 12, Col::Blob(vec![0x09, 0x82, 0x00]))
+        }
+        Damage::InvalidUtf8Blob => {
+            let mut bytes = br#"{"turn":2,"step":1,"text":""#.to_vec();
+            bytes.extend_from_slice(&[0xff, 0xfe, 0xc3]);
+            bytes.extend_from_slice(br#""}"#);
+            set(
+                "data",
+                12,
+                Col::Blob(zstd::bulk::compress(&bytes, 3).unwrap()),
+            )
+        }
+        Damage::OversizedPackedText => {
+            let data = oversized();
+            assert!(data.len() > upstream::MAX_PACKED_DATA_BYTES);
+            set("data", 9, Col::text(&data))
+        }
+        Damage::OversizedPackedBlob => {
+            let frame = zstd::bulk::compress(oversized().as_bytes(), 3).unwrap();
+            assert!(frame.len() < 4096);
+            set("data", 9, Col::Blob(frame))
+        }
+        Damage::TwoMemberPacked => set(
+            "data",
+            9,
+            Col::text(r#"{"turn":2,"step":1,"index":0,"dt":[1],"texts":["a","b"]}"#),
+        ),
+    }
+}
+
+/// What is wrong with the damaged row, in the words of turnwal's report
+/// (upstream's own words where upstream has them).
+fn damage_detail(how: Damage) -> &'static str {
+    match how {
+        Damage::TruncatedVarint => "malformed source_event_seqs storage value: truncated varint",
+        Damage::NonCanonicalVarint => {
+            "malformed source_event_seqs storage value: non-canonical varint"
+        }
+        // `{"turn":2,"step":1,"text":"` is 27 bytes.
+        Damage::InvalidUtf8Blob => "decompressed data is not valid UTF-8 at byte 27",
+        Damage::OversizedPackedText => {
+            "malformed text-chunks storage row: data is 1050059 bytes, over the 1048576-byte \
+             bound"
+        }
+        Damage::OversizedPackedBlob => {
+            "malformed text-chunks storage row: data BLOB decompresses past the 1048576-byte \
+             bound"
+        }
+        Damage::TwoMemberPacked => {
+            "malformed text-chunks storage row: texts must contain 3..1024 strings"
+        }
+    }
+}
+
+/// A damaged row at or before the last `turn/end`: inspect and load refuse
+/// the session as corrupt at that row's seq, and nothing is changed.
+fn assert_committed_corruption(how: Damage) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.db");
+    victim_session(&path, true);
+    let bad = damage(&path, how);
+    let rows = snapshot(&path, "s");
+    let plain: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
+    assert_eq!(
+        upstream::scan_rows(&plain, 0),
+        Err(format!(
+            "corrupt session log: invalid committed physical row at seq {bad}"
+        )),
+        "{how:?}: upstream's own verdict"
+    );
+    let index = rows.iter().position(|(_, r)| r.seq == bad).unwrap() as u64;
+    let want = Corruption {
+        path: path.clone(),
+        offset: index,
+        seq: Some(bad as u64),
+        reason: format!(
+            "session \"s\": invalid committed row (its seq column is {bad}) at seq {bad}: {} \
+             [invalid-record]; a later row holds a turn/end, so this row had been committed",
+            damage_detail(how)
+        ),
+    };
+    let store = open_store(&path);
+    for (op, result) in [
+        ("inspect", store.inspect("s").map(|_| ())),
+        ("load", store.load("s").map(|_| ())),
+        ("append", store.append("s", &[]).map(|_| ())),
+    ] {
+        let err = result.unwrap_err();
+        assert_eq!(err.corruption(), Some(&want), "{how:?} {op}: {err:?}");
+    }
+    assert_eq!(snapshot(&path, "s"), rows, "{how:?}: nothing changed");
+    assert_eq!(revision_column(&path, "s"), 1);
+}
+
+/// A damaged row after the last `turn/end`: a torn tail. inspect keeps the
+/// events before it and closes the open turn in memory; load deletes the
+/// damaged row and everything after it, and inserts the closers, once.
+fn assert_torn_tail(how: Damage) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.db");
+    let log = victim_session(&path, false);
+    let bad = damage(&path, how) as usize;
+    let rows = snapshot(&path, "s");
+    let plain: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
+    let upstream_verdict = upstream::scan_rows(&plain, 0).unwrap();
+    assert_eq!(upstream_verdict.torn_from, Some(bad as i64), "{how:?}");
+    assert_eq!(
+        upstream_verdict.preserved,
+        logicals(&log.events[..bad]),
+        "{how:?}"
+    );
+
+    let time = log.events[bad - 1].time();
+    let closers = vec![
+        Logical {
+            kind: "step/end".into(),
+            seq: bad as u64,
+            time,
+            data: r#"{"turn":2,"step":1}"#.into(),
+            ignorable: false,
+            sources: None,
+            surface_op: None,
+        },
+        Logical {
+            kind: "turn/end".into(),
+            seq: bad as u64 + 1,
+            time,
+            data: r#"{"turn":2,"reason":{"kind":"interrupted"}}"#.into(),
+            ignorable: false,
+            sources: None,
+            surface_op: None,
+        },
+    ];
+    let store = open_store(&path);
+    let view = store.inspect("s").unwrap();
+    assert_eq!(view.state, LogState::Torn, "{how:?}");
+    assert_eq!(view.stored, bad as u64, "{how:?}");
+    let index = rows
+        .iter()
+        .position(|(_, r)| r.seq as usize == bad)
+        .unwrap() as u64;
+    assert_eq!(
+        view.cut,
+        Some(Cut {
+            offset: index,
+            seq: bad as u64,
+            len: rows.len() as u64 - index,
+            reason: CutReason::Invalid,
+            detail: damage_detail(how).to_owned(),
+        }),
+        "{how:?}: the damaged row and every row after it"
+    );
+    assert_eq!(
+        jsons(&view.events[..bad]),
+        jsons(&log.events[..bad]),
+        "{how:?}"
+    );
+    assert_eq!(logicals(&view.events[bad..]), closers, "{how:?}");
+    assert_eq!(
+        snapshot(&path, "s"),
+        rows,
+        "{how:?}: inspect writes nothing"
+    );
+
+    let loaded = store.load("s").unwrap();
+    assert_eq!(loaded.events.len(), bad + 2, "{how:?}");
+    let after = snapshot(&path, "s");
+    let kept = rows
+        .iter()
+        .take_while(|(_, r)| (r.seq as usize) < bad)
+        .count();
+    assert_eq!(after[..kept], rows[..kept], "{how:?}: rows before the tail");
+    let new_rows: Vec<Row> = after[kept..].iter().map(|(_, r)| r.clone()).collect();
+    let want: Vec<Row> = closers
+        .iter()
+        .map(|c| upstream::bind(&upstream::Record::Scalar(c.clone())))
+        .collect();
+    assert_rows_eq(&new_rows, &want);
+    assert_eq!(revision_column(&path, "s"), 2, "{how:?}: one repair");
+    drop(store);
+    let mut repaired = logicals(&log.events[..bad]);
+    repaired.extend(closers);
+    let scanned = upstream::scan_rows(&rows_of(&raw(&path), "s"), 0).unwrap();
+    assert_eq!(
+        (scanned.preserved, scanned.torn_from),
+        (repaired, None),
+        "{how:?}"
+    );
+    // Loading again changes nothing.
+    open_store(&path).load("s").unwrap();
+    assert_eq!(snapshot(&path, "s"), after, "{how:?}: repair happens once");
+}
+
+#[test]
+fn malformed_row_truncated_varint() {
+    assert_committed_corruption(Damage::TruncatedVarint);
+    assert_torn_tail(Damage::TruncatedVarint);
+}
+
+#[test]
+fn malformed_row_non_canonical_varint() {
+    assert_committed_corruption(Damage::NonCanonicalVarint);
+    assert_torn_tail(Damage::NonCanonicalVarint);
+}
+
+#[test]
+fn malformed_row_invalid_utf8_blob() {
+    assert_committed_corruption(Damage::InvalidUtf8Blob);
+    assert_torn_tail(Damage::InvalidUtf8Blob);
+}
+
+#[test]
+fn malformed_row_oversized_packed_text() {
+    assert_committed_corruption(Damage::OversizedPackedText);
+    assert_torn_tail(Damage::OversizedPackedText);
+}
+
+#[test]
+fn malformed_row_oversized_packed_blob() {
+    assert_committed_corruption(Damage::OversizedPackedBlob);
+    assert_torn_tail(Damage::OversizedPackedBlob);
+}
+
+#[test]
+fn malformed_row_packed_with_two_members() {
+    assert_committed_corruption(Damage::TwoMemberPacked);
+    assert_torn_tail(Damage::TwoMemberPacked);
+}
+
+// -- compression and packing limits ------------------------------------------
+
+/// `data` of `len` bytes that compresses well: a JSON string of `a`s.
+fn compressible_json(len: usize) -> String {
+    format!("\"{}\"", "a".repeat(len - 2))
+}
+
+/// `data` is TEXT under 4096 bytes whatever it is; from 4096 bytes on it is
+/// a zstd BLOB when that is smaller and TEXT when it is not. Packed rows
+/// follow the same rule.
+#[test]
+fn compression_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zstd.db");
+    let mut log = Log::new();
+    log.turn_start();
+    let payloads = [
+        compressible_json(4095),
+        compressible_json(4096),
+        incompressible_json(4096),
+        incompressible_json(4097),
+        compressible_json(200_000),
+        incompressible_json(50_000),
+    ];
+    for p in &payloads {
+        log.push("test/payload", p);
+    }
+    log.step_start();
+    for _ in 0..3 {
+        log.text(0, &"b".repeat(2000));
+    }
+    log.step_end().turn_end();
+    let store = open_store(&path);
+    store.create(SessionHeader::new("z", 1)).unwrap();
+    store.append("z", log.all()).unwrap();
+    drop(store);
+    let rows = rows_of(&raw(&path), "z");
+    assert_eq!(
+        layout(&rows),
+        [
+            "0:turn/start",
+            "1:test/payload",
+            "2:test/payload",
+            "3:test/payload",
+            "4:test/payload",
+            "5:test/payload",
+            "6:test/payload",
+            "7:step/start",
+            "8:text-chunks*3",
+            "11:step/end",
+            "12:turn/end",
+        ]
+    );
+    let kinds: Vec<&str> = rows
+        .iter()
+        .map(|r| match r.data {
+            Col::Text(_) => "TEXT",
+            Col::Blob(_) => "BLOB",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "TEXT", "TEXT", "BLOB", "TEXT", "TEXT", "BLOB", "TEXT", "TEXT", "BLOB", "TEXT", "TEXT"
+        ]
+    );
+    assert_eq!(
+        rows[1].data,
+        Col::text(&payloads[0]),
+        "4095 bytes stay TEXT"
+    );
+    assert_eq!(
+        rows[3].data,
+        Col::text(&payloads[2]),
+        "no smaller frame: TEXT"
+    );
+    assert_eq!(rows[4].data, Col::text(&payloads[3]));
+    assert_eq!(rows[6].data, Col::text(&payloads[5]));
+    for (row, payload) in [(&rows[2], &payloads[1]), (&rows[5], &payloads[4])] {
+        let Col::Blob(frame) = &row.data else {
+            unreachable!()
+        };
+        assert_eq!(&upstream::decode_data(&row.data, None).unwrap(), payload);
+        assert_eq!(
+            zstd::bulk::decompress(frame, payload.len()).unwrap(),
+            payload.as_bytes(),
+            "one zstd frame of exactly the data"
+        );
+        assert!(frame.len() < payload.len());
+        // The level shows only in the output: the same zstd build at level
+        // 3 gives this very frame.
+        assert_eq!(
+            frame,
+            &zstd::bulk::compress(payload.as_bytes(), 3).unwrap(),
+            "level 3"
+        );
+    }
+    assert_rows_eq(&rows, &upstream::encode_batch(&logicals(log.all())));
+    assert_reads(&path, "z", log.all());
+}
+
+/// `turn/start`, `step/start`, one text delta per member, `step/end`,
+/// `turn/end`, in one batch.
+fn run_session(path: &Path, id: &str, members: &[String]) -> (Log, Vec<Row>) {
+    let mut log = Log::new();
+    log.turn_start().step_start();
+    for m in members {
+        log.text(0, m);
+    }
+    log.step_end().turn_end();
+    let store = open_store(path);
+    store.create(SessionHeader::new(id, 1)).unwrap();
+    store.append(id, log.all()).unwrap();
+    drop(store);
+    let rows = rows_of(&raw(path), id);
+    assert_rows_eq(&rows, &upstream::encode_batch(&logicals(log.all())));
+    (log, rows)
+}
+
+/// Reads `id` back through a fresh store: inspect, and `read_from` at
+/// `froms` (plus the end and one past it).
+fn assert_reads_at(path: &Path, id: &str, events: &[Event], froms: &[usize]) {
+    let store = open_store(path);
+    assert_eq!(
+        jsons(&store.inspect(id).unwrap().events),
+        jsons(events),
+        "inspect {id}"
+    );
+    let mut froms = froms.to_vec();
+    froms.extend([events.len(), events.len() + 1]);
+    for from in froms {
+        let got = store.read_from(id, from as u64).unwrap();
+        assert_eq!(
+            jsons(&got),
+            jsons(&events[from.min(events.len())..]),
+            "read_from({id}, {from})"
+        );
+    }
+}
+
+/// Runs split at 1024 members: 1025 → 1024 packed + 1 scalar, 1026 → 1024
+/// + 2 scalars, 1027 → 1024 + 3 packed.
+#[test]
+fn packing_splits_runs_at_1024_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("members.db");
+    let cases: [(usize, &[&str]); 3] = [
+        (
+            1025,
+            &[
+                "0:turn/start",
+                "1:step/start",
+                "2:text-chunks*1024",
+                "1026:assistant/chunk",
+                "1027:step/end",
+                "1028:turn/end",
+            ],
+        ),
+        (
+            1026,
+            &[
+                "0:turn/start",
+                "1:step/start",
+                "2:text-chunks*1024",
+                "1026:assistant/chunk",
+                "1027:assistant/chunk",
+                "1028:step/end",
+                "1029:turn/end",
+            ],
+        ),
+        (
+            1027,
+            &[
+                "0:turn/start",
+                "1:step/start",
+                "2:text-chunks*1024",
+                "1026:text-chunks*3",
+                "1029:step/end",
+                "1030:turn/end",
+            ],
+        ),
+    ];
+    for (n, want) in cases {
+        let members: Vec<String> = (0..n).map(|i| format!("w{i} ")).collect();
+        let id = format!("run-{n}");
+        let (log, rows) = run_session(&path, &id, &members);
+        assert_eq!(layout(&rows), want, "{n} members");
+        assert_reads_at(&path, &id, log.all(), &[0, 1, 2, 3, 700, 1025, 1026, 1027]);
+    }
+}
+
+/// Runs split at 1 MiB of uncompressed data: exactly 1,048,576 bytes is one
+/// row and one byte more is not; 4 × 300,000-byte members → 3 packed + 1
+/// scalar; 3 × 400,000 stay scalar; 10 × 150,000 → 6 + 4.
+#[test]
+fn packing_splits_runs_at_1_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bytes.db");
+    let overhead = r#"{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["","",""]}"#.len();
+    let exact = |extra: usize| -> Vec<String> {
+        let total = upstream::MAX_PACKED_DATA_BYTES - overhead + extra;
+        let third = total / 3;
+        vec![
+            "x".repeat(third),
+            "y".repeat(third),
+            "z".repeat(total - 2 * third),
+        ]
+    };
+    let same = |n: usize, len: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| char::from(b'a' + i as u8).to_string().repeat(len))
+            .collect()
+    };
+    let cases: [(&str, Vec<String>, &[&str]); 5] = [
+        ("exactly-1mib", exact(0), &["2:text-chunks*3", "5:step/end"]),
+        (
+            "1mib-plus-1",
+            exact(1),
+            &[
+                "2:assistant/chunk",
+                "3:assistant/chunk",
+                "4:assistant/chunk",
+                "5:step/end",
+            ],
+        ),
+        (
+            "4x300k",
+            same(4, 300_000),
+            &["2:text-chunks*3", "5:assistant/chunk", "6:step/end"],
+        ),
+        (
+            "3x400k",
+            same(3, 400_000),
+            &[
+                "2:assistant/chunk",
+                "3:assistant/chunk",
+                "4:assistant/chunk",
+                "5:step/end",
+            ],
+        ),
+        (
+            "10x150k",
+            same(10, 150_000),
+            &["2:text-chunks*6", "8:text-chunks*4", "12:step/end"],
+        ),
+    ];
+    for (id, members, want) in cases {
+        let (log, rows) = run_session(&path, id, &members);
+        assert_eq!(layout(&rows)[2..rows.len() - 1], want[..], "{id}");
+        for row in rows.iter().filter(|r| r.packed()) {
+            let size = upstream::decode_data(&row.data, None).unwrap().len();
+            assert!(size <= upstream::MAX_PACKED_DATA_BYTES, "{id}: {size}");
+            if id == "exactly-1mib" {
+                assert_eq!(size, upstream::MAX_PACKED_DATA_BYTES);
+            }
+        }
+        let n = log.events.len();
+        assert_reads_at(&path, id, log.all(), &(0..n).collect::<Vec<_>>());
+    }
 }
