@@ -73,7 +73,7 @@ impl SqliteWriter {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             let row = self.own_row(conn)?;
-            scan::full_scan(conn, path, &row)
+            scan::writer_scan(conn, path, &row)
         })
     }
 }
