@@ -20,13 +20,20 @@
 //! read it. A database turnwal writes must pass its checks and decode, row by
 //! row, to the events appended.
 //!
+//! The compatibility test, both ways:
+//! `turnwal_reads_a_database_built_the_upstream_way` and
+//! `database_written_by_turnwal_passes_upstream_checks`, with
+//! `repair_writes_closer_rows_as_upstream_does` for the rows a repair adds.
+//! The `upstream_*` tests check the literal model itself against the
+//! reference's rules (varint bytes, packing, the schema, compression).
+//!
 //! §8.5 cases and where they live:
 //! - packing across batch partitions, earlier rowids unchanged:
 //!   `packing_across_batch_partitions_keeps_earlier_rows`, and the paced
 //!   stream (1,004 events in batches of 40: 31 rows, only inserts):
 //!   `paced_stream_only_inserts_rows`;
-//! - a packed predecessor covering `fromSeq`, and a malformed one:
-//!   `read_from_seeks_through_packed_predecessor`;
+//! - a packed predecessor covering `fromSeq` (also behind an overlapping
+//!   scalar row), and a malformed one: `read_from_seeks_through_packed_predecessor`;
 //! - busy wait: `append_waits_for_a_writer_holding_begin_immediate`,
 //!   `append_fails_clearly_when_busy_timeout_expires`;
 //! - refused databases, nothing changed: `refuses_user_version_16`,
@@ -34,18 +41,24 @@
 //!   `refuses_non_strict_table`, `refuses_extra_object`,
 //!   `refuses_unversioned_non_pristine_file`, and at mutation time
 //!   `detects_ownership_change_at_append`;
-//! - stale writer and stale repair: `stale_writer_is_rejected_*`,
-//!   `stale_repair_is_rejected`;
+//! - stale writer and stale repair: `stale_writer_is_rejected_between_two_stores`
+//!   (the per-session lock keeps the second store out while the first
+//!   holds the session; its stale batch is refused afterwards),
+//!   `stale_writer_is_rejected_after_rows_written_behind_its_back` (a writer
+//!   that ignores the lock, as the upstream harness does: the backend's own
+//!   stored-next-seq check inside `BEGIN IMMEDIATE`), `stale_repair_is_rejected`;
 //! - malformed rows: `malformed_row_*` (committed corruption before the last
-//!   `turn/end`, a torn tail after it);
+//!   `turn/end`, a torn tail after it), and a malformed tail row before an
+//!   append: `malformed_tail_row_is_rejected_before_an_append`;
 //! - compression thresholds: `compression_thresholds`;
 //! - packing limits: `packing_splits_runs_at_1024_members`,
 //!   `packing_splits_runs_at_1_mib`.
 //!
 //! Not mapped: busy journal-mode switches and journal modes other than the
-//! default (they test upstream's open loop, not the file format), POSIX
-//! ownership checks of the database file, and the SQL-in-TypeScript boundary
-//! check.
+//! default (they test upstream's open loop, not the file format), the
+//! ownership and mode checks upstream makes of an existing file and its
+//! directory (only the mode of a file turnwal creates is checked), and the
+//! SQL-in-TypeScript boundary check.
 
 #![allow(clippy::too_many_arguments)]
 
@@ -1902,6 +1915,32 @@ fn check_rich_log_shape(rows: &[Row]) {
     }
 }
 
+/// A listing row: `(id, header, events, turns, bytes, last_activity, state,
+/// problem)`.
+type Summary = (
+    String,
+    Option<SessionHeader>,
+    u64,
+    u64,
+    u64,
+    Option<i64>,
+    LogState,
+    Option<String>,
+);
+
+fn summary(s: &turnwal::SessionSummary) -> Summary {
+    (
+        s.id.clone(),
+        s.header.clone(),
+        s.events,
+        s.turns,
+        s.bytes,
+        s.last_activity,
+        s.state,
+        s.problem.clone(),
+    )
+}
+
 /// A crashed upstream session: turn 1 complete, turn 2 open with a recorded
 /// `tool/call` and no result.
 fn crashed_log() -> Log {
@@ -1982,18 +2021,42 @@ fn turnwal_reads_a_database_built_the_upstream_way() {
     check_rich_log_shape(&plain_rows_a);
     let rows_b = snapshot(&path, "upstream-b");
 
-    // list: headers from the sessions table, exactly.
+    // list: the headers from the sessions table, exactly (delegation_depth
+    // NULL reads as absent), with what the rows hold; `bytes` is the stored
+    // size of the data column.
     let store = open_store(&path);
-    let list = store.list().unwrap();
-    let headers: Vec<(String, Option<SessionHeader>)> = list
-        .iter()
-        .map(|s| (s.id.clone(), s.header.clone()))
-        .collect();
+    let stored_bytes = |rows: &[(i64, Row)]| -> u64 {
+        rows.iter()
+            .map(|(_, r)| match &r.data {
+                Col::Text(b) | Col::Blob(b) => b.len() as u64,
+                other => panic!("{other:?}"),
+            })
+            .sum()
+    };
+    let list: Vec<Summary> = store.list().unwrap().iter().map(summary).collect();
     assert_eq!(
-        headers,
+        list,
         [
-            ("upstream-a".to_owned(), Some(header_a.clone())),
-            ("upstream-b".to_owned(), Some(header_b.clone())),
+            (
+                "upstream-a".to_owned(),
+                Some(header_a.clone()),
+                44,
+                2,
+                stored_bytes(&rows_a),
+                Some(events[43].time()),
+                LogState::Clean,
+                None,
+            ),
+            (
+                "upstream-b".to_owned(),
+                Some(header_b.clone()),
+                11,
+                2,
+                stored_bytes(&rows_b),
+                Some(crashed.events[10].time()),
+                LogState::OpenTurn,
+                None,
+            ),
         ]
     );
 
@@ -2154,6 +2217,15 @@ fn database_written_by_turnwal_passes_upstream_checks() {
         .unwrap();
     drop(store);
 
+    // Upstream's POSIX checks of the file: a regular file (not a symlink),
+    // owned by this user, no group or world bits.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.mode() & 0o077, 0, "mode {:o}", meta.mode());
+        assert_eq!(meta.uid(), std::fs::metadata(dir.path()).unwrap().uid());
+    }
     let conn = raw(&path);
     assert_eq!(upstream::check_database(&conn), Ok(()));
     assert_eq!(
@@ -3062,12 +3134,15 @@ fn damage_detail(how: Damage) -> &'static str {
     }
 }
 
+/// One operation on a store, its result reduced to success or the error.
+type StoreOp<'a> = dyn Fn(&Store) -> turnwal::Result<()> + 'a;
+
 /// A damaged row at or before the last `turn/end`: inspect and load refuse
 /// the session as corrupt at that row's seq, and nothing is changed.
 fn assert_committed_corruption(how: Damage) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.db");
-    victim_session(&path, true);
+    let log = victim_session(&path, true);
     let bad = damage(&path, how);
     let rows = snapshot(&path, "s");
     let plain: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
@@ -3089,14 +3164,27 @@ fn assert_committed_corruption(how: Damage) {
             damage_detail(how)
         ),
     };
-    let store = open_store(&path);
-    for (op, result) in [
-        ("inspect", store.inspect("s").map(|_| ())),
-        ("load", store.load("s").map(|_| ())),
-        ("append", store.append("s", &[]).map(|_| ())),
-    ] {
-        let err = result.unwrap_err();
-        assert_eq!(err.corruption(), Some(&want), "{how:?} {op}: {err:?}");
+    // Each through a store of its own that holds nothing open: reading,
+    // loading (which would commit a repair), and appending a new turn (a
+    // cold append adopts the session, which upstream's coordinator does by
+    // loading it first).
+    let mut next = Log::new();
+    next.events = log.events.clone();
+    next.taken = log.events.len();
+    next.turn = 2;
+    next.simple_turn("three", "ok");
+    let batch = next.batch();
+    let ops: [(&str, &StoreOp); 3] = [
+        ("inspect", &|s| s.inspect("s").map(|_| ())),
+        ("load", &|s| s.load("s").map(|_| ())),
+        ("append", &|s| s.append("s", &batch).map(|_| ())),
+    ];
+    for (op, run) in ops {
+        match run(&open_store(&path)) {
+            Err(err) => assert_eq!(err.corruption(), Some(&want), "{how:?} {op}: {err:?}"),
+            Ok(()) => panic!("{how:?} {op}: accepted a session with a corrupt committed row"),
+        }
+        assert_eq!(snapshot(&path, "s"), rows, "{how:?} {op}: nothing changed");
     }
     assert_eq!(snapshot(&path, "s"), rows, "{how:?}: nothing changed");
     assert_eq!(revision_column(&path, "s"), 1);
