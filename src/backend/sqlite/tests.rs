@@ -698,3 +698,78 @@ fn one_writer_per_session_across_backends() {
     assert!(!lock.exists());
     assert!(!two.exists("a").unwrap());
 }
+
+/// The example of docs/SQLITE.md, "Recovery".
+#[test]
+fn the_documented_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let s = store(&path);
+    s.create(SessionHeader::new("s", 1)).unwrap();
+    let mut turn1 = vec![
+        ev("turn/start", 0, r#"{"turn":1}"#),
+        ev("user/message", 1, r#"{"id":"u1","text":"hi"}"#),
+        ev("step/start", 2, r#"{"turn":1,"step":1}"#),
+    ];
+    for (i, text) in ["Hel", "lo", "!"].iter().enumerate() {
+        turn1.push(text_chunk(3 + i as u64, 1, text));
+    }
+    turn1.push(ev("step/end", 6, r#"{"turn":1,"step":1}"#));
+    turn1.push(ev(
+        "turn/end",
+        7,
+        r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+    ));
+    s.append("s", &turn1).unwrap();
+    s.append("s", &turn(8, 2, 0, false)).unwrap();
+    drop(s);
+    raw_insert(
+        &path,
+        "s",
+        10,
+        "assistant/chunk",
+        r#"{"turn":2,"step":1,"chunk":{"type":"text-de"#,
+        None,
+    );
+    let conn = Connection::open(&path).unwrap();
+    let packed: String = conn
+        .query_row(
+            "SELECT data FROM events WHERE seq = 3 AND ignorable = 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        packed,
+        r#"{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["Hel","lo","!"]}"#
+    );
+    let s = store(&path);
+    let view = s.inspect("s").unwrap();
+    let cut = view.cut.clone().unwrap();
+    assert_eq!(
+        (cut.offset, cut.seq, cut.len, cut.reason),
+        (8, 10, 1, CutReason::Incomplete)
+    );
+    assert_eq!(
+        view.events[10..]
+            .iter()
+            .map(Event::to_json)
+            .collect::<Vec<_>>(),
+        [
+            r#"{"type":"step/end","seq":10,"time":10,"data":{"turn":2,"step":1}}"#,
+            r#"{"type":"turn/end","seq":11,"time":10,"data":{"turn":2,"reason":{"kind":"interrupted"}}}"#
+        ]
+    );
+    s.load("s").unwrap();
+    assert_eq!(
+        physical(&path, "s").iter().map(|r| r.1).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 6, 7, 8, 9, 10, 11]
+    );
+    // The same bad row before the commit row: corruption at row 1, seq 1.
+    drop(s);
+    conn.execute("UPDATE events SET data = '{\"id\":' WHERE seq = 1", [])
+        .unwrap();
+    let err = store(&path).inspect("s").unwrap_err();
+    let c = err.corruption().unwrap();
+    assert_eq!((c.offset, c.seq), (1, Some(1)));
+}
