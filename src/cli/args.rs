@@ -18,6 +18,30 @@ Exit status:
 
 A broken pipe on stdout (e.g. `turnwal cat S | head -1`) exits 0.";
 
+/// The long help of `turnwal convert`.
+const CONVERT_HELP: &str = "\
+Copy sessions from one store to another, losslessly: the header (lineage fields \
+included), the policy, and every event's type, seq, time, payload bytes and extras. \
+Stores are named as --store names them (a directory is a native WAL store); the \
+destination is created if missing. The source is only read.
+
+Sessions are copied one by one, in bounded batches, each batch fsynced; a session is \
+reported on stdout once it is whole and durable in the destination.
+
+A source session whose final turn is open (a crashed writer) is copied as its inspect \
+view (`turnwal cat`): its stored events plus the synthetic closers recovery would add, \
+so the copy is balanced; torn bytes or debris after its commit point are not copied. \
+The session's line says so. Convert a store no writer is appending to.
+
+A session the destination already holds is never overwritten: it is reported on \
+stderr and not copied, and the other sessions are still copied. So is a session that \
+cannot be copied for another reason (corrupt, unreadable, a failed write; a copy that \
+fails halfway is deleted from the destination).
+
+Exit status: 0 when every session was copied; otherwise the highest of 2 (a source \
+session is corrupt) and 4 (a session was not copied for another reason: already in the \
+destination, not found, I/O), as for verify.";
+
 /// `turnwal`: inspect, verify, repair and drive turnwal session stores.
 #[derive(Debug, Parser)]
 #[command(
@@ -83,6 +107,10 @@ pub enum Command {
     Fork(ForkArgs),
     /// Print the last stored events; with --follow, keep printing new ones.
     Tail(TailArgs),
+    /// Copy sessions from one store to another (any backend to any backend),
+    /// losslessly.
+    #[command(long_about = CONVERT_HELP)]
+    Convert(ConvertArgs),
     /// Write a sample store, crash a writer mid-turn, and recover it.
     #[command(
         long_about = "Write a sample store, crash a writer mid-turn, and recover it.\n\n\
@@ -112,6 +140,23 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// One JSON object (a `ratios` map, targets, every side's figures).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The store to copy from (any form --store takes).
+    #[arg(long, value_name = "STORE")]
+    pub from: String,
+    /// The store to copy into (created if missing).
+    #[arg(long, value_name = "STORE")]
+    pub to: String,
+    /// The sessions to copy; every session of the source when none is named.
+    #[arg(value_name = "SESSION")]
+    pub sessions: Vec<String>,
+    /// One JSON object per session (copied or not), no summary line.
     #[arg(long)]
     pub json: bool,
 }
@@ -165,6 +210,10 @@ pub struct CatArgs {
     /// Print only events with seq >= SEQ.
     #[arg(long, value_name = "SEQ")]
     pub from: Option<u64>,
+    /// Print the stored events as they are, without the closers a crashed
+    /// session would get.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// `turnwal verify`.

@@ -1,8 +1,9 @@
 //! `turnwal verify` and `turnwal recover`.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::Write;
 
 use super::output::{VerifyJson, cut_text, display_id, json_line, verify_text, write_events};
+use super::progress::Progress;
 use super::{Failure, Outcome, exit};
 use crate::store::Store;
 
@@ -24,7 +25,7 @@ pub(crate) fn verify(
             ids
         }
     };
-    let progress = Progress::new(only.is_none(), ids.len());
+    let progress = Progress::new("verifying", only.is_none(), ids.len());
     let mut worst = exit::SUCCESS;
     for (i, id) in ids.iter().enumerate() {
         progress.show(i, id);
@@ -52,39 +53,6 @@ pub(crate) fn verify(
     }
     progress.clear();
     Ok(worst)
-}
-
-/// A one-line progress indicator on stderr, only when stderr is a terminal
-/// (piped stderr stays clean for scripts).
-struct Progress {
-    active: bool,
-    total: usize,
-}
-
-impl Progress {
-    fn new(wanted: bool, total: usize) -> Progress {
-        Progress {
-            active: wanted && io::stderr().is_terminal(),
-            total,
-        }
-    }
-
-    fn show(&self, done: usize, id: &str) {
-        if self.active {
-            eprint!(
-                "\rverifying {}/{}: {}\x1b[K",
-                done + 1,
-                self.total,
-                display_id(id)
-            );
-        }
-    }
-
-    fn clear(&self) {
-        if self.active {
-            eprint!("\r\x1b[K");
-        }
-    }
 }
 
 /// Commits (or with `dry_run` only shows) the repair of a session: the state

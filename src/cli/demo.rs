@@ -183,7 +183,7 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         &format!("cat {CRASHED}"),
         "the repaired log as JSONL: what the writer acknowledged, then the closers.",
     )?;
-    read::cat(&store, CRASHED, None, out)?;
+    read::cat(&store, CRASHED, None, false, out)?;
     step(
         out,
         "verify",

@@ -22,6 +22,26 @@ pub(crate) enum Location {
 }
 
 impl Location {
+    /// The path the store lives at.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Location::Wal(dir) => dir,
+        }
+    }
+
+    /// Whether anything exists at the store's path.
+    pub(crate) fn exists(&self) -> bool {
+        self.path().exists()
+    }
+
+    /// Whether both name the same existing file or directory.
+    pub(crate) fn same_place(&self, other: &Location) -> bool {
+        match (self.path().canonicalize(), other.path().canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    }
+
     /// Opens the store.
     pub(crate) fn open(&self, options: StoreOptions) -> Result<Store, Failure> {
         match self {
@@ -40,7 +60,7 @@ pub(crate) fn resolve(arg: Option<&str>) -> Result<Location, Failure> {
 /// Chooses the backend from the form of the path. A missing path is a WAL
 /// store to be, since WAL stores are created lazily; `.sqlite`/`.db` files
 /// and `jsonl:` roots are recognised so the error can say what is missing.
-fn classify(spec: &str) -> Result<Location, Failure> {
+pub(crate) fn classify(spec: &str) -> Result<Location, Failure> {
     if spec.is_empty() {
         return Err(Failure::Usage(format!("--store is empty; {SUPPORTED}")));
     }

@@ -22,9 +22,11 @@ mod append;
 pub mod args;
 mod bench;
 mod check;
+mod convert;
 mod demo;
 mod location;
 mod output;
+mod progress;
 mod read;
 mod sessions;
 
@@ -158,8 +160,9 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
     match command {
         Command::Demo => demo::run(store.as_deref(), out),
         Command::Bench(a) => bench::run(store.as_deref(), &a, out),
+        Command::Convert(a) => convert::run(store.as_deref(), &a, out),
         Command::Append(a) => append::run(&open(a.sync.into())?, &a, io::stdin(), out),
-        Command::Cat(a) => read::cat(&open(default_sync)?, &a.session, a.from, out),
+        Command::Cat(a) => read::cat(&open(default_sync)?, &a.session, a.from, a.raw, out),
         Command::Tail(a) => read::tail(&open(default_sync)?, &a, out),
         Command::Verify(a) => {
             check::verify(&open(default_sync)?, a.session.as_deref(), a.json, out)

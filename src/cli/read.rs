@@ -13,12 +13,22 @@ use crate::store::Store;
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Prints the inspect view (stored events plus, for a crashed log, the
-/// closers recovery would add), from seq `from` on. Writes nothing to the
-/// store.
-pub(crate) fn cat(store: &Store, id: &str, from: Option<u64>, out: &mut dyn Write) -> Outcome {
-    let view = store.inspect(id)?;
+/// closers recovery would add), or with `raw` the stored events alone,
+/// from seq `from` on. Writes nothing to the store.
+pub(crate) fn cat(
+    store: &Store,
+    id: &str,
+    from: Option<u64>,
+    raw: bool,
+    out: &mut dyn Write,
+) -> Outcome {
     let from = from.unwrap_or(0);
-    write_events(out, view.events.iter().filter(|e| e.seq() >= from))?;
+    if raw {
+        write_events(out, &store.read_from(id, from)?)?;
+    } else {
+        let view = store.inspect(id)?;
+        write_events(out, view.events.iter().filter(|e| e.seq() >= from))?;
+    }
     Ok(exit::SUCCESS)
 }
 

@@ -1,0 +1,356 @@
+//! `turnwal convert`: copies sessions from one store to another, any
+//! backend to any backend, losslessly.
+//!
+//! Each session is copied on its own:
+//!
+//! - The destination must not hold it: an existing session is never
+//!   overwritten or appended to ([`Error::AlreadyExists`], exit status 4).
+//! - The source is read and never written: the copy is the source's inspect
+//!   view ([`Store::view`]), read in place and appended in bounded batches,
+//!   so a large session is never held in memory whole (on the WAL backend;
+//!   a backend without an in-place view holds the session's events once).
+//!   A source whose final turn is open gets the synthetic closers recovery
+//!   would add, stored in the copy; torn bytes or debris after the commit
+//!   point are not copied. Both are said on the session's line.
+//! - The header (lineage fields included), every event's type, seq, time,
+//!   payload bytes and extras, and the session's policy are kept.
+//! - A session that cannot be copied (already in the destination, corrupt,
+//!   unreadable, a write that fails) is reported on stderr and the others
+//!   are still copied; a copy that fails halfway is deleted from the
+//!   destination. The exit status is 0 when every session was copied,
+//!   else the highest of the failures' (2 corrupt, 4 anything else), as
+//!   `verify` over a whole store does.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::args::ConvertArgs;
+use super::location;
+use super::output::{CutJson, count, cut_text, display_id, json_line};
+use super::progress::Progress;
+use super::{Failure, Outcome, exit};
+use crate::backend::SyncMode;
+use crate::error::Error;
+use crate::event::Event;
+use crate::scan::{Cut, LogState};
+use crate::store::{Store, StoreOptions};
+
+/// Most events appended to the destination as one batch.
+const BATCH_EVENTS: usize = 4096;
+
+/// Most payload bytes (type, data and extras) appended as one batch: each
+/// batch is fsynced, so this bounds both memory and the unsynced bytes.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// What was copied from one source session.
+#[derive(Debug)]
+struct Copied {
+    /// The source's state.
+    state: LogState,
+    /// Stored source events copied.
+    stored: u64,
+    /// Closers the copy holds that the source does not.
+    closers: u64,
+    /// What the source holds after its commit point that was not copied.
+    cut: Option<Cut>,
+}
+
+/// Runs `turnwal convert`. `store` is the global `--store`, which convert
+/// does not use.
+pub(crate) fn run(store: Option<&str>, args: &ConvertArgs, out: &mut dyn Write) -> Outcome {
+    if store.is_some() {
+        return Err(Failure::Usage(
+            "convert names its stores with --from and --to; --store is not used".into(),
+        ));
+    }
+    let from = location::classify(&args.from)?;
+    let to = location::classify(&args.to)?;
+    if !from.exists() {
+        return Err(Failure::Other(format!(
+            "--from {}: no such store",
+            args.from
+        )));
+    }
+    if from.same_place(&to) {
+        return Err(Failure::Usage(format!(
+            "--from {} and --to {} name the same store",
+            args.from, args.to
+        )));
+    }
+    let src = from.open(StoreOptions::default())?;
+    // Every batch fsynced: the copy is acknowledged only when whole, and its
+    // records carry a durable watermark close to their end.
+    let dst = to.open(StoreOptions {
+        sync: SyncMode::Batch,
+        ..StoreOptions::default()
+    })?;
+    let ids = session_ids(&src, &args.sessions)?;
+    let progress = Progress::new("converting", true, ids.len());
+    let mut worst = exit::SUCCESS;
+    let mut copied = 0usize;
+    for (i, id) in ids.iter().enumerate() {
+        progress.show(i, id);
+        let result = copy_session(&src, &dst, id, &|done, total| {
+            progress.show_detail(i, id, &format!("{done}/{total} events"));
+        });
+        progress.clear();
+        match result {
+            Ok(c) => {
+                copied += 1;
+                if args.json {
+                    json_line(out, &ConvertJson::copied(id, &c))?;
+                } else {
+                    writeln!(out, "{}", copied_text(id, &c))?;
+                }
+            }
+            Err(NotCopied { failure, note }) => {
+                let mut reason = match &failure {
+                    Failure::Store(Error::AlreadyExists { .. }) => {
+                        "the destination already holds this session (never overwritten)".into()
+                    }
+                    failure => failure.to_string(),
+                };
+                if let Some(note) = &note {
+                    reason.push_str("; ");
+                    reason.push_str(note);
+                }
+                if args.json {
+                    json_line(out, &ConvertJson::failed(id, &reason))?;
+                }
+                // Whatever was printed for earlier sessions goes out first.
+                out.flush()?;
+                eprintln!("turnwal: {}: not copied: {reason}", display_id(id));
+                worst = worst.max(failure.exit_status());
+            }
+        }
+        if progress.active {
+            out.flush()?;
+        }
+    }
+    if !args.json {
+        writeln!(
+            out,
+            "converted {copied} of {}",
+            count(ids.len() as u64, "session")
+        )?;
+    }
+    Ok(worst)
+}
+
+/// The sessions to copy: the named ones (each once, in the order given), or
+/// every session of the source sorted by id.
+fn session_ids(src: &Store, named: &[String]) -> Result<Vec<String>, Failure> {
+    if named.is_empty() {
+        let mut ids: Vec<String> = src.list()?.into_iter().map(|s| s.id).collect();
+        ids.sort();
+        return Ok(ids);
+    }
+    let mut seen = HashSet::new();
+    Ok(named
+        .iter()
+        .filter(|id| seen.insert(id.as_str()))
+        .cloned()
+        .collect())
+}
+
+/// Why a session was not copied, and what became of a partial copy.
+struct NotCopied {
+    failure: Failure,
+    note: Option<String>,
+}
+
+impl<E: Into<Failure>> From<E> for NotCopied {
+    fn from(e: E) -> NotCopied {
+        NotCopied {
+            failure: e.into(),
+            note: None,
+        }
+    }
+}
+
+/// Copies session `id` from `src` into `dst`, calling `progress(done,
+/// total)` after each batch.
+fn copy_session(
+    src: &Store,
+    dst: &Store,
+    id: &str,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Copied, NotCopied> {
+    // Refused before anything is read: an existing session is never touched.
+    if dst.backend().exists(id)? {
+        return Err(Error::AlreadyExists {
+            id: id.to_owned(),
+            on_disk: true,
+        }
+        .into());
+    }
+    let scan = src
+        .backend()
+        .scan(id)?
+        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+    let view = src.view(id)?;
+    let stored = view.stored();
+    let closers = view.len() - stored;
+    if stored as u64 != scan.stored_len() || closers != scan.closers.len() {
+        return Err(Failure::Other(format!(
+            "session {id:?} changed while it was read (is a writer appending to it?)"
+        ))
+        .into());
+    }
+    dst.create_with_policy(view.header().clone(), scan.policy)?;
+    let written = (|| -> Result<(), Error> {
+        let total = view.len();
+        let mut batch: Vec<Event> = Vec::new();
+        let mut bytes = 0;
+        for (i, event) in view.iter().enumerate() {
+            bytes += event.event_type().len()
+                + event.data().len()
+                + event.source_event_seqs().map_or(0, str::len)
+                + event.surface_op().map_or(0, str::len);
+            batch.push(event.to_event());
+            if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES || i + 1 == total {
+                dst.append(id, &batch)?;
+                batch.clear();
+                bytes = 0;
+                progress(i + 1, total);
+            }
+        }
+        dst.flush(id)?;
+        dst.close(id)
+    })();
+    if let Err(e) = written {
+        let note = match dst.delete(id) {
+            Ok(()) => "the partial copy was deleted from the destination".to_owned(),
+            Err(d) => format!("deleting the partial copy from the destination failed too: {d}"),
+        };
+        return Err(NotCopied {
+            failure: e.into(),
+            note: Some(note),
+        });
+    }
+    Ok(Copied {
+        state: view.state(),
+        stored: stored as u64,
+        closers: closers as u64,
+        cut: scan.cut,
+    })
+}
+
+/// `s1: copied 11 events (source open-turn: 9 stored + 2 closers, …)`.
+fn copied_text(id: &str, c: &Copied) -> String {
+    let mut line = format!(
+        "{}: copied {}",
+        display_id(id),
+        count(c.stored + c.closers, "event")
+    );
+    let mut notes = Vec::new();
+    if c.closers > 0 {
+        notes.push(format!(
+            "{} stored + {} added: the source's open final turn is closed as interrupted",
+            c.stored,
+            count(c.closers, "closer")
+        ));
+    }
+    if let Some(cut) = &c.cut {
+        notes.push(format!("not copied: {}", cut_text(cut)));
+    }
+    if !notes.is_empty() {
+        line.push_str(&format!(" (source {}: {})", c.state, notes.join("; ")));
+    }
+    line
+}
+
+/// A `convert --json` line: one per session, copied or not.
+#[derive(Serialize)]
+struct ConvertJson<'a> {
+    id: &'a str,
+    copied: bool,
+    /// The source's state (null when it was not copied).
+    state: Option<&'static str>,
+    /// Events written to the destination: `stored + closers`.
+    events: u64,
+    /// Stored source events copied.
+    stored: u64,
+    /// Closers added for the source's open final turn.
+    closers: u64,
+    /// What the source holds after its commit point that was not copied.
+    cut: Option<CutJson<'a>>,
+    /// Why it was not copied.
+    error: Option<&'a str>,
+}
+
+impl<'a> ConvertJson<'a> {
+    fn copied(id: &'a str, c: &'a Copied) -> ConvertJson<'a> {
+        ConvertJson {
+            id,
+            copied: true,
+            state: Some(c.state.code()),
+            events: c.stored + c.closers,
+            stored: c.stored,
+            closers: c.closers,
+            cut: c.cut.as_ref().map(CutJson::from),
+            error: None,
+        }
+    }
+
+    fn failed(id: &'a str, error: &'a str) -> ConvertJson<'a> {
+        ConvertJson {
+            id,
+            copied: false,
+            state: None,
+            events: 0,
+            stored: 0,
+            closers: 0,
+            cut: None,
+            error: Some(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::CutReason;
+
+    #[test]
+    fn lines_say_what_the_copy_holds() {
+        let clean = Copied {
+            state: LogState::Clean,
+            stored: 12,
+            closers: 0,
+            cut: None,
+        };
+        assert_eq!(copied_text("s1", &clean), "s1: copied 12 events");
+        let open = Copied {
+            state: LogState::OpenTurn,
+            stored: 9,
+            closers: 2,
+            cut: None,
+        };
+        assert_eq!(
+            copied_text("a b", &open),
+            "\"a b\": copied 11 events (source open-turn: 9 stored + 2 closers added: \
+             the source's open final turn is closed as interrupted)"
+        );
+        let torn = Copied {
+            state: LogState::Torn,
+            stored: 1,
+            closers: 1,
+            cut: Some(Cut {
+                offset: 300,
+                seq: 1,
+                len: 13,
+                reason: CutReason::Incomplete,
+                detail: String::new(),
+            }),
+        };
+        assert_eq!(
+            copied_text("s", &torn),
+            "s: copied 2 events (source torn: 1 stored + 1 closer added: the source's open \
+             final turn is closed as interrupted; not copied: 13 bytes at byte 300 (seq 1): \
+             incomplete-record)"
+        );
+    }
+}

@@ -1,0 +1,553 @@
+//! `turnwal convert`, run as a real binary between temporary stores: what
+//! is copied (byte for byte), what is said about each session, what is
+//! refused, and the exit statuses.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use turnwal::{SessionHeader, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
+const T0: i64 = 1_700_000_000_000;
+
+struct Output {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `turnwal ARGS` with `stdin`, without `$TURNWAL_STORE`.
+fn turnwal(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .env_remove("TURNWAL_STORE")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn turnwal");
+    let mut pipe = child.stdin.take().unwrap();
+    let input = stdin.to_owned();
+    // Fed from another thread: the command's output may fill its pipe
+    // before all input is written.
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    Output {
+        status: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// `turnwal --store STORE ARGS`.
+fn on(store: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut all = vec!["--store", store.to_str().unwrap()];
+    all.extend_from_slice(args);
+    turnwal(&all, stdin)
+}
+
+fn convert(from: &Path, to: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "convert",
+        "--from",
+        from.to_str().unwrap(),
+        "--to",
+        to.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    turnwal(&args, "")
+}
+
+fn ev(event_type: &str, seq: u64, time: i64, data: &str) -> String {
+    format!(r#"{{"type":"{event_type}","seq":{seq},"time":{time},"data":{data}}}"#)
+}
+
+fn lines(events: &[String]) -> String {
+    events.iter().map(|e| format!("{e}\n")).collect()
+}
+
+/// A complete turn of six events, seqs from `seq0`, times from `t0`.
+fn turn(n: u64, seq0: u64, t0: i64) -> Vec<String> {
+    let data = [
+        ("turn/start", format!(r#"{{"turn":{n}}}"#)),
+        (
+            "user/message",
+            format!(r#"{{"id":"u{n}","text":"hi {n}"}}"#),
+        ),
+        ("step/start", format!(r#"{{"turn":{n},"step":1}}"#)),
+        (
+            "assistant/chunk",
+            format!(
+                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x"}}}}"#
+            ),
+        ),
+        ("step/end", format!(r#"{{"turn":{n},"step":1}}"#)),
+        (
+            "turn/end",
+            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+        ),
+    ];
+    data.iter()
+        .enumerate()
+        .map(|(i, (t, d))| ev(t, seq0 + i as u64, t0 + i as i64, d))
+        .collect()
+}
+
+fn append(store: &Path, args: &[&str], events: &[String]) {
+    let out = on(store, args, &lines(events));
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (0, ""),
+        "append {args:?}"
+    );
+}
+
+fn cat(store: &Path, id: &str, raw: bool) -> String {
+    let args: &[&str] = if raw {
+        &["cat", id, "--raw"]
+    } else {
+        &["cat", id]
+    };
+    let out = on(store, args, "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""), "cat {id}");
+    out.stdout
+}
+
+fn log_path(store: &Path, id: &str) -> PathBuf {
+    store.join("sessions").join(format!("{id}.twal"))
+}
+
+/// A header as the library reads it.
+fn header(store: &Path, id: &str) -> SessionHeader {
+    Store::open(store).unwrap().inspect(id).unwrap().header
+}
+
+/// Events whose payloads and envelopes a lossy copy would change: number
+/// spellings, key order, escapes and a lone surrogate, `ignorable`,
+/// `surfaceOp` before `sourceEventSeqs`, times that go backwards.
+fn tricky_events() -> Vec<String> {
+    vec![
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        ev(
+            "user/message",
+            1,
+            T0 - 5_000,
+            r#"{"n":1e+21,"z":-0.0,"s":"\ud800","b":1,"a":[1.50,"\u0041\/"]}"#,
+        ),
+        r#"{"type":"plugin/x","seq":2,"time":-7,"data":{ "spaced" : true },"ignorable":true}"#
+            .to_owned(),
+        r#"{"type":"user/message","seq":3,"time":3,"data":{"id":"u"},"surfaceOp":"append","sourceEventSeqs":[1]}"#
+            .to_owned(),
+        r#"{"type":"user/message","seq":4,"time":4,"data":{"id":"v"},"sourceEventSeqs":[1,3],"surfaceOp":{"op":"replace","start":0,"end":2}}"#
+            .to_owned(),
+        ev("turn/end", 5, T0 + 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    ]
+}
+
+/// A source store: `chat` (tricky events, then two plain turns), `child`
+/// (a fork of `chat`: lineage fields), `lenient` (a plugin event between
+/// turns), `crashed` (an open turn inside a step, then torn bytes).
+/// Returns each session's inspect view as `cat` prints it.
+fn source_store(store: &Path) -> Vec<(&'static str, String)> {
+    let mut chat = tricky_events();
+    chat.extend(turn(2, 6, T0 + 100));
+    chat.extend(turn(3, 12, T0 + 200));
+    append(store, &["append", "chat", "--create", "--cwd", "/w"], &chat);
+
+    let out = on(store, &["fork", "chat", "child", "--at", "5"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    let mut lenient = turn(1, 0, T0);
+    lenient.push(ev("plugin/note", 6, T0 + 9, r#"{"k":1}"#));
+    lenient.extend(turn(2, 7, T0 + 20));
+    append(
+        store,
+        &["append", "lenient", "--create", "--lenient"],
+        &lenient,
+    );
+
+    let mut crashed = turn(1, 0, T0);
+    crashed.push(ev("turn/start", 6, T0 + 10, r#"{"turn":2}"#));
+    crashed.push(ev("step/start", 7, T0 + 11, r#"{"turn":2,"step":1}"#));
+    crashed.push(ev(
+        "tool/call",
+        8,
+        T0 + 12,
+        r#"{"turn":2,"step":1,"callId":"c1","name":"bash","arguments":"{}"}"#,
+    ));
+    append(store, &["append", "crashed", "--create"], &crashed);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(log_path(store, "crashed"))
+        .unwrap()
+        .write_all(b"torn!")
+        .unwrap();
+
+    ["chat", "child", "crashed", "lenient"]
+        .into_iter()
+        .map(|id| (id, cat(store, id, false)))
+        .collect()
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The text lines `convert` prints for [`source_store`]'s sessions.
+fn converted_lines(crashed_bytes: u64) -> String {
+    format!(
+        "chat: copied 18 events\n\
+         child: copied 7 events\n\
+         crashed: copied 11 events (source torn: 9 stored + 2 closers added: the source's \
+         open final turn is closed as interrupted; not copied: 5 bytes at byte \
+         {crashed_bytes} (seq 9): incomplete-record: 5 bytes left, too few for a record)\n\
+         lenient: copied 13 events\n\
+         converted 4 of 4 sessions\n"
+    )
+}
+
+#[test]
+fn every_session_is_copied_losslessly_into_a_fresh_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    let views = source_store(&src);
+    let before = snapshot(&src);
+    let crashed_bytes = fs::metadata(log_path(&src, "crashed")).unwrap().len() - 5;
+
+    let out = convert(&src, &dst, &[]);
+    assert_eq!(out.stderr, "", "no progress when stderr is piped");
+    assert_eq!(out.status, 0);
+    assert_eq!(out.stdout, converted_lines(crashed_bytes));
+
+    // The source is only read.
+    assert_eq!(snapshot(&src), before);
+    for (id, view) in &views {
+        // The copy stores the source's inspect view: the same bytes with or
+        // without --raw, since the closers are now stored.
+        assert_eq!(&cat(&dst, id, false), view, "{id}");
+        assert_eq!(&cat(&dst, id, true), view, "{id}");
+        assert_eq!(header(&dst, id), header(&src, id), "{id}");
+    }
+    let child = header(&dst, "child");
+    assert_eq!(
+        (
+            child.parent_session.as_deref(),
+            child.seed_length,
+            child.cwd
+        ),
+        (Some("chat"), Some(6), Some("/w".to_owned()))
+    );
+    // Every copy is clean; the crashed source is still torn.
+    let out = on(&dst, &["verify"], "");
+    assert_eq!(out.status, 0, "{}", out.stdout);
+    assert_eq!(on(&src, &["verify", "crashed"], "").status, 1);
+
+    // The lenient policy came along: a plugin event between turns is
+    // accepted by the copy, refused by a strict session.
+    let next = [ev("plugin/note", 13, T0 + 50, "{}")];
+    append(&dst, &["append", "lenient"], &next);
+    let out = on(
+        &dst,
+        &["append", "chat"],
+        &lines(&[ev("plugin/note", 18, 1, "{}")]),
+    );
+    assert_eq!(out.status, 3, "{}", out.stderr);
+}
+
+#[test]
+fn json_reports_one_object_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    source_store(&src);
+    let at = fs::metadata(log_path(&src, "crashed")).unwrap().len() - 5;
+    let out = convert(&src, &dst, &["--json", "crashed", "chat"]);
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let objects: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let expected = [
+        format!(
+            r#"{{"id":"crashed","copied":true,"state":"torn","events":11,"stored":9,"closers":2,
+            "cut":{{"offset":{at},"seq":9,"len":5,"reason":"incomplete-record",
+            "detail":"5 bytes left, too few for a record"}},"error":null}}"#
+        ),
+        r#"{"id":"chat","copied":true,"state":"clean","events":18,"stored":18,"closers":0,
+            "cut":null,"error":null}"#
+            .to_owned(),
+    ];
+    let expected: Vec<Value> = expected
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert_eq!(objects, expected);
+    // Only the named sessions were copied.
+    let out = on(&dst, &["ls", "--json"], "");
+    let ids: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["chat", "crashed"]);
+}
+
+#[test]
+fn an_existing_session_is_never_overwritten_and_the_others_are_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    let views = source_store(&src);
+    // The destination already holds a different `child`.
+    append(&dst, &["append", "child", "--create"], &turn(1, 0, T0));
+    let theirs = fs::read(log_path(&dst, "child")).unwrap();
+
+    let out = convert(&src, &dst, &[]);
+    assert_eq!(out.status, 4);
+    assert_eq!(
+        out.stderr,
+        "turnwal: child: not copied: the destination already holds this session (never \
+         overwritten)\n"
+    );
+    let stdout: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(stdout.len(), 4, "{}", out.stdout);
+    assert_eq!(stdout[0], "chat: copied 18 events");
+    assert!(
+        stdout[1].starts_with("crashed: copied 11 events ("),
+        "{}",
+        stdout[1]
+    );
+    assert_eq!(
+        stdout[2..],
+        ["lenient: copied 13 events", "converted 3 of 4 sessions"]
+    );
+    assert_eq!(fs::read(log_path(&dst, "child")).unwrap(), theirs);
+    for (id, view) in &views {
+        if *id != "child" {
+            assert_eq!(&cat(&dst, id, false), view, "{id}");
+        }
+    }
+
+    // Run again: everything is there, nothing is touched, all refused.
+    let before = snapshot(&dst);
+    let out = convert(&src, &dst, &["--json"]);
+    assert_eq!(out.status, 4);
+    assert_eq!(out.stderr.lines().count(), 4, "{}", out.stderr);
+    for line in out.stdout.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (&v["copied"], &v["error"]),
+            (
+                &Value::Bool(false),
+                &Value::from("the destination already holds this session (never overwritten)")
+            )
+        );
+    }
+    assert_eq!(snapshot(&dst), before);
+}
+
+#[test]
+fn missing_and_corrupt_sessions_are_reported_and_the_others_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    let mut events = turn(1, 0, T0);
+    append(&src, &["append", "good", "--create"], &events);
+    append(&src, &["append", "bad", "--create"], &events);
+    // A second batch, whose records prove the first durable: a flipped
+    // byte in the first is corruption, not a torn tail.
+    events = turn(2, 6, T0 + 10);
+    append(&src, &["append", "bad"], &events);
+    let path = log_path(&src, "bad");
+    let mut bytes = fs::read(&path).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"hi 1").unwrap();
+    bytes[at] = b'j';
+    fs::write(&path, &bytes).unwrap();
+
+    // Named twice: copied once. Not found (4) outranks corrupt (2), as in
+    // `verify`: the highest status wins.
+    let out = convert(&src, &dst, &["nope", "good", "bad", "good"]);
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "good: copied 6 events\nconverted 1 of 3 sessions\n"
+    );
+    let err: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(err.len(), 2, "{}", out.stderr);
+    assert_eq!(
+        err[0],
+        "turnwal: nope: not copied: session \"nope\" not found"
+    );
+    assert!(
+        err[1].starts_with("turnwal: bad: not copied: "),
+        "{}",
+        err[1]
+    );
+    assert!(
+        err[1].contains("(seq 1): record checksum mismatch"),
+        "{}",
+        err[1]
+    );
+    let out = on(&dst, &["ls"], "");
+    assert_eq!(
+        out.stdout.lines().count(),
+        2,
+        "a header and good: {}",
+        out.stdout
+    );
+    assert!(!log_path(&dst, "bad").exists());
+
+    // Only a corrupt session: 2.
+    let out = convert(&src, &dst, &["bad"]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (2, "converted 0 of 1 session\n")
+    );
+}
+
+#[test]
+fn a_session_larger_than_a_batch_is_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    // 1,500 turns of 6 events: 9,000 events, more than two batches of
+    // 4,096, with payloads of about 1 KiB (4 MiB of them fill a batch too).
+    let filler = "y".repeat(1000);
+    let mut events = Vec::new();
+    for n in 1..=1500u64 {
+        let seq0 = events.len() as u64;
+        let mut t = turn(n, seq0, T0 + n as i64);
+        t[1] = ev(
+            "user/message",
+            seq0 + 1,
+            T0 + n as i64,
+            &format!(r#"{{"id":"u{n}","text":"{filler}"}}"#),
+        );
+        events.extend(t);
+    }
+    append(
+        &src,
+        &["append", "big", "--create", "--sync", "never"],
+        &events,
+    );
+    let out = convert(&src, &dst, &[]);
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "big: copied 9000 events\nconverted 1 of 1 session\n", "")
+    );
+    assert_eq!(cat(&dst, "big", false), lines(&events));
+}
+
+#[test]
+fn an_empty_source_copies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    fs::create_dir(&src).unwrap();
+    let out = convert(&src, &dst, &[]);
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "converted 0 of 0 sessions\n", "")
+    );
+}
+
+#[test]
+fn bad_store_arguments_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    append(&src, &["append", "s", "--create"], &turn(1, 0, T0));
+
+    let out = convert(&src, &src, &[]);
+    assert_eq!(out.status, 64);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "turnwal: --from {0} and --to {0} name the same store\n",
+            src.display()
+        )
+    );
+    // Another spelling of the same directory.
+    let out = convert(&src, &src.join("sessions").join(".."), &[]);
+    assert_eq!(out.status, 64, "{}", out.stderr);
+
+    let missing = dir.path().join("missing");
+    let out = convert(&missing, &dst, &[]);
+    assert_eq!(
+        (out.status, out.stderr),
+        (
+            4,
+            format!("turnwal: --from {}: no such store\n", missing.display())
+        )
+    );
+    assert!(!dst.exists());
+
+    let out = turnwal(
+        &[
+            "--store",
+            src.to_str().unwrap(),
+            "convert",
+            "--from",
+            src.to_str().unwrap(),
+            "--to",
+            dst.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (
+            64,
+            "turnwal: convert names its stores with --from and --to; --store is not used\n"
+        )
+    );
+    let out = turnwal(&["convert", "--from", src.to_str().unwrap()], "");
+    assert_eq!(out.status, 64);
+    assert!(out.stderr.contains("--to <STORE>"), "{}", out.stderr);
+
+    // A destination that is a plain file is not a store.
+    let file = dir.path().join("file");
+    fs::write(&file, b"x").unwrap();
+    let out = convert(&src, &file, &[]);
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    assert!(out.stderr.contains("not a directory"), "{}", out.stderr);
+}
+
+#[test]
+fn help_documents_the_refusal_and_exit_statuses() {
+    let out = turnwal(&["convert", "--help"], "");
+    assert_eq!(out.status, 0);
+    for needle in [
+        "--from <STORE>",
+        "--to <STORE>",
+        "[SESSION]...",
+        "--json",
+        "never overwritten",
+        "the other sessions are still copied",
+        "synthetic closers",
+        "Exit status: 0 when every session was copied; otherwise the highest of 2",
+    ] {
+        assert!(out.stdout.contains(needle), "{needle:?} in {}", out.stdout);
+    }
+}
