@@ -32,6 +32,15 @@ pub enum Error {
         /// The seq it started at.
         got: u64,
     },
+    /// A repair computed from a scan that no longer describes the stored log
+    /// (another writer repaired or appended since); nothing was changed.
+    #[error("session {id:?}: repair is stale: {detail}")]
+    StaleRepair {
+        /// Session id.
+        id: String,
+        /// What changed.
+        detail: String,
+    },
     /// No such session.
     #[error("session {id:?} not found")]
     NotFound {

@@ -49,9 +49,24 @@ pub const REASONING_CHUNKS: &str = "reasoning-chunks";
 /// The packed tag of `tool-call-delta` runs.
 pub const TOOL_CALL_CHUNKS: &str = "tool-call-chunks";
 
-/// The mark turnwal appends to `surface_op` when the event wrote `surfaceOp`
-/// before `sourceEventSeqs` (JSON readers ignore trailing whitespace).
+/// The mark turnwal appends to `surface_op` when the event's key order
+/// (`surfaceOp` before or after `sourceEventSeqs`) is not the one
+/// [`surface_first_by_default`] gives (JSON readers ignore trailing
+/// whitespace).
 pub const SURFACE_FIRST_MARK: char = ' ';
+
+/// The key order a row without the mark has: `surfaceOp` first for the
+/// synthetic `tool/result` closers recovery writes (upstream's
+/// `interruptedTurnClosers` creates them in that order), after
+/// `sourceEventSeqs` for everything else. So recovery's closer rows, and
+/// every event in the usual order, are stored byte for byte as upstream
+/// stores them.
+pub fn surface_first_by_default(event_type: &str, data: &str) -> bool {
+    event_type == "tool/result"
+        && data.contains(r#""id":"interrupted-tool-result-"#)
+        && (data.contains(r#""code":"TOOL_NOT_STARTED""#)
+            || data.contains(r#""code":"TOOL_OUTCOME_UNKNOWN""#))
+}
 
 /// A `data` column value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -849,7 +864,8 @@ pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
     };
     let surface_op = event.surface_op().map(|raw| {
         let mut text = raw.get().to_owned();
-        if event.surface_op_first() {
+        let default = surface_first_by_default(event.event_type(), event.data().get());
+        if event.surface_op_first() != default {
             text.push(SURFACE_FIRST_MARK);
         }
         text
@@ -1053,14 +1069,14 @@ fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
         Col::Null => {}
         Col::Text(_) => {
             let op = text(&row.surface_op, "surface_op")?;
-            let (op, first) = match op.strip_suffix(SURFACE_FIRST_MARK) {
+            let (op, marked) = match op.strip_suffix(SURFACE_FIRST_MARK) {
                 Some(op) => (op, true),
                 None => (op, false),
             };
             event = event
                 .with_surface_op(op)
                 .map_err(|e| RowError::invalid(e.reason))?;
-            if first {
+            if marked != surface_first_by_default(event_type, event.data().get()) {
                 event = event.with_surface_op_first();
             }
         }

@@ -310,26 +310,6 @@ pub(super) fn full_scan(conn: &Connection, path: &Path, row: &SessionRow) -> Res
     })
 }
 
-/// The scan a writer opens with, as the WAL's: from the commit row on when
-/// that proves a clean end (nothing to cut, no closers), so opening a long
-/// session reads its last turn, not all of it; otherwise the full scan
-/// decides (a repair is never written onto rows it has not checked). Its
-/// `bytes` then counts the rows read.
-pub(super) fn writer_scan(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Classified> {
-    let id = &row.header.id;
-    if let Some(start) = last_commit_row(conn, path, id)?.filter(|&s| s > 0) {
-        let rows = rows_from(conn, path, id, start)?;
-        let before = || rows_before(conn, id, start);
-        let w = walk(&rows, start, path, id, &before)?;
-        if let Some(c) = classify(w, row, &before)
-            && !c.scan.needs_repair()
-        {
-            return Ok(c);
-        }
-    }
-    full_scan(conn, path, row)
-}
-
 /// The seq of the last row that decodes to a `turn/end`, reading rows back
 /// from the end of the session.
 fn last_commit_row(conn: &Connection, path: &Path, id: &str) -> Result<Option<u64>> {

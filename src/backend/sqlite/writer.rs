@@ -1,5 +1,9 @@
 //! The exclusive writer of one session in a SQLite store.
 //!
+//! Opening one reads and checks the whole session (its first scan is the
+//! full scan), as upstream's adoption of a stored session does, so a session
+//! with a corrupt committed row is refused before anything is appended.
+//!
 //! Every append and every repair is one `BEGIN IMMEDIATE` transaction that
 //! re-checks schema ownership, the session's incarnation and the stored
 //! tail, and commits under the database's `synchronous` setting (FULL by
@@ -73,7 +77,7 @@ impl SqliteWriter {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             let row = self.own_row(conn)?;
-            scan::writer_scan(conn, path, &row)
+            scan::full_scan(conn, path, &row)
         })
     }
 }
@@ -96,8 +100,8 @@ impl LogWriter for SqliteWriter {
     /// Deletes the torn rows and inserts the closers in one transaction,
     /// after checking the session still scans to what `scan` found: the
     /// same kept events and the same closers. A repair whose tail changed
-    /// since (another writer repaired or appended) is refused and changes
-    /// nothing.
+    /// since (another writer repaired or appended) is refused with
+    /// [`Error::StaleRepair`] and changes nothing.
     fn repair(&mut self, scan: &Scan) -> Result<()> {
         if !scan.needs_repair() {
             return Ok(());
@@ -113,17 +117,18 @@ impl LogWriter for SqliteWriter {
         self.shared.conn().write(&path, |conn| {
             let row = self.own_row(conn)?;
             let now = scan::full_scan(conn, &path, &row)?;
-            if now.scan.stored_len() != scan.stored_len() {
-                return Err(Error::SeqMismatch {
+            if now.scan.stored_len() != scan.stored_len()
+                || now.scan.tail != scan.tail
+                || now.scan.closers != scan.closers
+            {
+                return Err(Error::StaleRepair {
                     id: id.clone(),
-                    expected: now.scan.stored_len(),
-                    got: scan.stored_len(),
-                });
-            }
-            if now.scan.tail != scan.tail || now.scan.closers != scan.closers {
-                return Err(Error::Poisoned {
-                    id: id.clone(),
-                    cause: "repair is stale: the stored tail changed since it was scanned".into(),
+                    detail: format!(
+                        "the stored tail changed since it was scanned (stored next seq is {}; \
+                         the repair's closers start at seq {})",
+                        now.scan.stored_len(),
+                        scan.stored_len()
+                    ),
                 });
             }
             if let Some(plan) = &now.plan {

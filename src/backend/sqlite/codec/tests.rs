@@ -296,6 +296,27 @@ fn scalar_rows_round_trip_every_envelope_field() {
 }
 
 #[test]
+fn closer_rows_are_stored_as_upstream_stores_them() {
+    let data = r#"{"turn":2,"step":1,"message":{"id":"interrupted-tool-result-c-5","role":"user"},"error":{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}}"#;
+    let line = |first: bool| {
+        let (a, b) = (r#""surfaceOp":"append""#, r#""sourceEventSeqs":[3]"#);
+        let (a, b) = if first { (a, b) } else { (b, a) };
+        format!(r#"{{"type":"tool/result","seq":5,"time":4,"data":{data},{a},{b}}}"#)
+    };
+    // Recovery's closer (surfaceOp first): no mark, upstream's exact row.
+    let closer = Event::from_json(line(true).as_bytes()).unwrap();
+    let row = scalar_row(&closer).unwrap();
+    assert_eq!(row.surface_op.as_deref(), Some("\"append\""));
+    assert_eq!(decode_row(&row_in(&row)).unwrap(), std::slice::from_ref(&closer));
+    assert_eq!(decode_row(&row_in(&row)).unwrap()[0].to_json(), line(true));
+    // The same event in the other order carries the mark.
+    let other = Event::from_json(line(false).as_bytes()).unwrap();
+    let row = scalar_row(&other).unwrap();
+    assert_eq!(row.surface_op.as_deref(), Some("\"append\" "));
+    assert_eq!(decode_row(&row_in(&row)).unwrap()[0].to_json(), line(false));
+}
+
+#[test]
 fn scalar_rows_named_like_packed_tags_stay_scalar() {
     // An ignorable logical event named `text-chunks`: ignorable = 1, so it
     // is never read as a packed row (the discriminator is ignorable = 0).
