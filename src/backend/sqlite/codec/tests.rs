@@ -307,7 +307,10 @@ fn closer_rows_are_stored_as_upstream_stores_them() {
     let closer = Event::from_json(line(true).as_bytes()).unwrap();
     let row = scalar_row(&closer).unwrap();
     assert_eq!(row.surface_op.as_deref(), Some("\"append\""));
-    assert_eq!(decode_row(&row_in(&row)).unwrap(), std::slice::from_ref(&closer));
+    assert_eq!(
+        decode_row(&row_in(&row)).unwrap(),
+        std::slice::from_ref(&closer)
+    );
     assert_eq!(decode_row(&row_in(&row)).unwrap()[0].to_json(), line(true));
     // The same event in the other order carries the mark.
     let other = Event::from_json(line(false).as_bytes()).unwrap();
