@@ -843,21 +843,30 @@ fn other_errors_exit_4() {
         (out.status, out.stdout.as_str(), out.stderr.as_str()),
         (4, "", "turnwal: session \"nope\" not found\n")
     );
-    let db = dir.path().join("x.sqlite");
-    let out = run_cmd(Command::new(BIN).arg("--store").arg(&db).arg("ls"), "");
+    let file = dir.path().join("notes.txt");
+    fs::write(&file, b"hello").unwrap();
+    let out = run_cmd(Command::new(BIN).arg("--store").arg(&file).arg("ls"), "");
     assert_eq!(
         (out.status, out.stderr),
         (
             4,
             format!(
-                "turnwal: {}: SQLite stores are not supported by this build; supported: a \
-                 directory (native WAL store)\n",
-                db.display()
+                "turnwal: {}: not a directory or an SQLite database, so not a store; \
+                 supported: a directory (native WAL store), a .sqlite or .db file (SQLite \
+                 store)\n",
+                file.display()
             )
         )
     );
     let out = run_cmd(Command::new(BIN).args(["--store", "jsonl:/x", "ls"]), "");
-    assert_eq!(out.status, 4);
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (
+            4,
+            "turnwal: /x: JSONL stores (jsonl:PATH) are not supported by this build; \
+             supported: a directory (native WAL store), a .sqlite or .db file (SQLite store)\n"
+        )
+    );
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! The command line as clap parses it: every command, flag and help text.
 
+use std::time::Duration;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::SyncMode;
+use crate::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 
 /// The exit statuses, as `--help` shows them. Kept next to the constants in
 /// [`super::exit`]; a test checks the help text names each of them.
@@ -56,14 +59,74 @@ destination, not found, I/O), as for verify.";
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store. A directory (existing or not) is a native WAL store.
+    /// The store. A directory (existing or not) is a native WAL store; a
+    /// .sqlite or .db file (existing or not) is an SQLite store.
     /// Default: $TURNWAL_STORE, else ./.turnwal
     #[arg(long, global = true, value_name = "PATH")]
     pub store: Option<String>,
 
+    /// How SQLite stores are opened.
+    #[command(flatten)]
+    pub sqlite: SqliteArgs,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The options of SQLite stores; each is refused when the command opens no
+/// SQLite store.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SqliteArgs {
+    /// PRAGMA journal_mode the database is switched to: wal (default),
+    /// delete, truncate or persist. SQLite keeps it in the file.
+    #[arg(
+        long,
+        global = true,
+        value_name = "MODE",
+        help_heading = "SQLite stores"
+    )]
+    pub journal_mode: Option<JournalMode>,
+    /// PRAGMA synchronous: full (default; every commit survives a power
+    /// loss) or normal (in wal mode a power loss can lose the last commits).
+    #[arg(
+        long,
+        global = true,
+        value_name = "MODE",
+        help_heading = "SQLite stores"
+    )]
+    pub synchronous: Option<Synchronous>,
+    /// How long to wait for another connection's lock, in milliseconds
+    /// (default 5000).
+    #[arg(long, global = true, value_name = "MS", help_heading = "SQLite stores")]
+    pub busy_timeout: Option<u64>,
+}
+
+impl SqliteArgs {
+    /// The first option given, as it is spelled, if any.
+    pub fn given(&self) -> Option<&'static str> {
+        if self.journal_mode.is_some() {
+            Some("--journal-mode")
+        } else if self.synchronous.is_some() {
+            Some("--synchronous")
+        } else if self.busy_timeout.is_some() {
+            Some("--busy-timeout")
+        } else {
+            None
+        }
+    }
+
+    /// The options, defaults filled in.
+    pub fn options(&self) -> SqliteOptions {
+        let default = SqliteOptions::default();
+        SqliteOptions {
+            journal_mode: self.journal_mode.unwrap_or(default.journal_mode),
+            synchronous: self.synchronous.unwrap_or(default.synchronous),
+            busy_timeout: self
+                .busy_timeout
+                .map_or(default.busy_timeout, Duration::from_millis),
+        }
+    }
 }
 
 /// The subcommands.

@@ -26,11 +26,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::args::ConvertArgs;
-use super::location;
+use super::args::{ConvertArgs, SqliteArgs};
+use super::location::{self, Access};
 use super::output::{CutJson, count, cut_text, display_id, json_line};
 use super::progress::Progress;
-use super::{Failure, Outcome, exit};
+use super::{Failure, Outcome, check_sqlite_args, exit};
 use crate::backend::SyncMode;
 use crate::error::Error;
 use crate::event::Event;
@@ -59,7 +59,12 @@ struct Copied {
 
 /// Runs `turnwal convert`. `store` is the global `--store`, which convert
 /// does not use.
-pub(crate) fn run(store: Option<&str>, args: &ConvertArgs, out: &mut dyn Write) -> Outcome {
+pub(crate) fn run(
+    store: Option<&str>,
+    sqlite: &SqliteArgs,
+    args: &ConvertArgs,
+    out: &mut dyn Write,
+) -> Outcome {
     if store.is_some() {
         return Err(Failure::Usage(
             "convert names its stores with --from and --to; --store is not used".into(),
@@ -67,6 +72,7 @@ pub(crate) fn run(store: Option<&str>, args: &ConvertArgs, out: &mut dyn Write) 
     }
     let from = location::classify(&args.from)?;
     let to = location::classify(&args.to)?;
+    check_sqlite_args(sqlite, &[&from, &to])?;
     if !from.exists() {
         return Err(Failure::Other(format!(
             "--from {}: no such store",
@@ -79,13 +85,18 @@ pub(crate) fn run(store: Option<&str>, args: &ConvertArgs, out: &mut dyn Write) 
             args.from, args.to
         )));
     }
-    let src = from.open(StoreOptions::default())?;
+    let sqlite = sqlite.options();
+    let src = from.open(StoreOptions::default(), &sqlite, Access::Read)?;
     // Every batch fsynced: the copy is acknowledged only when whole, and its
     // records carry a durable watermark close to their end.
-    let dst = to.open(StoreOptions {
-        sync: SyncMode::Batch,
-        ..StoreOptions::default()
-    })?;
+    let dst = to.open(
+        StoreOptions {
+            sync: SyncMode::Batch,
+            ..StoreOptions::default()
+        },
+        &sqlite,
+        Access::Write,
+    )?;
     let ids = session_ids(&src, &args.sessions)?;
     let progress = Progress::new("converting", true, ids.len());
     let mut worst = exit::SUCCESS;

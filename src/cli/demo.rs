@@ -223,7 +223,16 @@ fn choose_dir(store_arg: Option<&str>) -> Result<(PathBuf, Option<String>), Fail
     let Some(arg) = store_arg else {
         return Ok((temp_dir()?, None));
     };
-    let Location::Wal(dir) = location::resolve(Some(arg))?;
+    let dir = match location::resolve(Some(arg))? {
+        Location::Wal(dir) => dir,
+        Location::Sqlite(_) => {
+            let note = format!(
+                "--store {arg} is an SQLite store; the demo writes a native WAL store, in a \
+                 new temporary directory."
+            );
+            return Ok((temp_dir()?, Some(note)));
+        }
+    };
     let fresh = match fs::read_dir(&dir) {
         Ok(mut entries) => entries.next().is_none(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => true,

@@ -1,8 +1,13 @@
 //! Which store a `--store` value names, and opening it.
 
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::Failure;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::sqlite::SqliteOptions;
 use crate::store::{Store, StoreOptions};
 
 /// The environment variable that names the store when `--store` is absent.
@@ -12,21 +17,42 @@ pub(crate) const STORE_ENV: &str = "TURNWAL_STORE";
 const DEFAULT_STORE: &str = "./.turnwal";
 
 /// What this build can open.
-const SUPPORTED: &str = "supported: a directory (native WAL store)";
+const SUPPORTED: &str = "supported: a directory (native WAL store), a .sqlite or .db file \
+                         (SQLite store)";
+
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// A store location.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Location {
     /// A native WAL store: a directory, created on the first write.
     Wal(PathBuf),
+    /// An SQLite store: one database file, created on the first write.
+    Sqlite(PathBuf),
+}
+
+/// Whether a command may write to the store it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reads only: a store that does not exist yet is an empty one, and
+    /// opening it creates nothing.
+    Read,
+    /// May write: an SQLite database is created (with its schema) if absent.
+    Write,
 }
 
 impl Location {
     /// The path the store lives at.
     pub(crate) fn path(&self) -> &Path {
         match self {
-            Location::Wal(dir) => dir,
+            Location::Wal(path) | Location::Sqlite(path) => path,
         }
+    }
+
+    /// Whether this is an SQLite store.
+    pub(crate) fn is_sqlite(&self) -> bool {
+        matches!(self, Location::Sqlite(_))
     }
 
     /// Whether anything exists at the store's path.
@@ -42,10 +68,22 @@ impl Location {
         }
     }
 
-    /// Opens the store.
-    pub(crate) fn open(&self, options: StoreOptions) -> Result<Store, Failure> {
+    /// Opens the store. `sqlite` applies to an SQLite store only. With
+    /// [`Access::Read`], an SQLite database that does not exist is not
+    /// created: the store is empty, as a WAL directory that does not exist
+    /// yet is.
+    pub(crate) fn open(
+        &self,
+        options: StoreOptions,
+        sqlite: &SqliteOptions,
+        access: Access,
+    ) -> Result<Store, Failure> {
         match self {
             Location::Wal(dir) => Ok(Store::open_with_options(dir, options)?),
+            Location::Sqlite(file) if access == Access::Read && !file.exists() => {
+                Ok(Store::with_backend(Arc::new(MemoryBackend::new()), options))
+            }
+            Location::Sqlite(file) => Ok(Store::open_sqlite(file, sqlite.clone(), options)?),
         }
     }
 }
@@ -57,9 +95,12 @@ pub(crate) fn resolve(arg: Option<&str>) -> Result<Location, Failure> {
     classify(spec.as_deref().unwrap_or(DEFAULT_STORE))
 }
 
-/// Chooses the backend from the form of the path. A missing path is a WAL
-/// store to be, since WAL stores are created lazily; `.sqlite`/`.db` files
-/// and `jsonl:` roots are recognised so the error can say what is missing.
+/// Chooses the backend from the form of the path: a directory is a WAL
+/// store; a path ending in `.sqlite` or `.db` (existing or not), or an
+/// existing file that starts with SQLite's header, is an SQLite store; any
+/// other missing path is a WAL store to be, since WAL stores are created
+/// lazily. `jsonl:` roots are recognised so the error can say what is
+/// missing.
 pub(crate) fn classify(spec: &str) -> Result<Location, Failure> {
     if spec.is_empty() {
         return Err(Failure::Usage(format!("--store is empty; {SUPPORTED}")));
@@ -77,19 +118,25 @@ pub(crate) fn classify(spec: &str) -> Result<Location, Failure> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    if matches!(ext.as_deref(), Some("sqlite" | "db")) {
-        return Err(Failure::Other(format!(
-            "{spec}: SQLite stores are not supported by this build; {SUPPORTED}"
-        )));
+    if matches!(ext.as_deref(), Some("sqlite" | "db")) || is_sqlite_file(path) {
+        return Ok(Location::Sqlite(path.to_owned()));
     }
     // Checked once more: another writer may have created the store
     // directory since the first look.
     if path.exists() && !path.is_dir() {
         return Err(Failure::Other(format!(
-            "{spec}: not a directory, so not a store; {SUPPORTED}"
+            "{spec}: not a directory or an SQLite database, so not a store; {SUPPORTED}"
         )));
     }
     Ok(Location::Wal(path.to_owned()))
+}
+
+/// Whether `path` is a regular file that starts with SQLite's header.
+fn is_sqlite_file(path: &Path) -> bool {
+    let mut magic = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == SQLITE_MAGIC)
 }
 
 #[cfg(test)]
@@ -98,17 +145,42 @@ mod tests {
 
     #[test]
     fn forms_are_recognised() {
-        let dir = std::env::temp_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
         assert_eq!(
-            classify(dir.to_str().unwrap()).unwrap(),
-            Location::Wal(dir.clone())
+            classify(path.to_str().unwrap()).unwrap(),
+            Location::Wal(path.clone())
         );
         assert_eq!(
             classify("/nonexistent/turnwal-store").unwrap(),
             Location::Wal("/nonexistent/turnwal-store".into())
         );
-        let err = classify("/nonexistent/x.sqlite").unwrap_err().to_string();
-        assert!(err.contains("SQLite stores are not supported"), "{err}");
+        for spec in ["/nonexistent/x.sqlite", "/nonexistent/x.DB"] {
+            assert_eq!(classify(spec).unwrap(), Location::Sqlite(spec.into()));
+        }
+        // A directory named like a database is a WAL store.
+        let named = path.join("store.db");
+        std::fs::create_dir(&named).unwrap();
+        assert_eq!(
+            classify(named.to_str().unwrap()).unwrap(),
+            Location::Wal(named)
+        );
+        // An SQLite database under another name is recognised by its header.
+        let other = path.join("sessions.sqlite3");
+        let mut bytes = SQLITE_MAGIC.to_vec();
+        bytes.extend_from_slice(&[0; 84]);
+        std::fs::write(&other, &bytes).unwrap();
+        assert_eq!(
+            classify(other.to_str().unwrap()).unwrap(),
+            Location::Sqlite(other)
+        );
+        let plain = path.join("notes.txt");
+        std::fs::write(&plain, b"hello").unwrap();
+        let err = classify(plain.to_str().unwrap()).unwrap_err().to_string();
+        assert!(
+            err.contains("not a directory or an SQLite database"),
+            "{err}"
+        );
         let err = classify("jsonl:/tmp/logs").unwrap_err().to_string();
         assert!(err.contains("JSONL stores"), "{err}");
         assert!(err.contains(SUPPORTED), "{err}");

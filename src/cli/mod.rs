@@ -39,7 +39,8 @@ use clap::Parser;
 use crate::backend::SyncMode;
 use crate::error::Error;
 use crate::store::{Store, StoreOptions};
-use args::{Cli, Command};
+use args::{Cli, Command, SqliteArgs};
+use location::{Access, Location};
 
 /// The exit statuses of `turnwal`.
 pub mod exit {
@@ -148,28 +149,64 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
-    let Cli { store, command } = cli;
-    let open = |sync: SyncMode| -> Result<Store, Failure> {
+    let Cli {
+        store,
+        sqlite,
+        command,
+    } = cli;
+    let sqlite_options = sqlite.options();
+    let open = |sync: SyncMode, access: Access| -> Result<Store, Failure> {
+        let location = location::resolve(store.as_deref())?;
+        check_sqlite_args(&sqlite, &[&location])?;
         let options = StoreOptions {
             sync,
             ..StoreOptions::default()
         };
-        location::resolve(store.as_deref())?.open(options)
+        location.open(options, &sqlite_options, access)
     };
-    let default_sync = SyncMode::default();
+    let read = || open(SyncMode::default(), Access::Read);
     match command {
-        Command::Demo => demo::run(store.as_deref(), out),
-        Command::Bench(a) => bench::run(store.as_deref(), &a, out),
-        Command::Convert(a) => convert::run(store.as_deref(), &a, out),
-        Command::Append(a) => append::run(&open(a.sync.into())?, &a, io::stdin(), out),
-        Command::Cat(a) => read::cat(&open(default_sync)?, &a.session, a.from, a.raw, out),
-        Command::Tail(a) => read::tail(&open(default_sync)?, &a, out),
-        Command::Verify(a) => {
-            check::verify(&open(default_sync)?, a.session.as_deref(), a.json, out)
+        Command::Demo => {
+            check_sqlite_args(&sqlite, &[])?;
+            demo::run(store.as_deref(), out)
         }
-        Command::Recover(a) => check::recover(&open(default_sync)?, &a.session, a.dry_run, out),
-        Command::Ls(a) => sessions::ls(&open(default_sync)?, a.json, out),
-        Command::Stats(a) => sessions::stats(&open(default_sync)?, &a.session, a.json, out),
-        Command::Fork(a) => sessions::fork(&open(default_sync)?, &a.session, &a.child, a.at, out),
+        Command::Bench(a) => {
+            check_sqlite_args(&sqlite, &[])?;
+            bench::run(store.as_deref(), &a, out)
+        }
+        Command::Convert(a) => convert::run(store.as_deref(), &sqlite, &a, out),
+        Command::Append(a) => {
+            append::run(&open(a.sync.into(), Access::Write)?, &a, io::stdin(), out)
+        }
+        Command::Cat(a) => read::cat(&read()?, &a.session, a.from, a.raw, out),
+        Command::Tail(a) => read::tail(&read()?, &a, out),
+        Command::Verify(a) => check::verify(&read()?, a.session.as_deref(), a.json, out),
+        Command::Recover(a) => {
+            let access = if a.dry_run {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            let store = open(SyncMode::default(), access)?;
+            check::recover(&store, &a.session, a.dry_run, out)
+        }
+        Command::Ls(a) => sessions::ls(&read()?, a.json, out),
+        Command::Stats(a) => sessions::stats(&read()?, &a.session, a.json, out),
+        Command::Fork(a) => {
+            let store = open(SyncMode::default(), Access::Write)?;
+            sessions::fork(&store, &a.session, &a.child, a.at, out)
+        }
+    }
+}
+
+/// Refuses the SQLite options (`--journal-mode`, …) when none of the
+/// stores a command opens is an SQLite store: they would be ignored.
+pub(crate) fn check_sqlite_args(args: &SqliteArgs, stores: &[&Location]) -> Result<(), Failure> {
+    match args.given() {
+        Some(flag) if !stores.iter().any(|l| l.is_sqlite()) => Err(Failure::Usage(format!(
+            "{flag} applies to SQLite stores (.sqlite or .db files) only, and this command \
+             opens none"
+        ))),
+        _ => Ok(()),
     }
 }
