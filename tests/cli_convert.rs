@@ -2,130 +2,17 @@
 //! is copied (byte for byte), what is said about each session, what is
 //! refused, and the exit statuses.
 
+mod support;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use turnwal::{SessionHeader, Store};
-
-const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
-const T0: i64 = 1_700_000_000_000;
-
-struct Output {
-    status: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `turnwal ARGS` with `stdin`, without `$TURNWAL_STORE`.
-fn turnwal(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
-        .env_remove("TURNWAL_STORE")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn turnwal");
-    let mut pipe = child.stdin.take().unwrap();
-    let input = stdin.to_owned();
-    // Fed from another thread: the command's output may fill its pipe
-    // before all input is written.
-    let writer = std::thread::spawn(move || {
-        let _ = pipe.write_all(input.as_bytes());
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    Output {
-        status: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-/// `turnwal --store STORE ARGS`.
-fn on(store: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut all = vec!["--store", store.to_str().unwrap()];
-    all.extend_from_slice(args);
-    turnwal(&all, stdin)
-}
-
-fn convert(from: &Path, to: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "convert",
-        "--from",
-        from.to_str().unwrap(),
-        "--to",
-        to.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    turnwal(&args, "")
-}
-
-fn ev(event_type: &str, seq: u64, time: i64, data: &str) -> String {
-    format!(r#"{{"type":"{event_type}","seq":{seq},"time":{time},"data":{data}}}"#)
-}
-
-fn lines(events: &[String]) -> String {
-    events.iter().map(|e| format!("{e}\n")).collect()
-}
-
-/// A complete turn of six events, seqs from `seq0`, times from `t0`.
-fn turn(n: u64, seq0: u64, t0: i64) -> Vec<String> {
-    let data = [
-        ("turn/start", format!(r#"{{"turn":{n}}}"#)),
-        (
-            "user/message",
-            format!(r#"{{"id":"u{n}","text":"hi {n}"}}"#),
-        ),
-        ("step/start", format!(r#"{{"turn":{n},"step":1}}"#)),
-        (
-            "assistant/chunk",
-            format!(
-                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x"}}}}"#
-            ),
-        ),
-        ("step/end", format!(r#"{{"turn":{n},"step":1}}"#)),
-        (
-            "turn/end",
-            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
-        ),
-    ];
-    data.iter()
-        .enumerate()
-        .map(|(i, (t, d))| ev(t, seq0 + i as u64, t0 + i as i64, d))
-        .collect()
-}
-
-fn append(store: &Path, args: &[&str], events: &[String]) {
-    let out = on(store, args, &lines(events));
-    assert_eq!(
-        (out.status, out.stderr.as_str()),
-        (0, ""),
-        "append {args:?}"
-    );
-}
-
-fn cat(store: &Path, id: &str, raw: bool) -> String {
-    let args: &[&str] = if raw {
-        &["cat", id, "--raw"]
-    } else {
-        &["cat", id]
-    };
-    let out = on(store, args, "");
-    assert_eq!((out.status, out.stderr.as_str()), (0, ""), "cat {id}");
-    out.stdout
-}
+use support::{T0, append, cat, convert, ev, header, lines, on, turn, turnwal};
 
 fn log_path(store: &Path, id: &str) -> PathBuf {
     store.join("sessions").join(format!("{id}.twal"))
-}
-
-/// A header as the library reads it.
-fn header(store: &Path, id: &str) -> SessionHeader {
-    Store::open(store).unwrap().inspect(id).unwrap().header
 }
 
 /// Events whose payloads and envelopes a lossy copy would change: number
@@ -550,4 +437,178 @@ fn help_documents_the_refusal_and_exit_statuses() {
     ] {
         assert!(out.stdout.contains(needle), "{needle:?} in {}", out.stdout);
     }
+}
+
+// ------------------------------------------------------------- SQLite
+
+/// A streamed turn: runs of text, reasoning and tool-call deltas written
+/// as the SQLite backend packs them (3 or more members, canonical text),
+/// one run in a non-canonical spelling it must keep scalar, and times that
+/// jump about.
+fn streamed_turn(seq0: u64, t0: i64) -> Vec<String> {
+    let mut events = vec![
+        ev("turn/start", seq0, t0, r#"{"turn":1}"#),
+        ev("step/start", seq0 + 1, t0, r#"{"turn":1,"step":1}"#),
+    ];
+    let mut push = |dt: i64, data: String| {
+        let seq = seq0 + events.len() as u64;
+        events.push(ev("assistant/chunk", seq, t0 + dt, &data));
+    };
+    for (i, text) in ["Hel", "lo", " 😀", "\\u0000!"].iter().enumerate() {
+        push(
+            [1, 1, 40, 3][i],
+            format!(
+                r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}"#
+            ),
+        );
+    }
+    for text in ["think", "ing", "…"] {
+        push(
+            -2,
+            format!(
+                r#"{{"turn":1,"step":1,"chunk":{{"type":"reasoning-delta","index":1,"text":"{text}"}}}}"#
+            ),
+        );
+    }
+    for args in [r#"{\"cmd\""#, r#":\"ls\"}"#, ""] {
+        push(
+            50,
+            format!(
+                r#"{{"turn":1,"step":1,"chunk":{{"type":"tool-call-delta","index":2,"id":"c1","name":"bash","argumentsDelta":"{args}"}}}}"#
+            ),
+        );
+    }
+    for text in ["a", "b", "c"] {
+        // Keys in another order: stored as written, never packed.
+        push(
+            60,
+            format!(
+                r#"{{"step":1,"turn":1,"chunk":{{"index":3,"type":"text-delta","text":"{text}"}}}}"#
+            ),
+        );
+    }
+    let seq = seq0 + events.len() as u64;
+    events.push(ev("step/end", seq, t0 + 70, r#"{"turn":1,"step":1}"#));
+    events.push(ev(
+        "turn/end",
+        seq + 1,
+        t0 + 71,
+        r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+    ));
+    events
+}
+
+#[test]
+fn wal_to_sqlite_to_wal_keeps_every_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let mut views = source_store(&src);
+    let streamed = streamed_turn(0, T0);
+    append(&src, &["append", "streamed", "--create"], &streamed);
+    assert_eq!(cat(&src, "streamed", false), lines(&streamed));
+    views.push(("streamed", lines(&streamed)));
+    let crashed_bytes = fs::metadata(log_path(&src, "crashed")).unwrap().len() - 5;
+
+    let db = dir.path().join("sessions.sqlite");
+    let out = convert(&src, &db, &[]);
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.stdout,
+        converted_lines(crashed_bytes).replace(
+            "lenient: copied 13 events\nconverted 4 of 4 sessions\n",
+            "lenient: copied 13 events\nstreamed: copied 17 events\nconverted 5 of 5 sessions\n"
+        )
+    );
+    // The runs were packed: fewer rows than events.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE session_id = 'streamed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 17 - 4 - 3 - 3 + 3, "three packed rows");
+    drop(conn);
+
+    let back = dir.path().join("back");
+    let out = convert(&db, &back, &[]);
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.stdout,
+        "chat: copied 18 events\nchild: copied 7 events\ncrashed: copied 11 events\n\
+         lenient: copied 13 events\nstreamed: copied 17 events\nconverted 5 of 5 sessions\n"
+    );
+    let db2 = dir.path().join("copy.db");
+    let out = convert(&db, &db2, &["--json", "chat"]);
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let line: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (&line["copied"], &line["events"]),
+        (&Value::Bool(true), &Value::from(18))
+    );
+
+    for (id, view) in &views {
+        for store in [&db, &back] {
+            assert_eq!(&cat(store, id, false), view, "{id} in {}", store.display());
+            assert_eq!(&cat(store, id, true), view, "{id} in {}", store.display());
+            assert_eq!(header(store, id), header(&src, id), "{id}");
+        }
+    }
+    assert_eq!(cat(&db2, "chat", true), views[0].1);
+    for store in [&db, &back, &db2] {
+        let out = on(store, &["verify"], "");
+        assert_eq!(out.status, 0, "{}", out.stdout);
+    }
+    // The lenient policy survived both hops.
+    for store in [&db, &back] {
+        append(
+            store,
+            &["append", "lenient"],
+            &[ev("plugin/note", 13, T0, "{}")],
+        );
+        let out = on(
+            store,
+            &["append", "chat"],
+            &lines(&[ev("plugin/note", 18, 1, "{}")]),
+        );
+        assert_eq!(out.status, 3, "{}", out.stderr);
+    }
+    // Same store, another spelling: refused.
+    let out = convert(&db, &dir.path().join(".").join("sessions.sqlite"), &[]);
+    assert_eq!(out.status, 64, "{}", out.stderr);
+}
+
+#[test]
+fn sqlite_options_apply_to_a_converted_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    append(&src, &["append", "s", "--create"], &turn(1, 0, T0));
+    let db = dir.path().join("out.db");
+    let out = convert(
+        &src,
+        &db,
+        &["--journal-mode", "delete", "--busy-timeout", "100"],
+    );
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "s: copied 6 events\nconverted 1 of 1 session\n", "")
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    // Out of wal mode (a rollback journal mode is not kept in the file, so
+    // a new connection reports the default, delete).
+    assert_eq!(mode, "delete");
+    // Between two WAL stores they mean nothing: refused.
+    let out = convert(&src, &dir.path().join("wal"), &["--synchronous", "normal"]);
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (
+            64,
+            "turnwal: --synchronous applies to SQLite stores (.sqlite or .db files) only, and \
+             this command opens none\n"
+        )
+    );
 }
