@@ -945,7 +945,7 @@ CREATE TABLE events (
     /// Opens a database the way upstream's store does, creating schema 17
     /// in one transaction when the file is pristine.
     pub fn open(path: &Path, store_id: &str) -> Connection {
-        let conn = Connection::open(path).unwrap();
+        let conn = crate::open_0600(path).unwrap();
         conn.pragma_update(None, "trusted_schema", "OFF").unwrap();
         conn.pragma_update(None, "mmap_size", 0).unwrap();
         conn.pragma_update(None, "foreign_keys", "ON").unwrap();
@@ -1622,7 +1622,7 @@ fn open_store(path: &Path) -> Store {
 }
 
 fn raw(path: &Path) -> Connection {
-    Connection::open(path).unwrap()
+    open_0600(path).unwrap()
 }
 
 fn jsons(events: &[Event]) -> Vec<String> {
@@ -2488,7 +2488,7 @@ fn hold_write_lock(path: &Path, hold: Duration) -> thread::JoinHandle<()> {
     let path = path.to_owned();
     let (held, is_held) = mpsc::channel();
     let holder = thread::spawn(move || {
-        let conn = Connection::open(&path).unwrap();
+        let conn = open_0600(&path).unwrap();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         held.send(()).unwrap();
         thread::sleep(hold);
@@ -2589,7 +2589,7 @@ fn append_fails_clearly_when_busy_timeout_expires() {
 /// `version`, with a session row, in rollback-journal mode so that the
 /// database is this one file.
 fn crafted_database(path: &Path, schema: &str, app: i64, version: i64) {
-    let conn = Connection::open(path).unwrap();
+    let conn = open_0600(path).unwrap();
     conn.execute_batch(schema).unwrap();
     if schema.contains("persistence_state") {
         conn.execute(
@@ -3585,4 +3585,17 @@ fn packing_splits_runs_at_1_mib() {
         let n = log.events.len();
         assert_reads_at(&path, id, log.all(), &(0..n).collect::<Vec<_>>());
     }
+}
+
+/// Opens (creating it 0600 if absent, as upstream creates its databases) a
+/// plain rusqlite connection to `path`.
+fn open_0600(path: impl AsRef<std::path::Path>) -> rusqlite::Result<rusqlite::Connection> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = path.as_ref();
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+    rusqlite::Connection::open(path)
 }

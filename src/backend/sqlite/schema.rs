@@ -98,6 +98,95 @@ fn create_file(path: &Path) -> Result<()> {
     }
 }
 
+/// Upstream's POSIX checks of the directory a database lives in: a real
+/// directory (created 0700 when absent), owned by this user, and writable by
+/// nobody else — another user who can rename entries there could swap the
+/// database or its `-wal` file under a writer.
+fn check_parent(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    let meta = std::fs::symlink_metadata(parent).map_err(|e| Error::io("stat", parent, e))?;
+    if !meta.is_dir() {
+        return Err(refused(
+            path,
+            format!(
+                "its directory {} is not a real directory (a symlink?)",
+                parent.display()
+            ),
+        ));
+    }
+    if meta.uid() != current_uid() {
+        return Err(refused(
+            path,
+            format!(
+                "its directory {} is owned by uid {}, not by this user ({})",
+                parent.display(),
+                meta.uid(),
+                current_uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refused(
+            path,
+            format!(
+                "its directory {} is writable by group or others (mode {:o}); chmod go-w it",
+                parent.display(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Upstream's POSIX checks of the database file: a regular file (not a
+/// symlink), owned by this user, with no group or other permission bits.
+fn check_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(refused(
+            path,
+            "a SQLite store must be a regular file, not a symlink or a device".into(),
+        ));
+    }
+    if meta.uid() != current_uid() {
+        return Err(refused(
+            path,
+            format!(
+                "the database is owned by uid {}, not by this user ({})",
+                meta.uid(),
+                current_uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(refused(
+            path,
+            format!(
+                "the database is readable or writable by group or others (mode {:o}); chmod 600 it",
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 fn pragma_int(conn: &Connection, name: &str, path: &Path) -> Result<i64> {
     conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
         .map_err(|e| sql_error("read pragma", path, e))
@@ -123,7 +212,9 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
                 "a SQLite store must be a file, not a directory".into(),
             ));
         }
+        check_parent(path)?;
         create_file(path)?;
+        check_file(path)?;
         Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,

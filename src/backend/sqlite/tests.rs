@@ -66,7 +66,7 @@ fn file_bytes(path: &Path) -> Vec<u8> {
 }
 
 fn physical(path: &Path, id: &str) -> Vec<(i64, i64, String, Option<i64>)> {
-    let conn = Connection::open(path).unwrap();
+    let conn = open_0600(path).unwrap();
     let mut stmt = conn
         .prepare(
             "SELECT rowid, seq, type, ignorable FROM events WHERE session_id = ?1 ORDER BY seq",
@@ -79,7 +79,7 @@ fn physical(path: &Path, id: &str) -> Vec<(i64, i64, String, Option<i64>)> {
 }
 
 fn raw_insert(path: &Path, id: &str, seq: i64, kind: &str, data: &str, ignorable: Option<i64>) {
-    Connection::open(path)
+    open_0600(path)
         .unwrap()
         .execute(
             "INSERT INTO events (session_id, seq, type, time, data, ignorable) \
@@ -96,7 +96,7 @@ fn a_pristine_file_gets_schema_and_identity() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
     let backend = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
-    let conn = Connection::open(&path).unwrap();
+    let conn = open_0600(&path).unwrap();
     let int = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
     assert_eq!(int("PRAGMA application_id"), 0x4453_4850);
     assert_eq!(int("PRAGMA user_version"), 17);
@@ -130,7 +130,7 @@ fn every_journal_mode_opens_and_memory_reports_memory() {
         drop(s);
         // Only WAL is a property of the file; the rollback modes are the
         // connection's, and a fresh connection reports the default.
-        let got: String = Connection::open(&path)
+        let got: String = open_0600(&path)
             .unwrap()
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .unwrap();
@@ -237,7 +237,7 @@ fn foreign_databases_are_refused_before_anything_changes() {
     for (name, build, expected) in cases {
         let dir = tempfile::tempdir().unwrap();
         let path = db(&dir);
-        build(&Connection::open(&path).unwrap());
+        build(&open_0600(&path).unwrap());
         let before = file_bytes(&path);
         let err = SqliteBackend::open(&path, SqliteOptions::default()).unwrap_err();
         let Error::Unsupported { path: at, detail } = &err else {
@@ -251,6 +251,7 @@ fn foreign_databases_are_refused_before_anything_changes() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
     std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    chmod(&path, 0o600);
     let err = SqliteBackend::open(&path, SqliteOptions::default()).unwrap_err();
     assert!(err.to_string().contains("not an SQLite database"), "{err}");
     assert_eq!(file_bytes(&path), vec![b'x'; 8192]);
@@ -266,7 +267,7 @@ fn ownership_is_checked_again_at_every_mutation() {
     let s = store(&path);
     s.create(SessionHeader::new("a", 1)).unwrap();
     s.append("a", &turn(0, 1, 0, true)).unwrap();
-    let other = Connection::open(&path).unwrap();
+    let other = open_0600(&path).unwrap();
     other.execute_batch("PRAGMA user_version = 18").unwrap();
     let err = s.append("a", &turn(4, 2, 0, true)).unwrap_err();
     assert!(
@@ -337,7 +338,7 @@ fn a_bad_row_before_the_last_turn_end_is_corruption() {
     s.append("a", &turn(0, 1, 0, true)).unwrap();
     s.append("a", &turn(4, 2, 0, true)).unwrap();
     drop(s);
-    Connection::open(&path)
+    open_0600(&path)
         .unwrap()
         .execute(
             "UPDATE events SET data = '{\"turn\":1' WHERE session_id = 'a' AND seq = 2",
@@ -377,7 +378,7 @@ fn a_bad_row_before_the_last_turn_end_is_corruption() {
     assert_eq!(s.verify("a").unwrap().state, LogState::Corrupt);
 
     // A gap before the last turn/end is corruption too.
-    Connection::open(&path)
+    open_0600(&path)
         .unwrap()
         .execute("DELETE FROM events WHERE session_id = 'a' AND seq = 2", [])
         .unwrap();
@@ -451,7 +452,7 @@ fn a_malformed_packed_tail_is_one_removable_row() {
     s.append("a", &turn(0, 1, 0, true)).unwrap();
     s.append("a", &turn(4, 2, 5, false)).unwrap();
     drop(s);
-    Connection::open(&path)
+    open_0600(&path)
         .unwrap()
         .execute(
             "UPDATE events SET data = '{\"turn\":2}' WHERE session_id = 'a' AND ignorable = 0",
@@ -514,7 +515,7 @@ fn the_policy_is_kept_in_the_incarnation() {
         .unwrap();
     s.append("strict", &turn(0, 1, 0, true)).unwrap();
     s.append("lenient", &turn(0, 1, 0, true)).unwrap();
-    let conn = Connection::open(&path).unwrap();
+    let conn = open_0600(&path).unwrap();
     let incarnation = |id: &str| -> String {
         conn.query_row(
             "SELECT incarnation FROM sessions WHERE id = ?1",
@@ -625,7 +626,7 @@ fn an_append_waits_for_a_writer_holding_begin_immediate() {
         let path = path.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
-            let conn = Connection::open(&path).unwrap();
+            let conn = open_0600(&path).unwrap();
             conn.execute_batch("BEGIN IMMEDIATE").unwrap();
             tx.send(()).unwrap();
             std::thread::sleep(Duration::from_millis(150));
@@ -650,7 +651,7 @@ fn an_append_waits_for_a_writer_holding_begin_immediate() {
     )
     .unwrap();
     drop(s);
-    let conn = Connection::open(&path).unwrap();
+    let conn = open_0600(&path).unwrap();
     conn.execute_batch("BEGIN IMMEDIATE").unwrap();
     let err = quick.append("a", &turn(8, 3, 0, true)).unwrap_err();
     assert!(err.to_string().contains("database is locked"), "{err}");
@@ -734,7 +735,7 @@ fn the_documented_example() {
         r#"{"turn":2,"step":1,"chunk":{"type":"text-de"#,
         None,
     );
-    let conn = Connection::open(&path).unwrap();
+    let conn = open_0600(&path).unwrap();
     let packed: String = conn
         .query_row(
             "SELECT data FROM events WHERE seq = 3 AND ignorable = 0",
@@ -775,4 +776,70 @@ fn the_documented_example() {
     let err = store(&path).inspect("s").unwrap_err();
     let c = err.corruption().unwrap();
     assert_eq!((c.offset, c.seq), (1, Some(1)));
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn files_another_user_could_tamper_with_are_refused_as_upstream_does() {
+    // A database with group or other permission bits.
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    drop(SqliteBackend::open(&path, SqliteOptions::default()).unwrap());
+    chmod(&path, 0o644);
+    let before = file_bytes(&path);
+    let err = SqliteBackend::open(&path, SqliteOptions::default()).unwrap_err();
+    let Error::Unsupported { path: at, detail } = &err else {
+        panic!("expected Unsupported, got {err:?}")
+    };
+    assert_eq!(at, &path);
+    assert!(detail.contains("(mode 644); chmod 600 it"), "{detail}");
+    assert_eq!(file_bytes(&path), before);
+    chmod(&path, 0o600);
+    drop(SqliteBackend::open(&path, SqliteOptions::default()).unwrap());
+
+    // A symlink to a database.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let err = SqliteBackend::open(&link, SqliteOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("not a symlink"), "{err}");
+
+    // A directory others can write to: nothing is created in it.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    chmod(&shared, 0o777);
+    let inside = shared.join("s.db");
+    let err = SqliteBackend::open(&inside, SqliteOptions::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("writable by group or others (mode 777)"),
+        "{err}"
+    );
+    assert!(!inside.exists());
+
+    // A missing directory is created 0700.
+    let fresh = dir.path().join("a/b/s.db");
+    drop(SqliteBackend::open(&fresh, SqliteOptions::default()).unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(fresh.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+/// Opens (creating it 0600 if absent, as upstream creates its databases) a
+/// plain rusqlite connection to `path`.
+fn open_0600(path: impl AsRef<std::path::Path>) -> rusqlite::Result<rusqlite::Connection> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = path.as_ref();
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+    rusqlite::Connection::open(path)
 }
