@@ -7,7 +7,7 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
 
-/// The keys of the `ratios` map, exactly.
+/// The keys of the `ratios` map that have a target.
 const RATIOS: [&str; 7] = [
     "append_vs_raw",
     "append_vs_jsonl",
@@ -16,6 +16,35 @@ const RATIOS: [&str; 7] = [
     "durable_vs_sqlite",
     "scan_vs_mmap_crc",
     "scan_vs_jsonl",
+];
+
+/// The further keys of the `ratios` map: turnwal's SQLite backend, no target.
+const SQLITE_RATIOS: [&str; 4] = [
+    "append_vs_turnwal_sqlite",
+    "durable_vs_turnwal_sqlite",
+    "scan_vs_turnwal_sqlite",
+    "sqlite_backend_durable_vs_sqlite",
+];
+
+/// The sides of the comparisons that measure the SQLite backend, in order.
+const SIDES: [(&str, &[&str]); 3] = [
+    (
+        "append_buffered",
+        &[
+            "turnwal",
+            "raw_write",
+            "jsonl_write",
+            "turnwal_sqlite_normal",
+        ],
+    ),
+    (
+        "durable_turns",
+        &["turnwal", "raw_fsync", "sqlite_full", "turnwal_sqlite_full"],
+    ),
+    (
+        "recovery_scan/64MiB/clean",
+        &["turnwal", "mmap_crc32", "jsonl_parse", "turnwal_sqlite"],
+    ),
 ];
 
 fn positive_finite(v: &Value, what: &str) -> f64 {
@@ -47,6 +76,7 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
     let mut keys: Vec<&str> = ratios.keys().map(String::as_str).collect();
     keys.sort_unstable();
     let mut expected = RATIOS.to_vec();
+    expected.extend(SQLITE_RATIOS);
     expected.sort_unstable();
     assert_eq!(keys, expected);
     for key in RATIOS {
@@ -54,6 +84,69 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
         let target = &report["targets"][key];
         positive_finite(&target["target"], &format!("{key} target"));
         assert!(target["met"].is_boolean(), "{key}: {target}");
+    }
+    // The SQLite backend's ratios have no target.
+    let mut targets: Vec<&str> = report["targets"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    targets.sort_unstable();
+    let mut expected = RATIOS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(targets, expected);
+    for key in SQLITE_RATIOS {
+        positive_finite(&ratios[key], key);
+    }
+    // Each is the speed ratio of two sides of one comparison.
+    let median = |comparison: &str, side: &str| -> f64 {
+        let r = report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == comparison)
+            .unwrap_or_else(|| panic!("{comparison}"));
+        let s = r["sides"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == side)
+            .unwrap_or_else(|| panic!("{comparison} {side}"));
+        s["median_s"].as_f64().unwrap()
+    };
+    for (key, comparison, side, base) in [
+        (
+            "append_vs_turnwal_sqlite",
+            "append_buffered",
+            "turnwal",
+            "turnwal_sqlite_normal",
+        ),
+        (
+            "durable_vs_turnwal_sqlite",
+            "durable_turns",
+            "turnwal",
+            "turnwal_sqlite_full",
+        ),
+        (
+            "scan_vs_turnwal_sqlite",
+            "recovery_scan/64MiB/clean",
+            "turnwal",
+            "turnwal_sqlite",
+        ),
+        (
+            "sqlite_backend_durable_vs_sqlite",
+            "durable_turns",
+            "turnwal_sqlite_full",
+            "sqlite_full",
+        ),
+    ] {
+        let ratio = median(comparison, base) / median(comparison, side);
+        let reported = ratios[key].as_f64().unwrap();
+        assert!(
+            (reported - ratio).abs() <= 1e-9 * ratio,
+            "{key}: {reported} vs {ratio}"
+        );
     }
     assert_eq!(report["quick"], true);
 
@@ -75,6 +168,16 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
             names.iter().any(|n| n.starts_with(prefix)),
             "{prefix} in {names:?}"
         );
+    }
+    for (comparison, expected) in SIDES {
+        let r = results.iter().find(|r| r["name"] == comparison).unwrap();
+        let sides: Vec<&str> = r["sides"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(sides, expected, "{comparison}");
     }
     for r in results {
         let sides = r["sides"].as_array().unwrap();

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use super::BenchResult;
 use super::workload::{self, Workload};
 use crate::SyncMode;
+use crate::backend::sqlite::{SqliteOptions, Synchronous};
 use crate::backend::wal::{WalBackend, encode_file_name, format};
 use crate::contract::{Policy, Tracker};
 use crate::event::Event;
@@ -132,6 +133,31 @@ impl AppendFixture {
             ..StoreOptions::default()
         };
         let store = Store::open_with_options(dir, options)?;
+        self.materialize(store)
+    }
+
+    /// Like [`AppendFixture::prepare`], in a new SQLite store (the database
+    /// `dir/sessions.sqlite`, WAL journal) with `PRAGMA synchronous` set to
+    /// `synchronous`.
+    pub fn prepare_sqlite(
+        &self,
+        dir: &Path,
+        sync: SyncMode,
+        synchronous: Synchronous,
+    ) -> BenchResult<Store> {
+        let options = StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        };
+        let sqlite = SqliteOptions {
+            synchronous,
+            ..SqliteOptions::default()
+        };
+        let store = Store::open_sqlite(dir.join("sessions.sqlite"), sqlite, options)?;
+        self.materialize(store)
+    }
+
+    fn materialize(&self, store: Store) -> BenchResult<Store> {
         store.create(SessionHeader::new(self.id.clone(), 1_700_000_000_000))?;
         store.append(&self.id, &self.first)?;
         Ok(store)
@@ -249,6 +275,37 @@ impl SessionFixture {
             open_turn: false,
             workload,
         })
+    }
+
+    /// Copies the session, as it is stored, into a new SQLite store at
+    /// `db` (WAL journal), as `turnwal convert` does: the header, then the
+    /// events in batches of 4096 (chunk runs are packed within a batch).
+    /// Returns the database's size.
+    pub fn copy_to_sqlite(&self, db: &Path) -> BenchResult<u64> {
+        let src = Store::open(&self.dir)?;
+        let view = src.view(&self.id)?;
+        let sqlite = SqliteOptions {
+            synchronous: Synchronous::Normal,
+            ..SqliteOptions::default()
+        };
+        let options = StoreOptions {
+            sync: SyncMode::Never,
+            ..StoreOptions::default()
+        };
+        let dst = Store::open_sqlite(db, sqlite, options)?;
+        dst.create(view.header().clone())?;
+        let mut batch = Vec::with_capacity(4096);
+        // Only the stored events: an open final turn stays open.
+        for i in 0..view.stored() {
+            batch.push(view.get(i).expect("in range").to_event());
+            if batch.len() == 4096 || i + 1 == view.stored() {
+                dst.append(&self.id, &batch)?;
+                batch.clear();
+            }
+        }
+        dst.close(&self.id)?;
+        drop(dst);
+        Ok(fs::metadata(db)?.len())
     }
 
     /// Appends a turn of about 60 events that stops after a `tool/call`

@@ -3,10 +3,10 @@
 //!
 //! | comparison | turnwal | baselines |
 //! |---|---|---|
-//! | [`append`] | `Store::append`, `--sync never`, one batch per turn, validated events | [`baselines::RawWrite`], [`baselines::JsonlWrite`] |
+//! | [`append`] | `Store::append`, `--sync never`, one batch per turn, validated events | [`baselines::RawWrite`], [`baselines::JsonlWrite`], turnwal on SQLite (`synchronous=NORMAL`) |
 //! | [`ingest`] | `IncomingEvent::parse` + `complete` + `Store::append` (the `turnwal append` path) | [`baselines::JsonValidate`] |
-//! | [`durable`] | `Store::append`, `--sync turn` (one fdatasync per turn) | [`baselines::RawFsync`], [`baselines::Sqlite`] |
-//! | [`scan`] | `Backend::scan` of a page-cached log | [`baselines::MmapCrc`], [`baselines::JsonlParse`] |
+//! | [`durable`] | `Store::append`, `--sync turn` (one fdatasync per turn) | [`baselines::RawFsync`], [`baselines::Sqlite`], turnwal on SQLite (`synchronous=FULL`) |
+//! | [`scan`] | `Backend::scan` of a page-cached log | [`baselines::MmapCrc`], [`baselines::JsonlParse`]; in `turnwal bench`, also [`SqliteScan`] of the same session in the SQLite backend |
 //! | [`full_load`] | `Store::view`, every `EventRef` touched | — (memory reported by [`load_memory`]) |
 //! | [`tail_read`] | `Store::read_from(len - 50)` on a large session | the same on a small session |
 //! | [`list`] | `Store::list` of a store of many sessions | — |
@@ -21,6 +21,7 @@ use super::stats::Memory;
 use super::{BenchResult, Comparison, Side};
 use crate::SyncMode;
 use crate::backend::Backend;
+use crate::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
 use crate::backend::wal::WalBackend;
 use crate::event::IncomingEvent;
 use crate::store::{Store, StoreOptions};
@@ -67,21 +68,43 @@ pub enum Feed {
     Durable,
 }
 
+/// Which backend a turnwal side stores into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The native WAL (the side named `turnwal`).
+    Wal,
+    /// The SQLite backend with this `PRAGMA synchronous` (the side named
+    /// `turnwal_sqlite_normal` or `turnwal_sqlite_full`).
+    Sqlite(Synchronous),
+}
+
 /// turnwal appending a fixture's turns, one batch per turn.
 pub struct StoreAppend<'a> {
     fx: &'a AppendFixture,
     runs: Runs,
     feed: Feed,
+    engine: Engine,
     latencies: Vec<Duration>,
 }
 
 impl<'a> StoreAppend<'a> {
-    /// Appends `fx`'s turns into fresh stores under `scratch`.
+    /// Appends `fx`'s turns into fresh WAL stores under `scratch`.
     pub fn new(fx: &'a AppendFixture, scratch: &Path, feed: Feed) -> StoreAppend<'a> {
+        StoreAppend::on(fx, scratch, feed, Engine::Wal)
+    }
+
+    /// Appends `fx`'s turns into fresh stores of `engine` under `scratch`.
+    pub fn on(
+        fx: &'a AppendFixture,
+        scratch: &Path,
+        feed: Feed,
+        engine: Engine,
+    ) -> StoreAppend<'a> {
         StoreAppend {
             fx,
-            runs: Runs::new(scratch, &format!("turnwal-{feed:?}")),
+            runs: Runs::new(scratch, &format!("turnwal-{engine:?}-{feed:?}")),
             feed,
+            engine,
             latencies: Vec::new(),
         }
     }
@@ -89,7 +112,11 @@ impl<'a> StoreAppend<'a> {
 
 impl Side for StoreAppend<'_> {
     fn name(&self) -> &str {
-        "turnwal"
+        match self.engine {
+            Engine::Wal => "turnwal",
+            Engine::Sqlite(Synchronous::Normal) => "turnwal_sqlite_normal",
+            Engine::Sqlite(Synchronous::Full) => "turnwal_sqlite_full",
+        }
     }
 
     fn once(&mut self) -> BenchResult<Duration> {
@@ -98,7 +125,10 @@ impl Side for StoreAppend<'_> {
             Feed::Buffered | Feed::Ingest => SyncMode::Never,
             Feed::Durable => SyncMode::Turn,
         };
-        let store = self.fx.prepare(&dir, sync)?;
+        let store = match self.engine {
+            Engine::Wal => self.fx.prepare(&dir, sync)?,
+            Engine::Sqlite(synchronous) => self.fx.prepare_sqlite(&dir, sync, synchronous)?,
+        };
         let id = self.fx.id.as_str();
         let start = Instant::now();
         match self.feed {
@@ -152,8 +182,10 @@ pub fn ingest_batch(store: &Store, id: &str, next_seq: u64, lines: &[Vec<u8>]) -
 
 /// Buffered append (`--sync never`) of validated events: turnwal vs the
 /// same encoded bytes written with plain `write` calls, one per turn, vs a
-/// serde_json + `BufWriter` JSONL writer. Bytes are the events' JSONL
-/// volume for every side, so MiB/s compare like events/s.
+/// serde_json + `BufWriter` JSONL writer, vs turnwal's SQLite backend with
+/// `synchronous=NORMAL` (its nearest to `--sync never`: a commit is not
+/// fsynced in WAL journal mode). Bytes are the events' JSONL volume for
+/// every side, so MiB/s compare like events/s.
 pub fn append<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
     Comparison {
         name: "append_buffered".into(),
@@ -164,6 +196,12 @@ pub fn append<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
             Box::new(StoreAppend::new(fx, scratch, Feed::Buffered)),
             Box::new(baselines::RawWrite::new(fx, scratch)),
             Box::new(baselines::JsonlWrite::new(fx, scratch)),
+            Box::new(StoreAppend::on(
+                fx,
+                scratch,
+                Feed::Buffered,
+                Engine::Sqlite(Synchronous::Normal),
+            )),
         ],
     }
 }
@@ -185,7 +223,10 @@ pub fn ingest<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
 
 /// Durable turns (`--sync turn`): turnwal vs a raw loop writing each turn's
 /// encoded bytes and calling fdatasync, vs SQLite (WAL mode,
-/// `synchronous=FULL`) inserting each turn's rows in one transaction.
+/// `synchronous=FULL`) inserting each turn's rows in one transaction, vs
+/// turnwal's SQLite backend (`--sync turn`, WAL mode, `synchronous=FULL`:
+/// the same database settings as the bare SQLite side, plus turnwal's
+/// schema, row encoding, ownership and stored-tail checks).
 pub fn durable<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
     Comparison {
         name: "durable_turns".into(),
@@ -196,6 +237,12 @@ pub fn durable<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
             Box::new(StoreAppend::new(fx, scratch, Feed::Durable)),
             Box::new(baselines::RawFsync::new(fx, scratch)),
             Box::new(baselines::Sqlite::new(fx, scratch)),
+            Box::new(StoreAppend::on(
+                fx,
+                scratch,
+                Feed::Durable,
+                Engine::Sqlite(Synchronous::Full),
+            )),
         ],
     }
 }
@@ -231,6 +278,47 @@ impl Side for Scan {
         let elapsed = start.elapsed();
         std::hint::black_box(scan);
         Ok(elapsed)
+    }
+}
+
+/// turnwal's recovery scan of the same session in its SQLite backend:
+/// read every row of the session, decode it (packed chunk runs included),
+/// find the commit row, classify the tail.
+pub struct SqliteScan {
+    backend: SqliteBackend,
+    id: String,
+    bytes: u64,
+}
+
+impl SqliteScan {
+    /// Scans session `id` of the database `db`, `bytes` long.
+    pub fn new(db: &Path, id: &str, bytes: u64) -> BenchResult<SqliteScan> {
+        Ok(SqliteScan {
+            backend: SqliteBackend::open(db, SqliteOptions::default())?,
+            id: id.to_owned(),
+            bytes,
+        })
+    }
+}
+
+impl Side for SqliteScan {
+    fn name(&self) -> &str {
+        "turnwal_sqlite"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        let scan = self
+            .backend
+            .scan(&self.id)?
+            .ok_or("the fixture session is missing from the database")?;
+        let elapsed = start.elapsed();
+        std::hint::black_box(scan);
+        Ok(elapsed)
+    }
+
+    fn bytes(&self) -> Option<u64> {
+        Some(self.bytes)
     }
 }
 

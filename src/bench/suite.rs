@@ -2,7 +2,8 @@
 //! turns, recovery scan (clean and with an open final turn) and tail reads,
 //! each against its baselines in one process, on fixtures in a scratch
 //! directory; plus the bytes on disk per event and what a full load costs
-//! in memory. Every figure is the median of repeated, interleaved runs.
+//! in memory. Buffered append, durable turns and the clean scan also
+//! measure turnwal's SQLite backend on the same events. Every figure is the median of repeated, interleaved runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,7 +42,7 @@ impl Config {
         durable_turns: 40,
         durable_reps: 7,
         scan_bytes: 64 << 20,
-        scan_reps: 9,
+        scan_reps: 7,
         tail_events: (1_000, 100_000),
         tail_reps: 501,
     };
@@ -72,6 +73,32 @@ pub const TARGETS: [(&str, f64); 7] = [
     ("scan_vs_jsonl", 10.0),
 ];
 
+/// Further keys of [`Report::ratios`], without a target: how turnwal's
+/// SQLite backend compares. The first three are the native WAL's speed over
+/// the SQLite backend's (buffered append with `synchronous=NORMAL`, durable
+/// turns with `FULL`, recovery scan); the last is the SQLite backend's
+/// durable-turn speed over bare SQLite inserting the same rows with the
+/// same settings (its cost for the upstream schema, row encoding and
+/// checks).
+pub const SQLITE_RATIOS: [(&str, &str); 4] = [
+    (
+        "append_vs_turnwal_sqlite",
+        "WAL / SQLite backend, buffered append",
+    ),
+    (
+        "durable_vs_turnwal_sqlite",
+        "WAL / SQLite backend, durable turns",
+    ),
+    (
+        "scan_vs_turnwal_sqlite",
+        "WAL / SQLite backend, recovery scan",
+    ),
+    (
+        "sqlite_backend_durable_vs_sqlite",
+        "SQLite backend / bare SQLite, durable turns",
+    ),
+];
+
 /// The bound on a tail read of 50 events, in microseconds.
 pub const TAIL_TARGET_US: f64 = 50.0;
 
@@ -82,7 +109,8 @@ pub struct Report {
     pub quick: bool,
     /// Every comparison, in the order run.
     pub outcomes: Vec<Outcome>,
-    /// The headline ratios, keyed as in [`TARGETS`].
+    /// The headline ratios, keyed as in [`TARGETS`], and the SQLite
+    /// backend's, keyed as in [`SQLITE_RATIOS`].
     pub ratios: BTreeMap<&'static str, f64>,
     /// Log bytes per event and JSONL bytes per event for the same events.
     pub bytes_per_event: (f64, f64),
@@ -123,8 +151,18 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         log.jsonl_bytes as f64 / log.events as f64,
     );
     let label = measure::size_label(log.log_bytes);
+    progress("recovery scan: copying the log into the SQLite backend");
+    let db = dir.join("scan.sqlite");
+    let db_bytes = log.copy_to_sqlite(&db)?;
     progress("recovery scan: clean");
-    let scan = measure::scan(&log, &format!("{label}/clean"))?.run(config.scan_reps)?;
+    let scan = {
+        let mut clean = measure::scan(&log, &format!("{label}/clean"))?;
+        clean
+            .sides
+            .push(Box::new(measure::SqliteScan::new(&db, &log.id, db_bytes)?));
+        clean.run(config.scan_reps)?
+    };
+    let _ = std::fs::remove_file(&db);
     log.open_final_turn()?;
     progress("recovery scan: open final turn");
     let scan_open = measure::scan(&log, &format!("{label}/open_turn"))?.run(config.scan_reps)?;
@@ -140,6 +178,10 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
     progress("full load");
     let load_memory = measure::load_memory(&large)?;
 
+    let speed_over = |o: &Outcome, side: &str, base: &str| {
+        let median = |name: &str| o.side(name).expect("a measured side").median();
+        median(base).as_secs_f64() / median(side).as_secs_f64().max(1e-12)
+    };
     let ratios = BTreeMap::from([
         ("append_vs_raw", append.ratio("raw_write")),
         ("append_vs_jsonl", append.ratio("jsonl_write")),
@@ -148,6 +190,19 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         ("durable_vs_sqlite", durable.ratio("sqlite_full")),
         ("scan_vs_mmap_crc", scan.ratio("mmap_crc32")),
         ("scan_vs_jsonl", scan.ratio("jsonl_parse")),
+        (
+            "append_vs_turnwal_sqlite",
+            append.ratio("turnwal_sqlite_normal"),
+        ),
+        (
+            "durable_vs_turnwal_sqlite",
+            durable.ratio("turnwal_sqlite_full"),
+        ),
+        ("scan_vs_turnwal_sqlite", scan.ratio("turnwal_sqlite")),
+        (
+            "sqlite_backend_durable_vs_sqlite",
+            speed_over(&durable, "turnwal_sqlite_full", "sqlite_full"),
+        ),
     ]);
     outcomes.extend([append, ingest, durable, scan, scan_open, tail]);
     Ok(Report {
@@ -189,7 +244,8 @@ impl Report {
         out
     }
 
-    /// One JSON object: `ratios` (the seven headline ratios), `targets`
+    /// One JSON object: `ratios` (the seven headline ratios and the
+    /// [`SQLITE_RATIOS`]), `targets`
     /// (each ratio's target and whether it is met), `scaling`, `tail_read`
     /// (the large session's median against its bound), `disk`, `memory`,
     /// every comparison's sides under `results`, and `machine`.
@@ -297,6 +353,18 @@ impl Report {
                 if ratio >= target { "met" } else { "not met" }.into(),
             ]);
         }
+        out.push_str(&super::align(&rows));
+        let mut rows = vec![vec![
+            "turnwal on SQLite (speed / speed, no target)".to_owned(),
+            "measured".into(),
+        ]];
+        for (key, what) in SQLITE_RATIOS {
+            rows.push(vec![
+                format!("  {key} ({what})"),
+                format!("{:.2}×", self.ratios[key]),
+            ]);
+        }
+        out.push('\n');
         out.push_str(&super::align(&rows));
         if let Some(t) = self.outcome("tail_read") {
             let large = t.sides[0].median();
