@@ -612,3 +612,40 @@ fn sqlite_options_apply_to_a_converted_database() {
         )
     );
 }
+
+#[test]
+fn a_partial_copy_left_by_a_crash_is_removed_with_rm_then_converted_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst.sqlite"));
+    let mut events = turn(1, 0, T0);
+    events.extend(turn(2, 6, T0 + 10));
+    append(&src, &["append", "s", "--create"], &events);
+    // What a convert killed mid-session leaves: a prefix, its turn open.
+    append(&dst, &["append", "s", "--create"], &events[..8]);
+    let out = convert(&src, &dst, &[]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (4, "converted 0 of 1 session\n")
+    );
+    let out = on(&dst, &["rm", "s"], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "deleted s\n", "")
+    );
+    let out = on(&dst, &["rm", "s"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (4, "turnwal: session \"s\" not found\n")
+    );
+    let out = convert(&src, &dst, &["s"]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "s: copied 12 events\nconverted 1 of 1 session\n")
+    );
+    assert_eq!(cat(&dst, "s", true), lines(&events));
+    // On a WAL store rm removes the log file.
+    let out = on(&src, &["rm", "s"], "");
+    assert_eq!(out.status, 0);
+    assert!(!log_path(&src, "s").exists());
+    assert_eq!(on(&src, &["ls", "--json"], "").stdout, "");
+}

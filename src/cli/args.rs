@@ -170,6 +170,13 @@ pub enum Command {
     Fork(ForkArgs),
     /// Print the last stored events; with --follow, keep printing new ones.
     Tail(TailArgs),
+    /// Delete a session and everything stored of it.
+    #[command(
+        long_about = "Delete a session and everything stored of it (its log file, or its \
+        rows). Takes the session's writer lock first: a session another writer holds is \
+        refused. There is no undo."
+    )]
+    Rm(RmArgs),
     /// Copy sessions from one store to another (any backend to any backend),
     /// losslessly.
     #[command(long_about = CONVERT_HELP)]
@@ -327,6 +334,13 @@ pub struct ForkArgs {
     /// Copy events 0..=SEQ (default: all); SEQ must not be inside a turn.
     #[arg(long, value_name = "SEQ")]
     pub at: Option<u64>,
+}
+
+/// `turnwal rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The session id.
+    pub session: String,
 }
 
 /// `turnwal tail`.

@@ -192,6 +192,10 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         }
         Command::Ls(a) => sessions::ls(&read()?, a.json, out),
         Command::Stats(a) => sessions::stats(&read()?, &a.session, a.json, out),
+        Command::Rm(a) => {
+            let store = open(SyncMode::default(), Access::Write)?;
+            sessions::rm(&store, &a.session, out)
+        }
         Command::Fork(a) => {
             let store = open(SyncMode::default(), Access::Write)?;
             sessions::fork(&store, &a.session, &a.child, a.at, out)

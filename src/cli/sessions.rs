@@ -1,4 +1,5 @@
-//! `turnwal ls`, `turnwal stats` and `turnwal fork`: whole sessions.
+//! `turnwal ls`, `turnwal stats`, `turnwal fork` and `turnwal rm`: whole
+//! sessions.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -108,5 +109,12 @@ pub(crate) fn fork(
 ) -> Outcome {
     let header = store.fork(id, at, child)?;
     writeln!(out, "{}", header.to_json())?;
+    Ok(exit::SUCCESS)
+}
+
+/// Deletes session `id` (under its writer lock) and says so.
+pub(crate) fn rm(store: &Store, id: &str, out: &mut dyn Write) -> Outcome {
+    store.delete(id)?;
+    writeln!(out, "deleted {}", display_id(id))?;
     Ok(exit::SUCCESS)
 }
