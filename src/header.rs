@@ -200,18 +200,30 @@ const HEADER_KEYS: &[&str] = &[
 ];
 
 fn version_refusal(id: &str, version: i64) -> Result<(), String> {
-    use std::cmp::Ordering;
-    match version.cmp(&SESSION_FORMAT_VERSION) {
-        Ordering::Equal => Ok(()),
-        Ordering::Greater => Err(format!(
+    if version == SESSION_FORMAT_VERSION {
+        return Ok(());
+    }
+    Err(version_refusal_text(
+        id,
+        &version.to_string(),
+        version > SESSION_FORMAT_VERSION,
+    ))
+}
+
+/// The upstream refusal of a session written in format `v{version}`:
+/// `newer` says the log is newer than this build (upgrade the harness).
+pub(crate) fn version_refusal_text(id: &str, version: &str, newer: bool) -> String {
+    if newer {
+        format!(
             "session {id:?} uses log format v{version}, but this harness reads only \
              v{SESSION_FORMAT_VERSION}: the log was written by a newer harness \u{2014} \
              upgrade the harness to open it"
-        )),
-        Ordering::Less => Err(format!(
+        )
+    } else {
+        format!(
             "session {id:?} uses log format v{version}, older than the supported \
              v{SESSION_FORMAT_VERSION}, and this build ships no upgrade path for it"
-        )),
+        )
     }
 }
 

@@ -68,6 +68,26 @@ pub struct RecoveryReport {
     pub committed: bool,
 }
 
+/// What a caller read of a stored log, to commit its repair against
+/// ([`Store::commit_repair`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairBasis {
+    /// How many events were stored (and kept).
+    pub stored: u64,
+    /// Where the cut started, if the log had a tail to cut.
+    pub cut_offset: Option<u64>,
+}
+
+impl RepairBasis {
+    /// The basis of an [`Store::inspect`] view.
+    pub fn of(view: &SessionView) -> RepairBasis {
+        RepairBasis {
+            stored: view.stored,
+            cut_offset: view.cut.as_ref().map(|c| c.offset),
+        }
+    }
+}
+
 /// A durable store of agent sessions.
 ///
 /// ```
@@ -478,6 +498,24 @@ impl Store {
         }
     }
 
+    /// The stored events from `from_seq` on exactly as the log holds them:
+    /// like [`Store::read_from`], but before read-time normalization (the
+    /// JSONL backend's legacy migrations), from the stored log even when
+    /// this store writes the session.
+    pub fn read_raw(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
+        if from_seq > MAX_SAFE_INTEGER {
+            return Err(Error::InvalidArgument(format!(
+                "fromSeq must be a non-negative safe integer, got {from_seq}"
+            )));
+        }
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+            return Err(Error::NotFound { id: id.to_owned() });
+        }
+        self.backend
+            .read_raw(id, from_seq)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
     /// A token that changes after every append and repair of the stored log
     /// and never after a read. `None` for a session with nothing on disk.
     pub fn revision(&self, id: &str) -> Result<Option<String>> {
@@ -631,6 +669,189 @@ impl Store {
         }
     }
 
+    /// Opens `id` for appending **without repairing it**, for a harness that
+    /// runs recovery itself: the upstream harness's coordinator decides when
+    /// a crashed log is closed (with [`Store::commit_repair`]), and a live
+    /// session that adopts a stored prefix continues its open turn. Appends
+    /// continue right after the stored events; an open final turn stays open.
+    /// A log with bytes or records to cut is refused with
+    /// [`Error::StaleRepair`] (commit the cut first); a session this store
+    /// already holds is left as it is. Returns where appends continue.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// drop(store); // the process ends with the turn open
+    ///
+    /// let store = Store::open(dir.path()).unwrap();
+    /// assert_eq!(store.adopt("s").unwrap().next_seq, 1); // no closers written
+    /// store.append("s", &[
+    ///     Event::new("turn/end", 1, 6, r#"{"turn":1,"reason":{"kind":"completed"}}"#).unwrap(),
+    /// ]).unwrap();
+    /// assert_eq!(store.read_from("s", 0).unwrap().len(), 2);
+    /// ```
+    pub fn adopt(&self, id: &str) -> Result<Receipt> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        match &*guard {
+            Slot::Pending { .. } => {
+                return Ok(Receipt {
+                    next_seq: 0,
+                    durable: 0,
+                });
+            }
+            Slot::Live(live) => return Ok(live.receipt()),
+            Slot::Cold => {}
+        }
+        let mut writer = self
+            .backend
+            .open(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        let scan = writer.scan()?;
+        self.check_version(&scan)?;
+        if let Some(cut) = &scan.cut {
+            return Err(Error::StaleRepair {
+                id: id.to_owned(),
+                detail: format!(
+                    "the stored log has a tail to cut ({} at byte {}, seq {}); commit its repair \
+                     before appending",
+                    cut.reason, cut.offset, cut.seq
+                ),
+            });
+        }
+        let tracker = self.as_is_tracker(&scan)?;
+        let live = Live {
+            header: scan.header.clone(),
+            writer,
+            tracker,
+        };
+        let receipt = live.receipt();
+        *guard = Slot::Live(live);
+        Ok(receipt)
+    }
+
+    /// Commits a repair decided from an earlier read of the stored log: cuts
+    /// what recovery cuts and appends `closers`, in one crash-safe step, and
+    /// holds the session open for appends. This is the upstream harness's
+    /// `commitRepair`: its coordinator reads the log (the events and the
+    /// [`Cut`] of [`Backend::load`](crate::backend::Backend::load)), computes
+    /// the closers itself, then commits.
+    ///
+    /// - `basis` is what the caller read. A log that changed since (another
+    ///   length, another cut) is refused with [`Error::StaleRepair`] and left
+    ///   untouched.
+    /// - `closers` must be exactly the closers recovery derives for that log
+    ///   (compared as JSON values), or empty: a cut alone, which leaves an
+    ///   open final turn open for a live session that continues it. Other
+    ///   closers are refused with [`Error::InvalidArgument`]: only the derived
+    ///   ones are redone identically if a crash interrupts the repair.
+    ///
+    /// ```
+    /// use turnwal::store::RepairBasis;
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// drop(store); // crash with the turn open
+    ///
+    /// let store = Store::open(dir.path()).unwrap();
+    /// let view = store.inspect("s").unwrap(); // stored events, then the closers
+    /// let basis = RepairBasis::of(&view);
+    /// let closers = &view.events[view.stored as usize..];
+    /// assert_eq!(store.commit_repair("s", &basis, closers).unwrap().next_seq, 2);
+    /// assert_eq!(store.read_from("s", 1).unwrap()[0].event_type(), "turn/end");
+    /// // The same basis again is stale: the log has changed.
+    /// assert!(store.commit_repair("s", &basis, closers).is_err());
+    /// ```
+    pub fn commit_repair(
+        &self,
+        id: &str,
+        basis: &RepairBasis,
+        closers: &[Event],
+    ) -> Result<Receipt> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot);
+        let (header, mut writer) = match std::mem::replace(&mut *guard, Slot::Cold) {
+            Slot::Pending { header, policy } => {
+                *guard = Slot::Pending { header, policy };
+                return Err(Error::NotFound { id: id.to_owned() });
+            }
+            Slot::Live(mut live) => {
+                // Make everything accepted durable, so the scan below sees
+                // the whole log this store wrote.
+                if let Err(e) = live.writer.sync() {
+                    *guard = Slot::Live(live);
+                    return Err(e);
+                }
+                (Some(live.header), live.writer)
+            }
+            Slot::Cold => {
+                let writer = self
+                    .backend
+                    .open(id)?
+                    .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+                (None, writer)
+            }
+        };
+        let scan = writer.scan()?;
+        self.check_version(&scan)?;
+        let cut_offset = scan.cut.as_ref().map(|c| c.offset);
+        if scan.stored_len() != basis.stored || cut_offset != basis.cut_offset {
+            return Err(Error::StaleRepair {
+                id: id.to_owned(),
+                detail: format!(
+                    "the stored log changed since it was read (read: {} stored events, {}; now: \
+                     {} stored events, {})",
+                    basis.stored,
+                    cut_text(basis.cut_offset),
+                    scan.stored_len(),
+                    cut_text(cut_offset)
+                ),
+            });
+        }
+        let mut repair = scan.clone();
+        if closers.is_empty() {
+            repair.closers.clear();
+        } else if !same_events(closers, &scan.closers) {
+            return Err(Error::InvalidArgument(format!(
+                "session {id:?}: the closers given are not the ones recovery derives from the \
+                 stored log (given: {}; derived: {})",
+                events_text(closers),
+                events_text(&scan.closers)
+            )));
+        }
+        if repair.needs_repair() {
+            writer.repair(&repair)?;
+        }
+        let tracker = if repair.closers.is_empty() {
+            self.as_is_tracker(&scan)?
+        } else {
+            scan.resume_tracker()
+                .require_known_types(self.options.require_known_types)
+        };
+        let live = Live {
+            header: header.unwrap_or_else(|| scan.header.clone()),
+            writer,
+            tracker,
+        };
+        let receipt = live.receipt();
+        *guard = Slot::Live(live);
+        Ok(receipt)
+    }
+
+    /// A tracker positioned after the stored events of `scan`, as they are:
+    /// an open final turn stays open.
+    fn as_is_tracker(&self, scan: &Scan) -> Result<Tracker> {
+        let mut tracker = Tracker::resume(scan.policy, scan.committed, scan.committed_turn)
+            .require_known_types(self.options.require_known_types);
+        tracker.accept_batch(&scan.tail)?;
+        Ok(tracker)
+    }
+
     /// The live session behind `guard`, opening it from disk (and committing
     /// its repair) if this store does not hold it yet. Returns the scan it
     /// opened with, if it opened it now.
@@ -776,6 +997,29 @@ fn view_of(stored: crate::backend::Stored) -> SessionView {
         cut: scan.cut,
         live: false,
     }
+}
+
+fn cut_text(offset: Option<u64>) -> String {
+    match offset {
+        Some(offset) => format!("a tail to cut from byte {offset}"),
+        None => "nothing to cut".into(),
+    }
+}
+
+/// Whether two event lists are equal as JSON values (key order and number
+/// spelling aside).
+fn same_events(a: &[Event], b: &[Event]) -> bool {
+    let value = |e: &Event| serde_json::from_str::<serde_json::Value>(&e.to_json()).ok();
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            let (x, y) = (value(x), value(y));
+            x.is_some() && x == y
+        })
+}
+
+fn events_text(events: &[Event]) -> String {
+    let lines: Vec<String> = events.iter().map(Event::to_json).collect();
+    format!("[{}]", lines.join(","))
 }
 
 /// Milliseconds since the Unix epoch.

@@ -3,6 +3,7 @@
 //! [`crate::Store`] above them owns the turn contract and the session
 //! lifecycle, so every backend has the same semantics.
 
+pub mod jsonl;
 pub mod memory;
 pub mod sqlite;
 pub mod wal;
@@ -106,6 +107,13 @@ pub trait Backend: Send + Sync {
 
     /// The kept events from `from_seq` on, as stored (no closers, no repair).
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
+
+    /// Like [`Backend::read_from`], but before any read-time normalization:
+    /// the events exactly as the log stores them (`cat --raw`). Only the
+    /// JSONL backend normalizes (upstream's legacy read migrations).
+    fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        self.read_from(id, from_seq)
+    }
 
     /// Materializes a new session with its first batch, atomically, and
     /// returns its writer. Fails with `AlreadyExists` when it exists.

@@ -528,14 +528,14 @@ fn push_char(out: &mut String, ch: char) {
 
 /// The kind of a packable delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DeltaKind {
+pub(crate) enum DeltaKind {
     Text,
     Reasoning,
     ToolCall,
 }
 
 impl DeltaKind {
-    fn tag(self) -> &'static str {
+    pub(crate) fn tag(self) -> &'static str {
         match self {
             DeltaKind::Text => TEXT_CHUNKS,
             DeltaKind::Reasoning => REASONING_CHUNKS,
@@ -543,7 +543,7 @@ impl DeltaKind {
         }
     }
 
-    fn of_tag(tag: &str) -> Option<DeltaKind> {
+    pub(crate) fn of_tag(tag: &str) -> Option<DeltaKind> {
         match tag {
             TEXT_CHUNKS => Some(DeltaKind::Text),
             REASONING_CHUNKS => Some(DeltaKind::Reasoning),
@@ -563,16 +563,16 @@ impl DeltaKind {
 
 /// A packable `assistant/chunk` delta, its strings in canonical form.
 #[derive(Debug, Clone)]
-struct Delta {
-    kind: DeltaKind,
-    seq: u64,
-    time: i64,
-    turn: i64,
-    step: i64,
-    index: i64,
-    id: Option<String>,
-    name: Option<String>,
-    payload: String,
+pub(crate) struct Delta {
+    pub(crate) kind: DeltaKind,
+    pub(crate) seq: u64,
+    pub(crate) time: i64,
+    pub(crate) turn: i64,
+    pub(crate) step: i64,
+    pub(crate) index: i64,
+    pub(crate) id: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) payload: String,
 }
 
 /// Deserializes a present field as itself, so `null` is not taken for
@@ -615,12 +615,12 @@ struct ChunkIn<'a> {
     arguments_delta: Option<&'a RawValue>,
 }
 
-fn safe(n: i64) -> bool {
+pub(crate) fn safe(n: i64) -> bool {
     n.unsigned_abs() <= MAX_SAFE_INTEGER
 }
 
 /// The `data` text of one member of a run: what a packed row decodes to.
-fn member_data(
+pub(crate) fn member_data(
     kind: DeltaKind,
     turn: i64,
     step: i64,
@@ -653,7 +653,7 @@ fn member_data(
 }
 
 /// The delta an event is, when it can be packed without changing a byte.
-fn classify(event: &Event) -> Option<Delta> {
+pub(crate) fn classify(event: &Event) -> Option<Delta> {
     if event.kind() != EventKind::AssistantChunk
         || event.ignorable()
         || event.source_event_seqs().is_some()
@@ -723,7 +723,7 @@ fn classify(event: &Event) -> Option<Delta> {
 
 /// Whether `next` extends a run ending in `previous` (reference §3, "what
 /// ends a run").
-fn continues(previous: &Delta, next: &Delta) -> bool {
+pub(crate) fn continues(previous: &Delta, next: &Delta) -> bool {
     next.kind == previous.kind
         && next.seq == previous.seq + 1
         && (i128::from(next.time) - i128::from(previous.time)).unsigned_abs()
@@ -736,7 +736,7 @@ fn continues(previous: &Delta, next: &Delta) -> bool {
 }
 
 /// The packed row's `data` (`JSON.stringify(row.data)`, upstream key order).
-fn packed_json(run: &[Delta]) -> String {
+pub(crate) fn packed_json(run: &[Delta]) -> String {
     let first = &run[0];
     let size = packed_len(run);
     let mut out = String::with_capacity(size);

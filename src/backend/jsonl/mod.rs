@@ -1,0 +1,804 @@
+//! The upstream harness's own JSONL session logs, read and written byte for
+//! byte (docs/JSONL.md): one directory per session under a project
+//! directory, `session.jsonl` (raw) or `session.jsonl.zstd` (one checksummed
+//! zstd frame per append batch), a header line, plain event lines and packed
+//! chunk rows.
+//!
+//! The backend implements [`Backend`] and [`LogWriter`] with the same
+//! semantics as the native backends; recovery follows upstream's rules
+//! (a defect at or before the last `turn/end` is corruption, a torn tail is
+//! cut, complete records of a torn zstd frame are kept), and a repair that
+//! must rewrite stored events is published atomically (temp file, fsync,
+//! rename), where upstream truncates and appends in two steps.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use turnwal::backend::jsonl::{Compression, JsonlBackend};
+//! use turnwal::{Event, SessionHeader, Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let backend = JsonlBackend::open(dir.path(), Compression::None)?;
+//! let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+//! store.create(SessionHeader::new("s1", 5).with_cwd("/work/app"))?;
+//! store.append("s1", &[Event::new("turn/start", 0, 6, r#"{"turn":1}"#)?])?;
+//! let file = dir.path().join("--work-app--/s1/session.jsonl");
+//! assert_eq!(std::fs::read_to_string(file)?,
+//!     "{\"type\":\"session\",\"version\":0,\"id\":\"s1\",\"createdAt\":5,\"cwd\":\"/work/app\",\"delegationDepth\":0}\n\
+//!      {\"type\":\"turn/start\",\"seq\":0,\"time\":6,\"data\":{\"turn\":1}}\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod header;
+pub mod layout;
+pub mod normalize;
+pub mod records;
+mod scan;
+mod writer;
+pub mod zstd;
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub use layout::Compression;
+
+use self::scan::Plan;
+use self::writer::JsonlWriter;
+use super::{Backend, LogWriter, Stored};
+use crate::backend::wal::storage::{FsStorage, LockGuard, Storage, random_u64};
+use crate::contract::{Placement, Policy};
+use crate::error::{Corruption, Error, Result};
+use crate::event::Event;
+use crate::header::SessionHeader;
+use crate::scan::{LogState, SessionSummary};
+
+/// The file in a session directory that records a `Strict` policy (upstream
+/// ignores files other than the transcript; without it a log is read with
+/// the upstream harness's own `Lenient` rules).
+pub const POLICY_FILE: &str = ".turnwal-policy";
+
+/// The writer lock file in a session directory.
+pub const LOCK_FILE: &str = ".turnwal-lock";
+
+/// A JSONL store: a root directory of project directories of session
+/// directories, all in one encoding.
+#[derive(Debug, Clone)]
+pub struct JsonlBackend {
+    root: PathBuf,
+    compression: Compression,
+    pack_chunks: bool,
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
+    Error::from(Corruption {
+        path: path.to_owned(),
+        offset: 0,
+        seq: None,
+        reason: reason.into(),
+    })
+}
+
+fn not_found(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+}
+
+/// `dev:ino:size:mtimeNs:ctimeNs`, as upstream's revisions.
+fn revision_of(meta: &fs::Metadata) -> String {
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    format!(
+        "{}:{}:{}:{}:{}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        ns(meta.mtime(), meta.mtime_nsec()),
+        ns(meta.ctime(), meta.ctime_nsec())
+    )
+}
+
+impl JsonlBackend {
+    /// A store at `root` (made absolute, as upstream resolves it) in the
+    /// given encoding. Nothing is created until the first session is
+    /// materialized. A root that is not a directory, or that holds a
+    /// transcript of the other encoding, is refused.
+    pub fn open(root: impl AsRef<Path>, compression: Compression) -> Result<JsonlBackend> {
+        let root = root.as_ref();
+        let root = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
+        match fs::metadata(&root) {
+            Ok(meta) if !meta.is_dir() => {
+                return Err(Error::io(
+                    "open store",
+                    &root,
+                    io::Error::new(
+                        io::ErrorKind::NotADirectory,
+                        "a JSONL root must be a directory",
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(Error::io("open store", &root, e)),
+        }
+        let backend = JsonlBackend {
+            root,
+            compression,
+            pack_chunks: true,
+        };
+        backend.check_root_encoding()?;
+        Ok(backend)
+    }
+
+    /// A store at `root` in the encoding its transcripts already use, or
+    /// zstd (upstream's default) when it holds none. A root with both is
+    /// refused.
+    pub fn open_detect(root: impl AsRef<Path>) -> Result<JsonlBackend> {
+        let root = root.as_ref();
+        let compression = JsonlBackend::detect(root)?.unwrap_or_default();
+        JsonlBackend::open(root, compression)
+    }
+
+    /// The encoding of the transcripts under `root`; `None` when it holds
+    /// none (or does not exist).
+    pub fn detect(root: impl AsRef<Path>) -> Result<Option<Compression>> {
+        let probe = JsonlBackend {
+            root: std::path::absolute(root.as_ref())
+                .map_err(|e| Error::io("resolve", root.as_ref(), e))?,
+            compression: Compression::Zstd,
+            pack_chunks: true,
+        };
+        let mut found = None;
+        for project in probe.project_dirs()? {
+            for dir in probe.session_dirs(&project)? {
+                for c in [Compression::Zstd, Compression::None] {
+                    let path = dir.join(c.log_name());
+                    if exists(&path)? {
+                        match found {
+                            Some(other) if other != c => {
+                                return Err(JsonlBackend {
+                                    compression: other,
+                                    ..probe.clone()
+                                }
+                                .encoding_mismatch(&path));
+                            }
+                            _ => found = Some(c),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Writes every event on its own line instead of packing delta runs
+    /// (upstream's `packChunks: false`). Reading is layout-blind either way.
+    pub fn without_packing(mut self) -> JsonlBackend {
+        self.pack_chunks = false;
+        self
+    }
+
+    /// The root directory (absolute).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The encoding.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// `logPath(root, cwd, id)`: where a session with this header lives.
+    pub fn log_path(&self, header: &SessionHeader) -> Result<PathBuf> {
+        layout::log_path(
+            &self.root,
+            header.cwd.as_deref(),
+            &header.id,
+            self.compression,
+        )
+        .map_err(|e| Error::InvalidArgument(format!("session id {:?}: {e}", header.id)))
+    }
+
+    /// The transcript of a stored session, found across project directories.
+    pub fn find_log(&self, id: &str) -> Result<Option<PathBuf>> {
+        let segment = layout::encode_segment(id)
+            .map_err(|e| Error::InvalidArgument(format!("session id {id:?}: {e}")))?;
+        let mut found = Vec::new();
+        for project in self.project_dirs()? {
+            for c in [Compression::Zstd, Compression::None] {
+                let flat = project.join(format!("{segment}{}", c.suffix()));
+                if exists(&flat)? {
+                    return Err(self.legacy_layout(&flat));
+                }
+            }
+            let dir = project.join(&segment);
+            let opposite = dir.join(self.compression.opposite().log_name());
+            if exists(&opposite)? {
+                return Err(self.encoding_mismatch(&opposite));
+            }
+            let path = dir.join(self.compression.log_name());
+            if exists(&path)? {
+                found.push(path);
+            }
+        }
+        if found.len() > 1 {
+            return Err(corrupt(
+                &found[1],
+                format!(
+                    "duplicate JSONL session id \"{id}\" appears in multiple project directories"
+                ),
+            ));
+        }
+        Ok(found.pop())
+    }
+
+    /// The lock file a writer of stored session `id` holds.
+    pub fn lock_path(&self, id: &str) -> Result<Option<PathBuf>> {
+        Ok(self
+            .find_log(id)?
+            .and_then(|p| p.parent().map(|d| d.join(LOCK_FILE))))
+    }
+
+    fn project_dirs(&self) -> Result<Vec<PathBuf>> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if not_found(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", &self.root, e)),
+        };
+        let mut dirs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &self.root, e))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    /// The session directories of a project directory; a flat transcript
+    /// beside them is the retired layout and is refused.
+    fn session_dirs(&self, project: &Path) -> Result<Vec<PathBuf>> {
+        let entries = fs::read_dir(project).map_err(|e| Error::io("list", project, e))?;
+        let mut dirs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", project, e))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| Error::io("stat", entry.path(), e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if kind.is_file() && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd")) {
+                return Err(self.legacy_layout(&entry.path()));
+            }
+            if kind.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    fn check_root_encoding(&self) -> Result<()> {
+        for project in self.project_dirs()? {
+            for dir in self.session_dirs(&project)? {
+                let opposite = dir.join(self.compression.opposite().log_name());
+                if exists(&opposite)? {
+                    return Err(self.encoding_mismatch(&opposite));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn encoding_mismatch(&self, path: &Path) -> Error {
+        Error::Unsupported {
+            path: path.to_owned(),
+            detail: format!(
+                "session artifact {:?} uses {}, but this backend is configured for compression \"{}\"; use a separate root or select the matching compression mode",
+                path.display().to_string(),
+                self.compression.opposite().suffix(),
+                self.compression
+            ),
+        }
+    }
+
+    fn legacy_layout(&self, path: &Path) -> Error {
+        Error::Unsupported {
+            path: path.to_owned(),
+            detail: format!(
+                "session artifact {:?} uses the unsupported flat-file layout; use a separate root or move it into a project/session directory before loading",
+                path.display().to_string()
+            ),
+        }
+    }
+
+    /// Reads a file until two stats around the read agree (a writer
+    /// appending meanwhile would give a torn read).
+    fn read_stable(path: &Path) -> Result<Option<Vec<u8>>> {
+        loop {
+            let before = match fs::metadata(path) {
+                Ok(m) => revision_of(&m),
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(Error::io("stat", path, e)),
+            };
+            let bytes = match fs::read(path) {
+                Ok(b) => b,
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(Error::io("read", path, e)),
+            };
+            let after = fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+            if revision_of(&after) == before {
+                return Ok(Some(bytes));
+            }
+        }
+    }
+
+    /// The policy recorded beside a transcript (`Lenient` without one).
+    fn policy_at(dir: &Path) -> Policy {
+        match fs::read_to_string(dir.join(POLICY_FILE)) {
+            Ok(text) if text.trim() == "strict" => Policy::Strict,
+            _ => Policy::Lenient,
+        }
+    }
+
+    /// `assertStoredIdentity`: the header read from `path` must name the
+    /// requested id, and its cwd and id must map to `path`.
+    fn check_identity(&self, path: &Path, header: &SessionHeader, id: Option<&str>) -> Result<()> {
+        if let Some(id) = id
+            && header.id != id
+        {
+            return Err(corrupt(
+                path,
+                format!(
+                    "corrupt session log {:?}: requested id \"{id}\" does not match header id \"{}\"",
+                    path.display().to_string(),
+                    header.id
+                ),
+            ));
+        }
+        let expected = self.log_path(header).map_err(|_| {
+            corrupt(
+                path,
+                format!(
+                    "corrupt session log {:?}: header id cannot name a storage path",
+                    path.display().to_string()
+                ),
+            )
+        })?;
+        let same = expected == path
+            || matches!(
+                (fs::canonicalize(path), fs::canonicalize(&expected)),
+                (Ok(a), Ok(b)) if a == b
+            );
+        if !same {
+            return Err(corrupt(
+                path,
+                format!(
+                    "corrupt session log {:?}: header id \"{}\" and cwd identify {:?}",
+                    path.display().to_string(),
+                    header.id,
+                    expected.display().to_string()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads and classifies the log at `path`.
+    fn plan_at(&self, path: &Path, id: Option<&str>) -> Result<Option<(Plan, Vec<u8>)>> {
+        let Some(bytes) = JsonlBackend::read_stable(path)? else {
+            return Ok(None);
+        };
+        let plan = self.plan_bytes(path, &bytes, id)?;
+        Ok(Some((plan, bytes)))
+    }
+
+    fn plan_bytes(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
+        let parsed = scan::parse(bytes, self.compression, path)?;
+        self.check_identity(path, &parsed.header, id)?;
+        let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
+        scan::plan(parsed, policy, path)
+    }
+
+    fn plan(&self, id: &str) -> Result<Option<Plan>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        Ok(self.plan_at(&path, Some(id))?.map(|(plan, _)| plan))
+    }
+
+    fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
+        let dir_name = path
+            .parent()
+            .and_then(|d| d.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(bytes) = JsonlBackend::read_stable(path)? else {
+            return Ok(None);
+        };
+        Ok(Some(match self.plan_bytes(path, &bytes, None) {
+            Ok(plan) => {
+                let scan = plan.scan;
+                SessionSummary {
+                    id: scan.header.id.clone(),
+                    header: Some(scan.header.clone()),
+                    events: scan.stored_len(),
+                    turns: scan.last_turn,
+                    bytes: bytes.len() as u64,
+                    last_activity: scan.last_time,
+                    state: scan.state(),
+                    problem: scan
+                        .cut
+                        .as_ref()
+                        .map(|c| format!("{} at byte {}: {}", c.reason, c.offset, c.detail)),
+                }
+            }
+            Err(e) => SessionSummary {
+                id: layout::decode_segment(&dir_name).unwrap_or(dir_name),
+                header: None,
+                events: 0,
+                turns: 0,
+                bytes: bytes.len() as u64,
+                last_activity: None,
+                state: LogState::Corrupt,
+                problem: Some(e.to_string()),
+            },
+        }))
+    }
+
+    /// The stored events from `from_seq` on exactly as the log holds them:
+    /// before read-time normalization (what `cat --raw` prints).
+    pub fn read_stored_events(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        Ok(self.plan(id)?.map(|plan| {
+            let start = usize::try_from(from_seq)
+                .unwrap_or(usize::MAX)
+                .min(plan.raw.len());
+            plan.raw[start..].to_vec()
+        }))
+    }
+
+    fn lock(&self, id: &str, dir: &Path) -> Result<Box<dyn LockGuard>> {
+        let path = dir.join(LOCK_FILE);
+        match FsStorage.try_lock(&path) {
+            Ok(Ok(guard)) => Ok(guard),
+            Ok(Err(holder)) => Err(Error::Locked {
+                id: id.to_owned(),
+                path,
+                holder,
+            }),
+            Err(e) => Err(Error::io("lock", path, e)),
+        }
+    }
+
+    /// The bytes of a first batch: the header line and the batch, in one
+    /// text (raw) or two frames (zstd).
+    fn materialization(&self, header: &SessionHeader, batch: &[Event]) -> Vec<u8> {
+        let mut head = header::header_line(header).into_bytes();
+        head.push(b'\n');
+        let body = records::encode_batch(batch, self.pack_chunks);
+        match self.compression {
+            Compression::None => {
+                head.extend_from_slice(&body);
+                head
+            }
+            Compression::Zstd => {
+                let mut out = zstd::compress_frame(&head);
+                out.extend_from_slice(&zstd::compress_frame(&body));
+                out
+            }
+        }
+    }
+
+    /// One append batch in the store's encoding.
+    pub(crate) fn encode_batch(&self, batch: &[Event]) -> Vec<u8> {
+        let body = records::encode_batch(batch, self.pack_chunks);
+        match self.compression {
+            Compression::None => body,
+            Compression::Zstd => zstd::compress_frame(&body),
+        }
+    }
+
+    fn remove_session(&self, path: &Path) -> Result<()> {
+        let dir = path.parent().unwrap_or(path);
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(Error::io("remove", path, e)),
+        }
+        sync_dir(dir)?;
+        let _ = fs::remove_file(dir.join(POLICY_FILE));
+        let _ = fs::remove_file(dir.join(LOCK_FILE));
+        remove_temps(path);
+        if fs::remove_dir(dir).is_ok()
+            && let Some(project) = dir.parent()
+        {
+            let _ = fs::remove_dir(project);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a file exists (`open` succeeds); a missing parent is absence, a
+/// parent that is not a directory is an error, as upstream's `exists`.
+fn exists(path: &Path) -> Result<bool> {
+    match File::open(path) {
+        Ok(_) => Ok(true),
+        Err(e) if not_found(&e) => Ok(false),
+        Err(e) => Err(Error::io("open", path, e)),
+    }
+}
+
+/// fsync of a directory, so an entry created, renamed or removed in it
+/// survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+/// `mkdir` with mode 0700 of each missing directory down to `dir`, fsyncing
+/// each parent, as upstream's materialization does.
+fn create_dirs(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.is_dir() {
+        missing.push(at.to_owned());
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    for d in missing.iter().rev() {
+        match fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(Error::io("create directory", d, e)),
+        }
+        if let Some(parent) = d.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh temp name beside the transcript: `<final>.<12 hex>.tmp`.
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{:012x}.tmp", random_u64() & 0xffff_ffff_ffff));
+    PathBuf::from(name)
+}
+
+/// Removes temp files an interrupted materialization or repair left.
+fn remove_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let n = entry.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&prefix) && n.ends_with(".tmp") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Writes `bytes` to a new temp file beside `path` (mode 0600) and fsyncs it.
+pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    use std::io::Write;
+    let tmp = temp_path(path);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| Error::io("create", &tmp, e))?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        drop(file);
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("write", &tmp, e));
+    }
+    Ok(tmp)
+}
+
+impl Backend for JsonlBackend {
+    fn location(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let mut out: Vec<SessionSummary> = Vec::new();
+        for project in self.project_dirs()? {
+            for dir in self.session_dirs(&project)? {
+                let opposite = dir.join(self.compression.opposite().log_name());
+                if exists(&opposite)? {
+                    return Err(self.encoding_mismatch(&opposite));
+                }
+                let path = dir.join(self.compression.log_name());
+                if !exists(&path)? {
+                    continue;
+                }
+                if let Some(summary) = self.summarize(&path)? {
+                    if summary.header.is_some() && out.iter().any(|s| s.id == summary.id) {
+                        return Err(corrupt(
+                            &path,
+                            format!(
+                                "duplicate JSONL session id \"{}\" appears in multiple project directories",
+                                summary.id
+                            ),
+                        ));
+                    }
+                    out.push(summary);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        Ok(self.find_log(id)?.is_some())
+    }
+
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(Some(revision_of(&meta))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(Error::io("stat", path, e)),
+        }
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
+        Ok(self.plan(id)?.map(|p| p.scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        Ok(self.plan(id)?.map(|p| Stored {
+            scan: p.scan,
+            events: p.events,
+        }))
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        Ok(self.plan(id)?.map(|mut plan| {
+            let start = usize::try_from(from_seq)
+                .unwrap_or(usize::MAX)
+                .min(plan.events.len());
+            plan.events.split_off(start)
+        }))
+    }
+
+    fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        self.read_stored_events(id, from_seq)
+    }
+
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        _placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        let path = self.log_path(header)?;
+        let dir = path
+            .parent()
+            .expect("a transcript has a directory")
+            .to_owned();
+        let taken = || Error::AlreadyExists {
+            id: header.id.clone(),
+            on_disk: true,
+        };
+        self.check_root_encoding()?;
+        let opposite = dir.join(self.compression.opposite().log_name());
+        if exists(&opposite)? {
+            return Err(self.encoding_mismatch(&opposite));
+        }
+        if self.find_log(&header.id)?.is_some() {
+            return Err(taken());
+        }
+        create_dirs(&dir)?;
+        let lock = self.lock(&header.id, &dir)?;
+        if exists(&path)? {
+            return Err(taken());
+        }
+        remove_temps(&path);
+        if policy == Policy::Strict {
+            let policy_path = dir.join(POLICY_FILE);
+            let tmp = write_temp(&policy_path, b"strict\n")?;
+            fs::rename(&tmp, &policy_path).map_err(|e| Error::io("rename", &policy_path, e))?;
+        } else {
+            match fs::remove_file(dir.join(POLICY_FILE)) {
+                Ok(()) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(Error::io("remove", dir.join(POLICY_FILE), e)),
+            }
+        }
+        let bytes = self.materialization(header, batch);
+        let tmp = write_temp(&path, &bytes)?;
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
+            Err(e) => return Err(Error::io("link", &path, e)),
+        }
+        if let Err(e) = sync_dir(&dir) {
+            // Not published durably: take it back so a retry starts over.
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        Ok(Box::new(JsonlWriter::new(
+            self.clone(),
+            header.clone(),
+            path,
+            file,
+            lock,
+            bytes.len() as u64,
+            batch.len() as u64,
+        )))
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let dir = path
+            .parent()
+            .expect("a transcript has a directory")
+            .to_owned();
+        let lock = self.lock(id, &dir)?;
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        // What a crashed writer left in the page cache becomes durable now.
+        file.sync_data()
+            .map_err(|e| Error::io("fdatasync", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", &path, e))?
+            .len();
+        let header = match self.compression {
+            Compression::None => scan::raw_header(
+                &fs::read(&path).map_err(|e| Error::io("read", &path, e))?,
+                &path,
+            )?,
+            Compression::Zstd => scan::zstd_header(
+                &fs::read(&path).map_err(|e| Error::io("read", &path, e))?,
+                &path,
+            )?,
+        };
+        self.check_identity(&path, &header, Some(id))?;
+        Ok(Some(Box::new(JsonlWriter::new(
+            self.clone(),
+            header,
+            path,
+            file,
+            lock,
+            len,
+            0,
+        ))))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(false);
+        };
+        let dir = path
+            .parent()
+            .expect("a transcript has a directory")
+            .to_owned();
+        let _lock = self.lock(id, &dir)?;
+        self.remove_session(&path)?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,491 @@
+//! Read-time normalization of stored events, exactly as upstream's
+//! coordinator applies it before it validates a stored log (reference §5):
+//!
+//! - `request/header-delta`, `mode/set` and `request/header` with reason
+//!   `"fallback"` are refused, wherever they are;
+//! - `turn/start` with a pre-react-loop `trigger` loses it;
+//! - every `turn/end` is shape-checked, and old reasons are mapped
+//!   (`aborted` → `{aborted, reason:{kind:"legacy"}}`, `disposed` →
+//!   `{aborted, reason:{kind:"disposed"}}`, the two old `error` forms →
+//!   `{error, error}`);
+//! - `steering/message` becomes `user/message`;
+//! - pre-identity `user/message`, `assistant/message` and `tool/result`
+//!   get ids `legacy-message:<session id>:<seq>` (a replacing tool result
+//!   inherits its target's id) and the current wrapper shapes.
+//!
+//! Only the logical view is normalized: events that match no legacy shape
+//! are returned unchanged, byte for byte, and the stored log is never
+//! rewritten (`Backend::read_raw` serves it as it is).
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::records::js_safe_integer;
+use crate::backend::sqlite::codec::canonical_string;
+use crate::event::{Event, EventKind, RawJson, write_json_string};
+use crate::json::Reason;
+
+/// An event the upstream reader refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalizeError {
+    /// Its seq.
+    pub seq: u64,
+    /// Upstream's text.
+    pub reason: String,
+}
+
+/// A JSON object's members in order (a repeated key keeps its first place
+/// and its last value, as `JSON.parse` does).
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries<'de>, A::Error> {
+                let mut out: Vec<(String, &'de RawValue)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    match out.iter_mut().find(|(k, _)| *k == key) {
+                        Some(slot) => slot.1 = value,
+                        None => out.push((key, value)),
+                    }
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'a> Entries<'a> {
+    fn parse(text: &'a str) -> Option<Entries<'a>> {
+        serde_json::from_str(text).ok()
+    }
+
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// `hasOnlyKeys`: every required key present, nothing outside
+    /// `required + optional`.
+    fn only(&self, required: &[&str], optional: &[&str]) -> bool {
+        self.0
+            .iter()
+            .all(|(k, _)| required.contains(&k.as_str()) || optional.contains(&k.as_str()))
+            && required.iter().all(|k| self.has(k))
+    }
+
+    fn string(&self, key: &str) -> Option<String> {
+        self.get(key).and_then(|raw| canonical_string(raw.get()))
+    }
+
+    fn object(&self, key: &str) -> Option<Entries<'a>> {
+        self.get(key).and_then(|raw| Entries::parse(raw.get()))
+    }
+}
+
+/// Writes an object from `(key, JSON text)` members.
+fn object(members: &[(&str, String)]) -> String {
+    let mut out = Vec::new();
+    out.push(b'{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_string(&mut out, key);
+        out.push(b':');
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(b'}');
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = Vec::new();
+    write_json_string(&mut out, s);
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+/// The members of `entries` with `(key, value)` set: replaced in place when
+/// present, appended otherwise (JavaScript's `{...data, key: value}`).
+fn spread(entries: &Entries<'_>, skip: &[&str], set: &[(&str, String)]) -> String {
+    let mut members: Vec<(&str, String)> = entries
+        .0
+        .iter()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v.get().to_owned()))
+        .collect();
+    for (key, value) in set {
+        match members.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value.clone(),
+            None => members.push((key, value.clone())),
+        }
+    }
+    object(&members)
+}
+
+fn legacy_id(id: &str, seq: u64) -> String {
+    json_string(&format!("legacy-message:{id}:{seq}"))
+}
+
+/// The logical view of `events` (the stored events of session `id`).
+pub fn normalize(events: &[Event], id: &str) -> Result<Vec<Event>, NormalizeError> {
+    refuse_retired(events, id)?;
+    let mut message_ids: Vec<(u64, String)> = Vec::new();
+    let mut out = Vec::with_capacity(events.len());
+    for event in events {
+        let fail = |what: &str| NormalizeError {
+            seq: event.seq(),
+            reason: format!(
+                "session \"{id}\" contains malformed pre-react-loop {what} at seq {}",
+                event.seq()
+            ),
+        };
+        let mut current = event.clone();
+        let set = |current: &mut Event, event_type: &str, data: String| {
+            *current = rebuild(event, event_type, data);
+        };
+        match event.event_type() {
+            "turn/start" => {
+                if let Some(data) = turn_start(event).map_err(|()| fail("turn/start"))? {
+                    set(&mut current, "turn/start", data);
+                }
+            }
+            "turn/end" => {
+                if let Some(data) = turn_end(event).map_err(|()| fail("turn/end"))? {
+                    set(&mut current, "turn/end", data);
+                }
+            }
+            "steering/message" => {
+                let data = steering(event, id).map_err(|()| fail("steering/message"))?;
+                set(&mut current, "user/message", data);
+            }
+            _ => {}
+        }
+        if let Some(data) = message(&current, id, &message_ids) {
+            let event_type = current.event_type().to_owned();
+            set(&mut current, &event_type, data);
+        }
+        if let Some(message_id) = message_id(&current) {
+            message_ids.push((current.seq(), message_id));
+        }
+        out.push(current);
+    }
+    Ok(out)
+}
+
+fn rebuild(event: &Event, event_type: &str, data: String) -> Event {
+    let mut e = Event::from_parts(
+        event_type,
+        event.seq(),
+        event.time(),
+        RawJson::trusted(data),
+    )
+    .expect("a stored event's envelope stays valid");
+    e.set_extras(
+        event.ignorable(),
+        event.source_event_seqs().cloned(),
+        event.surface_op().cloned(),
+        event.surface_op_first(),
+    );
+    e
+}
+
+/// `assertSupportedEvents`: each retired form is looked for over the whole
+/// log, in this order.
+fn refuse_retired(events: &[Event], id: &str) -> Result<(), NormalizeError> {
+    let refuse = |e: &Event, what: &str| NormalizeError {
+        seq: e.seq(),
+        reason: format!(
+            "session \"{id}\" contains unsupported legacy {what} at seq {}",
+            e.seq()
+        ),
+    };
+    if let Some(e) = events
+        .iter()
+        .find(|e| e.event_type() == "request/header-delta")
+    {
+        return Err(refuse(e, "request/header-delta event"));
+    }
+    if let Some(e) = events.iter().find(|e| e.event_type() == "mode/set") {
+        return Err(refuse(e, "mode/set event"));
+    }
+    if let Some(e) = events.iter().find(|e| {
+        e.kind() == EventKind::RequestHeader
+            && e.facts().is_ok_and(|f| f.reason == Reason::Fallback)
+    }) {
+        return Err(refuse(e, "request/header reason \"fallback\""));
+    }
+    Ok(())
+}
+
+fn positive_turn(entries: &Entries<'_>) -> Option<i64> {
+    entries
+        .get("turn")
+        .and_then(js_safe_integer)
+        .filter(|t| *t >= 1)
+}
+
+/// A `turn/start` with a `trigger` loses it, once its old shape is checked.
+fn turn_start(event: &Event) -> Result<Option<String>, ()> {
+    let Some(data) = Entries::parse(event.data().get()) else {
+        return Ok(None);
+    };
+    if !data.has("trigger") {
+        return Ok(None);
+    }
+    let turn = positive_turn(&data).ok_or(())?;
+    let trigger = data.object("trigger").ok_or(())?;
+    if !data.only(&["turn", "trigger"], &[]) || !trigger.string("kind").is_some_and(|k| k.len() > 2)
+    {
+        return Err(());
+    }
+    Ok(Some(format!("{{\"turn\":{turn}}}")))
+}
+
+/// Every `turn/end` is shape-checked; old reasons are mapped.
+fn turn_end(event: &Event) -> Result<Option<String>, ()> {
+    let Some(data) = Entries::parse(event.data().get()) else {
+        return Ok(None);
+    };
+    positive_turn(&data).ok_or(())?;
+    let reason = data.object("reason").ok_or(())?;
+    if !data.only(&["turn", "reason"], &[]) {
+        return Err(());
+    }
+    let kind = reason.get("kind").ok_or(())?;
+    let kind = serde_json::from_str::<String>(kind.get()).map_err(|_| ())?;
+    let mapped = match kind.as_str() {
+        "completed" | "blocked" | "max-tokens" | "interrupted" => {
+            return if reason.only(&["kind"], &[]) {
+                Ok(None)
+            } else {
+                Err(())
+            };
+        }
+        "aborted" => {
+            if reason.has("reason") {
+                return Ok(None);
+            }
+            if !reason.only(&["kind"], &[]) {
+                return Err(());
+            }
+            r#"{"kind":"aborted","reason":{"kind":"legacy"}}"#.to_owned()
+        }
+        "disposed" => {
+            if !reason.only(&["kind"], &[]) {
+                return Err(());
+            }
+            r#"{"kind":"aborted","reason":{"kind":"disposed"}}"#.to_owned()
+        }
+        "error" => {
+            if reason.has("error") {
+                return Ok(None);
+            }
+            if !reason
+                .get("step")
+                .and_then(js_safe_integer)
+                .is_some_and(|s| s >= 0)
+            {
+                return Err(());
+            }
+            let number = |e: &Entries<'_>, k: &str| {
+                e.get(k)
+                    .is_none_or(|raw| serde_json::from_str::<serde_json::Number>(raw.get()).is_ok())
+            };
+            let failure = reason.object("failure");
+            if failure.is_some_and(|f| {
+                reason.only(&["kind", "step", "failure"], &[])
+                    && f.only(
+                        &["message", "code"],
+                        &["status", "providerRetryAfterMs", "requestId"],
+                    )
+                    && f.string("message").is_some()
+                    && f.string("code").is_some()
+                    && number(&f, "status")
+                    && number(&f, "providerRetryAfterMs")
+                    && f.get("requestId")
+                        .is_none_or(|_| f.string("requestId").is_some())
+            }) {
+                let raw = reason.get("failure").expect("checked above").get();
+                format!(r#"{{"kind":"error","error":{raw}}}"#)
+            } else {
+                let required: &[&str] = if reason.has("code") {
+                    &["kind", "step", "message", "code"]
+                } else {
+                    &["kind", "step", "message"]
+                };
+                let message = reason.string("message").ok_or(())?;
+                if !reason.only(required, &[]) {
+                    return Err(());
+                }
+                let code = if reason.has("code") {
+                    reason.string("code").ok_or(())?
+                } else {
+                    "\"UNKNOWN\"".to_owned()
+                };
+                format!(r#"{{"kind":"error","error":{{"message":{message},"code":{code}}}}}"#)
+            }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(spread(&data, &[], &[("reason", mapped)])))
+}
+
+/// `steering/message` → `user/message`.
+fn steering(event: &Event, id: &str) -> Result<String, ()> {
+    let data = Entries::parse(event.data().get()).ok_or(())?;
+    let turn_ok = data.get("turn").and_then(js_safe_integer).is_some();
+    if let Some(wrapped) = data.get("message")
+        && Entries::parse(wrapped.get()).is_some()
+        && turn_ok
+        && data.only(&["turn", "message"], &[])
+    {
+        return Ok(wrapped.get().to_owned());
+    }
+    if !turn_ok || !data.only(&["turn", "content", "source"], &[]) {
+        return Err(());
+    }
+    Ok(spread(
+        &data,
+        &["turn"],
+        &[
+            ("id", legacy_id(id, event.seq())),
+            ("role", "\"user\"".into()),
+        ],
+    ))
+}
+
+/// Pre-identity message events get an id and the current wrapper.
+fn message(event: &Event, id: &str, message_ids: &[(u64, String)]) -> Option<String> {
+    let text = event.data().get();
+    if !text.contains("\"content\"") {
+        return None;
+    }
+    match event.event_type() {
+        "user/message" => {
+            let data = Entries::parse(text)?;
+            if data.has("id")
+                || data.has("role")
+                || data.has("message")
+                || !data.has("content")
+                || !data.has("source")
+            {
+                return None;
+            }
+            Some(spread(
+                &data,
+                &[],
+                &[
+                    ("id", legacy_id(id, event.seq())),
+                    ("role", "\"user\"".into()),
+                ],
+            ))
+        }
+        "assistant/message" => {
+            let data = Entries::parse(text)?;
+            if data.has("message") || !data.has("content") || !data.has("provenance") {
+                return None;
+            }
+            let source = match data.object("provenance") {
+                Some(provenance) => spread(&provenance, &[], &[("kind", "\"model\"".into())]),
+                None => r#"{"kind":"model"}"#.to_owned(),
+            };
+            let content = data.get("content").expect("checked").get().to_owned();
+            let message = object(&[
+                ("id", legacy_id(id, event.seq())),
+                ("role", "\"assistant\"".into()),
+                ("content", content),
+                ("source", source),
+            ]);
+            Some(spread(
+                &data,
+                &["content", "provenance"],
+                &[("message", message)],
+            ))
+        }
+        "tool/result" => {
+            let data = Entries::parse(text)?;
+            if data.has("message")
+                || !data.has("callId")
+                || !data.has("content")
+                || !data.has("isError")
+            {
+                return None;
+            }
+            let call_id = data.get("callId").expect("checked").get().to_owned();
+            let inherited = replacement_start(event);
+            let message_id = match inherited {
+                None => Some(legacy_id(id, event.seq())),
+                Some(start) => message_ids
+                    .iter()
+                    .rev()
+                    .find(|(seq, _)| Some(*seq) == Some(start))
+                    .map(|(_, id)| id.clone()),
+            };
+            let block = object(&[
+                ("type", "\"tool-result\"".into()),
+                ("toolCallId", call_id.clone()),
+                (
+                    "content",
+                    data.get("content").expect("checked").get().to_owned(),
+                ),
+                (
+                    "isError",
+                    data.get("isError").expect("checked").get().to_owned(),
+                ),
+            ]);
+            let source = object(&[("kind", "\"tool\"".into()), ("callId", call_id)]);
+            let mut members = Vec::new();
+            if let Some(message_id) = message_id {
+                members.push(("id", message_id));
+            }
+            members.push(("role", "\"user\"".into()));
+            members.push(("content", format!("[{block}]")));
+            members.push(("source", source));
+            Some(spread(
+                &data,
+                &["callId", "content", "isError"],
+                &[("message", object(&members))],
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The `start` of a replacing `surfaceOp`.
+fn replacement_start(event: &Event) -> Option<u64> {
+    let op = Entries::parse(event.surface_op()?.get())?;
+    if op.string("op").as_deref() != Some("\"replace\"") {
+        return None;
+    }
+    op.get("start")
+        .and_then(js_safe_integer)
+        .and_then(|s| u64::try_from(s).ok())
+}
+
+/// The message id an event carries (`data.id` of a user message, else
+/// `data.message.id`), as JSON text.
+fn message_id(event: &Event) -> Option<String> {
+    if !matches!(
+        event.kind(),
+        EventKind::UserMessage | EventKind::AssistantMessage | EventKind::ToolResult
+    ) {
+        return None;
+    }
+    let data = Entries::parse(event.data().get())?;
+    if event.kind() == EventKind::UserMessage {
+        data.string("id")
+    } else {
+        data.object("message")?.string("id")
+    }
+}

@@ -1,0 +1,469 @@
+//! Reading a JSONL log the way upstream's `SessionLogScanner` does, and
+//! classifying it into turnwal's [`Scan`].
+//!
+//! - The header must be exactly one newline-terminated line (in zstd mode,
+//!   frame 1 holds exactly that line).
+//! - Each newline-terminated record is decoded. The first undecodable line
+//!   or seq gap is an issue: no later event is kept, but later lines are
+//!   still decoded, and if one holds a `turn/end` the issue sits in the
+//!   committed region: the log is corrupt.
+//! - Raw mode: everything after the last good line is torn (a final
+//!   fragment without a newline, or a bad line and what follows it).
+//! - Zstd mode: every complete frame must decompress, check and hold only
+//!   good lines; an incomplete final frame is torn, and the complete
+//!   records its decodable prefix holds are kept (re-encoded by repair).
+
+use std::path::Path;
+
+use super::header::{HeaderProblem, parse_header_line};
+use super::layout::Compression;
+use super::normalize::normalize;
+use super::records::decode_line;
+use super::zstd::{decompress_frame, decompress_prefix, scan_frames};
+use crate::contract::Policy;
+use crate::error::{Corruption, Error, Result};
+use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
+use crate::scan::{Cut, CutReason, Scan, classify_tail};
+
+/// One decoded storage record (a line, or in zstd mode the frame holding
+/// it) and the events it holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rec {
+    /// File offset where the record's bytes start (its frame's, in zstd).
+    pub start: u64,
+    /// Seq of its first event.
+    pub first_seq: u64,
+}
+
+/// A log read back, before the turn contract is applied.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    pub header: SessionHeader,
+    /// Every event kept, as stored (valid prefix, recovered events included).
+    pub raw: Vec<Event>,
+    /// Records in order; the recovered events of a torn frame have none.
+    pub recs: Vec<Rec>,
+    /// The file bytes that stay as they are.
+    pub keep_bytes: u64,
+    /// Index in `raw` of the first event not held by `..keep_bytes`.
+    pub rewrite_from: usize,
+    /// Why bytes after `keep_bytes` go, when some do.
+    pub torn: Option<(CutReason, String)>,
+    pub file_len: u64,
+}
+
+/// A log classified: the scan, the logical (normalized) events, and what a
+/// repair writes.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub scan: Scan,
+    /// The kept events, normalized (the logical view, no closers).
+    pub events: Vec<Event>,
+    /// The kept events as stored.
+    pub raw: Vec<Event>,
+    /// Bytes of the file a repair keeps.
+    pub keep_bytes: u64,
+    /// Stored events a repair writes again (before the closers), as stored.
+    pub rewrite: Vec<Event>,
+}
+
+fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: impl Into<String>) -> Error {
+    Error::from(Corruption {
+        path: path.to_owned(),
+        offset,
+        seq,
+        reason: reason.into(),
+    })
+}
+
+fn header_error(path: &Path, problem: HeaderProblem) -> Error {
+    match problem {
+        HeaderProblem::Corrupt(reason) => corrupt(path, 0, None, reason),
+        HeaderProblem::Unsupported(detail) => Error::Unsupported {
+            path: path.to_owned(),
+            detail,
+        },
+    }
+}
+
+/// The first problem the scanner met.
+#[derive(Debug, Clone)]
+struct Issue {
+    offset: u64,
+    seq: u64,
+    reason: String,
+}
+
+/// `SessionLogScanner` over plaintext, tracking file offsets.
+struct LineScanner<'p> {
+    path: &'p Path,
+    raw: Vec<Event>,
+    recs: Vec<Rec>,
+    fragment: Vec<u8>,
+    /// Plaintext bytes consumed, and the end of the last good line.
+    input: u64,
+    committed: u64,
+    line: u64,
+    issue: Option<Issue>,
+}
+
+impl<'p> LineScanner<'p> {
+    fn new(path: &'p Path, start: u64) -> LineScanner<'p> {
+        LineScanner {
+            path,
+            raw: Vec::new(),
+            recs: Vec::new(),
+            fragment: Vec::new(),
+            input: start,
+            committed: start,
+            line: 0,
+            issue: None,
+        }
+    }
+
+    /// Feeds plaintext; `at` is the file offset corruption reports name for
+    /// lines that end in this chunk (`None`: the line's own offset, raw mode).
+    fn write(&mut self, chunk: &[u8], at: Option<u64>) -> Result<()> {
+        let chunk_start = self.input;
+        self.input += chunk.len() as u64;
+        let mut line_start = 0;
+        while let Some(nl) = chunk[line_start..].iter().position(|&b| b == b'\n') {
+            let nl = line_start + nl;
+            let end = chunk_start + nl as u64 + 1;
+            if self.fragment.is_empty() {
+                let begin = chunk_start + line_start as u64;
+                self.consume(&chunk[line_start..nl], begin, end, at)?;
+            } else {
+                let mut line = std::mem::take(&mut self.fragment);
+                let begin = end - 1 - (line.len() + nl - line_start) as u64;
+                line.extend_from_slice(&chunk[line_start..nl]);
+                self.consume(&line, begin, end, at)?;
+            }
+            line_start = nl + 1;
+        }
+        self.fragment.extend_from_slice(&chunk[line_start..]);
+        Ok(())
+    }
+
+    fn consume(&mut self, line: &[u8], begin: u64, end: u64, at: Option<u64>) -> Result<()> {
+        self.line += 1;
+        let offset = at.unwrap_or(begin);
+        let seq = self.raw.len() as u64;
+        let decoded = match decode_line(line) {
+            Ok(events) => events,
+            Err(why) => {
+                if self.issue.is_none() {
+                    self.issue = Some(Issue {
+                        offset,
+                        seq,
+                        reason: format!(
+                            "corrupt session log: unparsable committed event at line {} ({why})",
+                            self.line
+                        ),
+                    });
+                }
+                return Ok(());
+            }
+        };
+        let has_end = decoded.iter().any(|e| e.kind() == EventKind::TurnEnd);
+        if let Some(issue) = &self.issue {
+            if has_end {
+                return Err(corrupt(
+                    self.path,
+                    issue.offset,
+                    Some(issue.seq),
+                    issue.reason.clone(),
+                ));
+            }
+            return Ok(());
+        }
+        for (k, event) in decoded.iter().enumerate() {
+            let expected = seq + k as u64;
+            if event.seq() != expected {
+                let issue = Issue {
+                    offset,
+                    seq: expected,
+                    reason: format!(
+                        "corrupt session log: seq gap in committed region at line {} (expected {expected}, got {})",
+                        self.line,
+                        event.seq()
+                    ),
+                };
+                if has_end {
+                    return Err(corrupt(
+                        self.path,
+                        issue.offset,
+                        Some(issue.seq),
+                        issue.reason,
+                    ));
+                }
+                self.issue = Some(issue);
+                return Ok(());
+            }
+        }
+        // In zstd mode a record is the frame: a repair restarts at its
+        // first byte, so it must rewrite from its first event.
+        if !(at.is_some() && self.recs.last().is_some_and(|r| r.start == offset)) {
+            self.recs.push(Rec {
+                start: offset,
+                first_seq: seq,
+            });
+        }
+        self.raw.extend(decoded);
+        self.committed = end;
+        Ok(())
+    }
+}
+
+/// Reads a whole log file's bytes into a [`Parsed`].
+pub(crate) fn parse(bytes: &[u8], compression: Compression, path: &Path) -> Result<Parsed> {
+    match compression {
+        Compression::None => parse_raw(bytes, path),
+        Compression::Zstd => parse_zstd(bytes, path),
+    }
+}
+
+/// The header of a raw log, from its first line alone.
+pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
+    let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
+        return Err(corrupt(path, 0, None, "empty or header-less session log"));
+    };
+    parse_header_line(&bytes[..nl]).map_err(|p| header_error(path, p))
+}
+
+fn parse_raw(bytes: &[u8], path: &Path) -> Result<Parsed> {
+    let header = raw_header(bytes, path)?;
+    let start = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("a header line")
+        + 1;
+    let mut scanner = LineScanner::new(path, start as u64);
+    scanner.write(&bytes[start..], None)?;
+    let len = bytes.len() as u64;
+    let torn = (scanner.committed < len).then(|| match &scanner.issue {
+        Some(issue) => (CutReason::Invalid, issue.reason.clone()),
+        None => (
+            CutReason::Incomplete,
+            format!(
+                "incomplete final line: {} bytes without a newline",
+                len - scanner.committed
+            ),
+        ),
+    });
+    Ok(Parsed {
+        header,
+        rewrite_from: scanner.raw.len(),
+        raw: scanner.raw,
+        recs: scanner.recs,
+        keep_bytes: scanner.committed,
+        torn,
+        file_len: len,
+    })
+}
+
+/// The header of a zstd log, from its first frame alone (listing and
+/// identity checks read no more).
+pub(crate) fn zstd_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
+    let scan = scan_frames(bytes, 1).map_err(|e| corrupt(path, e.offset as u64, None, e.reason))?;
+    let Some(first) = scan.frames.first() else {
+        return Err(corrupt(
+            path,
+            0,
+            None,
+            "empty or header-less Zstandard session log",
+        ));
+    };
+    let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| {
+        corrupt(
+            path,
+            0,
+            None,
+            format!("corrupt Zstandard session log: header frame failed validation ({e})"),
+        )
+    })?;
+    header_of_frame(&plain, path)
+}
+
+fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
+    if plain.is_empty() || plain.iter().position(|&b| b == b'\n') != Some(plain.len() - 1) {
+        return Err(corrupt(
+            path,
+            0,
+            None,
+            "corrupt Zstandard session log: first frame is not exactly one header line",
+        ));
+    }
+    parse_header_line(&plain[..plain.len() - 1]).map_err(|p| header_error(path, p))
+}
+
+fn parse_zstd(bytes: &[u8], path: &Path) -> Result<Parsed> {
+    let scan = scan_frames(bytes, usize::MAX)
+        .map_err(|e| corrupt(path, e.offset as u64, None, e.reason))?;
+    let Some(first) = scan.frames.first() else {
+        return Err(corrupt(
+            path,
+            0,
+            None,
+            "empty or header-less Zstandard session log",
+        ));
+    };
+    let failed = |start: usize, e: String| {
+        corrupt(
+            path,
+            start as u64,
+            None,
+            format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})"),
+        )
+    };
+    let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| failed(0, e))?;
+    let header = header_of_frame(&plain, path)?;
+    let mut scanner = LineScanner::new(path, plain.len() as u64);
+    for frame in &scan.frames[1..] {
+        let plain = decompress_frame(&bytes[frame.clone()]).map_err(|e| failed(frame.start, e))?;
+        scanner.write(&plain, Some(frame.start as u64))?;
+    }
+    if scanner.committed != scanner.input {
+        let (offset, seq) = scanner.issue.as_ref().map_or(
+            (scan.frames.last().map_or(0, |f| f.start) as u64, None),
+            |i| (i.offset, Some(i.seq)),
+        );
+        let detail = scanner
+            .issue
+            .as_ref()
+            .map_or("a line without a newline".to_owned(), |i| i.reason.clone());
+        return Err(corrupt(
+            path,
+            offset,
+            seq,
+            format!(
+                "corrupt Zstandard session log: complete frame contains a torn JSONL record ({detail})"
+            ),
+        ));
+    }
+    let complete = scanner.raw.len();
+    let len = bytes.len() as u64;
+    let Some(torn_start) = scan.torn_start else {
+        return Ok(Parsed {
+            header,
+            raw: scanner.raw,
+            recs: scanner.recs,
+            keep_bytes: len,
+            rewrite_from: complete,
+            torn: None,
+            file_len: len,
+        });
+    };
+    let recovered = decompress_prefix(&bytes[torn_start..]);
+    let recs = scanner.recs.len();
+    scanner.write(&recovered, Some(torn_start as u64))?;
+    scanner.recs.truncate(recs);
+    let n = scanner.raw.len() - complete;
+    Ok(Parsed {
+        header,
+        raw: scanner.raw,
+        recs: scanner.recs,
+        keep_bytes: torn_start as u64,
+        rewrite_from: complete,
+        torn: Some((
+            CutReason::Incomplete,
+            format!(
+                "incomplete final Zstandard frame at byte {torn_start} ({} bytes; {n} complete events recovered from it)",
+                len - torn_start as u64
+            ),
+        )),
+        file_len: len,
+    })
+}
+
+/// Applies read-time normalization and the turn contract to a parsed log.
+pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> {
+    let Parsed {
+        header,
+        raw,
+        recs,
+        mut keep_bytes,
+        rewrite_from,
+        torn,
+        file_len,
+    } = parsed;
+    let offset_of = |seq: u64| -> u64 {
+        if seq as usize >= rewrite_from {
+            return keep_bytes;
+        }
+        let i = recs.partition_point(|r| r.first_seq <= seq);
+        recs[i.saturating_sub(1)].start
+    };
+    let events = normalize(&raw, &header.id).map_err(|e| {
+        corrupt(
+            path,
+            offset_of(e.seq),
+            Some(e.seq),
+            format!(
+                "stored session {:?} failed validation: {}",
+                header.id, e.reason
+            ),
+        )
+    })?;
+    let committed = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::TurnEnd)
+        .map_or(0, |i| i + 1);
+    let committed_turn = events[..committed]
+        .iter()
+        .filter(|e| e.kind() == EventKind::TurnStart)
+        .count() as u64;
+    let verdict = classify_tail(
+        policy,
+        committed as u64,
+        committed_turn,
+        &events[committed..],
+    );
+    let kept = committed + verdict.kept;
+    let mut cut_reason = torn;
+    let rewrite_start = if let Some(v) = &verdict.debris {
+        let seq = kept as u64;
+        cut_reason = Some((CutReason::Debris, v.to_string()));
+        if kept >= rewrite_from {
+            rewrite_from
+        } else {
+            let i = recs.partition_point(|r| r.first_seq <= seq) - 1;
+            keep_bytes = recs[i].start;
+            recs[i].first_seq as usize
+        }
+    } else {
+        rewrite_from
+    };
+    let rewrite = raw[rewrite_start.min(kept)..kept].to_vec();
+    let cut = cut_reason.map(|(reason, detail)| Cut {
+        offset: keep_bytes,
+        seq: kept as u64,
+        len: file_len - keep_bytes,
+        reason,
+        detail,
+    });
+    let mut events = events;
+    events.truncate(kept);
+    let mut raw = raw;
+    raw.truncate(kept);
+    let scan = Scan {
+        header,
+        policy,
+        committed: committed as u64,
+        committed_turn,
+        tail: events[committed..].to_vec(),
+        cut,
+        closers: verdict.closers,
+        last_turn: verdict.last_turn,
+        bytes: file_len,
+        last_time: events.last().map(Event::time),
+    };
+    Ok(Plan {
+        scan,
+        events,
+        raw,
+        keep_bytes,
+        rewrite,
+    })
+}

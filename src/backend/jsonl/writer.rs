@@ -1,0 +1,290 @@
+//! The exclusive writer of one JSONL session.
+//!
+//! Appends write each batch at the end of the transcript (one frame in zstd
+//! mode) and fdatasync as the [`SyncMode`] asks. A failed write or fsync
+//! truncates the file back to its last durable length; batches accepted
+//! earlier but not yet durable stay in memory and are written again by the
+//! next append or sync (so a retry leaves no gap and no duplicate).
+//!
+//! Repairs keep the file's intact bytes and add one batch: the events that
+//! must be written again (complete records recovered from a torn zstd
+//! frame, or the kept members of a record cut by debris) followed by the
+//! closers. When nothing must be written again, the repair truncates and
+//! appends in place: a crash at any point leaves a log whose next scan
+//! computes the same closers. Otherwise the events to write again exist only
+//! in the bytes being cut, so the repaired file is written to a temp file,
+//! fsynced and renamed over the transcript: a crash leaves the old file or
+//! the new one, never a truncated file that lost them (upstream's two-step
+//! repair loses them if it dies between truncating and appending).
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use super::{JsonlBackend, sync_dir, write_temp};
+use crate::backend::wal::storage::LockGuard;
+use crate::backend::{LogWriter, SyncMode};
+use crate::contract::Placement;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
+use crate::scan::Scan;
+
+pub(crate) struct JsonlWriter {
+    backend: JsonlBackend,
+    header: SessionHeader,
+    path: PathBuf,
+    file: File,
+    _lock: Box<dyn LockGuard>,
+    /// Bytes written (durable or not).
+    len: u64,
+    /// Bytes known durable.
+    durable_len: u64,
+    /// Events written, and events known durable.
+    events: u64,
+    durable_events: u64,
+    /// Batches written since the last durable point, to write again after a
+    /// failed fsync.
+    pending: Vec<u8>,
+    /// The file was cut back to `durable_len`: `pending` must be rewritten.
+    rewrite_pending: bool,
+    poisoned: Option<String>,
+}
+
+impl JsonlWriter {
+    pub(crate) fn new(
+        backend: JsonlBackend,
+        header: SessionHeader,
+        path: PathBuf,
+        file: File,
+        lock: Box<dyn LockGuard>,
+        len: u64,
+        events: u64,
+    ) -> JsonlWriter {
+        JsonlWriter {
+            backend,
+            header,
+            path,
+            file,
+            _lock: lock,
+            len,
+            durable_len: len,
+            events,
+            durable_events: events,
+            pending: Vec::new(),
+            rewrite_pending: false,
+            poisoned: None,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned {
+                id: self.header.id.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn read_plan(&self) -> Result<(super::scan::Plan, Vec<u8>)> {
+        let bytes = fs::read(&self.path).map_err(|e| Error::io("read", &self.path, e))?;
+        let plan = self
+            .backend
+            .plan_bytes(&self.path, &bytes, Some(&self.header.id))?;
+        Ok((plan, bytes))
+    }
+
+    /// Cuts the file back to its durable length after a failed write or
+    /// fsync; a failure here poisons the writer.
+    fn roll_back(&mut self, cause: &Error) {
+        let truncated = self
+            .file
+            .set_len(self.durable_len)
+            .and_then(|()| self.file.sync_all());
+        match truncated {
+            Ok(()) => {
+                self.len = self.durable_len;
+                self.rewrite_pending = !self.pending.is_empty();
+            }
+            Err(e) => {
+                self.poisoned = Some(format!("{cause}; rolling back failed: {e}"));
+            }
+        }
+    }
+
+    /// Writes `pending` again after a rollback.
+    fn restore_pending(&mut self) -> Result<()> {
+        if !self.rewrite_pending {
+            return Ok(());
+        }
+        if let Err(e) = self.file.write_all_at(&self.pending, self.durable_len) {
+            let err = Error::io("write", &self.path, e);
+            self.roll_back(&err);
+            return Err(err);
+        }
+        self.len = self.durable_len + self.pending.len() as u64;
+        self.rewrite_pending = false;
+        Ok(())
+    }
+
+    fn fsync(&mut self) -> Result<()> {
+        if let Err(e) = self.file.sync_data() {
+            let err = Error::io("fdatasync", &self.path, e);
+            self.roll_back(&err);
+            return Err(err);
+        }
+        self.durable_len = self.len;
+        self.durable_events = self.events;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn reopen(&mut self) -> Result<()> {
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| Error::io("open", &self.path, e))?;
+        Ok(())
+    }
+}
+
+impl LogWriter for JsonlWriter {
+    fn scan(&mut self) -> Result<Scan> {
+        self.check()?;
+        let (plan, bytes) = self.read_plan()?;
+        self.len = bytes.len() as u64;
+        self.durable_len = self.len;
+        self.events = plan.scan.stored_len();
+        self.durable_events = self.events;
+        self.pending.clear();
+        self.rewrite_pending = false;
+        Ok(plan.scan)
+    }
+
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
+        self.check()?;
+        let (mut plan, _) = self.read_plan()?;
+        let start = usize::try_from(from_seq)
+            .unwrap_or(usize::MAX)
+            .min(plan.events.len());
+        Ok(plan.events.split_off(start))
+    }
+
+    fn repair(&mut self, scan: &Scan) -> Result<()> {
+        self.check()?;
+        let (plan, bytes) = self.read_plan()?;
+        let now = &plan.scan;
+        if now.stored_len() != scan.stored_len()
+            || now.closers != scan.closers
+            || now.cut != scan.cut
+        {
+            return Err(Error::StaleRepair {
+                id: self.header.id.clone(),
+                detail: format!(
+                    "the log now keeps {} events with {} closers, the scan had {} and {}",
+                    now.stored_len(),
+                    now.closers.len(),
+                    scan.stored_len(),
+                    scan.closers.len()
+                ),
+            });
+        }
+        if !now.needs_repair() {
+            return Ok(());
+        }
+        let mut batch = plan.rewrite.clone();
+        batch.extend(now.closers.iter().cloned());
+        let tail = if batch.is_empty() {
+            Vec::new()
+        } else {
+            self.backend.encode_batch(&batch)
+        };
+        let keep = plan.keep_bytes;
+        if plan.rewrite.is_empty() {
+            // In place: any crash leaves a log whose next scan repairs to
+            // the same bytes (the closers are recomputed).
+            let io = |op, e| Error::io(op, &self.path, e);
+            self.file.set_len(keep).map_err(|e| io("truncate", e))?;
+            self.file.sync_all().map_err(|e| io("fsync", e))?;
+            if !tail.is_empty() {
+                self.file
+                    .write_all_at(&tail, keep)
+                    .map_err(|e| io("write", e))?;
+                self.file.sync_data().map_err(|e| io("fdatasync", e))?;
+            }
+        } else {
+            let mut content = bytes[..keep as usize].to_vec();
+            content.extend_from_slice(&tail);
+            let tmp = write_temp(&self.path, &content)?;
+            if let Err(e) = fs::rename(&tmp, &self.path) {
+                let _ = fs::remove_file(&tmp);
+                return Err(Error::io("rename", &self.path, e));
+            }
+            sync_dir(self.path.parent().expect("a transcript has a directory"))?;
+            self.reopen()?;
+        }
+        self.len = keep + tail.len() as u64;
+        self.durable_len = self.len;
+        self.events = now.stored_len() + now.closers.len() as u64;
+        self.durable_events = self.events;
+        self.pending.clear();
+        self.rewrite_pending = false;
+        Ok(())
+    }
+
+    fn append(&mut self, batch: &[Event], _: &[Placement], sync: SyncMode) -> Result<u64> {
+        self.check()?;
+        self.restore_pending()?;
+        let bytes = self.backend.encode_batch(batch);
+        if let Err(e) = self.file.write_all_at(&bytes, self.len) {
+            let err = Error::io("write", &self.path, e);
+            // Only this batch's bytes go; earlier accepted ones stay.
+            if let Err(e2) = self.file.set_len(self.len) {
+                self.poisoned = Some(format!("{err}; rolling back failed: {e2}"));
+            }
+            return Err(err);
+        }
+        let before = (self.len, self.events, self.pending.len());
+        self.len += bytes.len() as u64;
+        self.events += batch.len() as u64;
+        self.pending.extend_from_slice(&bytes);
+        let fsync = match sync {
+            SyncMode::Batch => true,
+            SyncMode::Turn => batch.iter().any(|e| e.kind() == EventKind::TurnEnd),
+            SyncMode::Never => false,
+        };
+        if fsync {
+            if let Err(e) = self.fsync() {
+                // The failed batch is not acknowledged: forget it.
+                self.events = before.1;
+                self.pending.truncate(before.2);
+                self.rewrite_pending = !self.pending.is_empty() && self.poisoned.is_none();
+                return Err(e);
+            }
+        } else if sync == SyncMode::Never {
+            self.durable_len = self.len;
+            self.durable_events = self.events;
+            self.pending.clear();
+        }
+        Ok(self.durable_events)
+    }
+
+    fn sync(&mut self) -> Result<u64> {
+        self.check()?;
+        self.restore_pending()?;
+        if self.durable_len != self.len {
+            self.fsync()?;
+        }
+        Ok(self.durable_events)
+    }
+
+    fn durable_events(&self) -> u64 {
+        self.durable_events
+    }
+
+    fn delete(self: Box<Self>) -> Result<()> {
+        self.backend.remove_session(&self.path)
+    }
+}
