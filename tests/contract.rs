@@ -56,6 +56,7 @@ use std::sync::Arc;
 
 use tempfile::TempDir;
 use turnwal::backend::Backend;
+use turnwal::backend::jsonl::{Compression, JsonlBackend};
 use turnwal::backend::memory::MemoryBackend;
 use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
 use turnwal::backend::wal::{WalBackend, encode_file_name};
@@ -92,6 +93,13 @@ trait Fixture {
     /// Leaves a torn record at the end of the session's log, as a crash in
     /// the middle of a write would. `false` for a backend that cannot tear.
     fn tear_tail(&self, id: &str) -> bool;
+
+    /// The header a read returns for a session created with `header`: the
+    /// JSONL format stores `delegationDepth` always (0 for a top-level
+    /// session), so its reads return it, as upstream's do.
+    fn stored_header(header: SessionHeader) -> SessionHeader {
+        header
+    }
 }
 
 /// The reference backend. Every store shares one `MemoryBackend` through its
@@ -318,6 +326,98 @@ impl Fixture for SqliteFixture {
         )
         .unwrap();
         true
+    }
+}
+
+/// The JSONL backend in a temporary root, raw (`session.jsonl`) or zstd.
+struct JsonlFixtureOf<const ZSTD: bool> {
+    dir: TempDir,
+}
+
+type JsonlFixture = JsonlFixtureOf<false>;
+type JsonlZstdFixture = JsonlFixtureOf<true>;
+
+impl<const ZSTD: bool> JsonlFixtureOf<ZSTD> {
+    fn compression() -> Compression {
+        if ZSTD {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
+    }
+
+    fn backend(&self) -> JsonlBackend {
+        JsonlBackend::open(self.dir.path(), Self::compression()).unwrap()
+    }
+
+    fn log_path(&self, id: &str) -> Option<PathBuf> {
+        self.backend().find_log(id).unwrap()
+    }
+}
+
+impl<const ZSTD: bool> Fixture for JsonlFixtureOf<ZSTD> {
+    fn name() -> &'static str {
+        if ZSTD { "jsonl-zstd" } else { "jsonl" }
+    }
+
+    fn new() -> Self {
+        JsonlFixtureOf {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn store(&self, options: StoreOptions) -> Store {
+        Store::with_backend(Arc::new(self.backend()), options)
+    }
+
+    fn image(&self, id: &str) -> Option<Vec<u8>> {
+        fs::read(self.log_path(id)?).ok()
+    }
+
+    fn artifacts(&self, id: &str) -> Vec<String> {
+        // Everything in any session directory named for the id.
+        let segment = turnwal::backend::jsonl::layout::encode_segment(id).unwrap();
+        let mut found = Vec::new();
+        for project in fs::read_dir(self.dir.path()).into_iter().flatten() {
+            let dir = project.unwrap().path().join(&segment);
+            for entry in fs::read_dir(&dir).into_iter().flatten() {
+                found.push(entry.unwrap().path().display().to_string());
+            }
+            if dir.exists() && found.is_empty() {
+                found.push(dir.display().to_string());
+            }
+        }
+        found.sort();
+        found
+    }
+
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.backend().lock_path(id).unwrap().unwrap()
+    }
+
+    fn tear_tail(&self, id: &str) -> bool {
+        // Upstream's fixtures: a raw log gets a cut line, a zstd log a cut
+        // frame of a line no decoder can finish (nothing is recovered).
+        let path = self.log_path(id).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        if ZSTD {
+            let noise: String = (0..3000u32)
+                .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+                .collect();
+            let frame = turnwal::backend::jsonl::zstd::compress_frame(
+                format!("{{\"type\":\"assistant/chunk\",\"seq\":8,\"noise\":\"{noise}\"}}\n").as_bytes(),
+            );
+            bytes.extend_from_slice(&frame[..frame.len() / 2]);
+        } else {
+            bytes.extend_from_slice(br#"{"type":"assistant/chunk","seq":8,"ti"#);
+        }
+        fs::write(&path, bytes).unwrap();
+        true
+    }
+
+    fn stored_header(mut header: SessionHeader) -> SessionHeader {
+        header.delegation_depth.get_or_insert(0);
+        header
     }
 }
 
@@ -679,7 +779,7 @@ fn round_trip<F: Fixture>() {
 
     let store = fx.open();
     let view = store.load(id).unwrap();
-    assert_eq!(view.header, header);
+    assert_eq!(view.header, F::stored_header(header.clone()));
     assert_eq!(view.events, log.all());
     assert_eq!(jsons(&view.events), jsons(log.all()));
     assert_eq!(seqs(&view.events), (0..27).collect::<Vec<_>>());
@@ -696,7 +796,7 @@ fn round_trip<F: Fixture>() {
         listing(&store),
         [(
             id.into(),
-            Some(header.clone()),
+            Some(F::stored_header(header.clone())),
             27,
             3,
             Some(27),
@@ -705,7 +805,7 @@ fn round_trip<F: Fixture>() {
     );
     let other = fx.open();
     let view = other.inspect(id).unwrap();
-    assert_eq!((view.header, view.events), (header, log.all().to_vec()));
+    assert_eq!((view.header, view.events), (F::stored_header(header), log.all().to_vec()));
 }
 
 fn header_validation<F: Fixture>() {
@@ -766,7 +866,7 @@ fn header_validation<F: Fixture>() {
     store.append("h", &one_turn_log()).unwrap();
     drop(store);
     let view = fx.open().load("h").unwrap();
-    assert_eq!(view.header, meta("h", Some("/w")));
+    assert_eq!(view.header, F::stored_header(meta("h", Some("/w"))));
     assert_eq!(view.events, one_turn_log());
 }
 
@@ -981,7 +1081,7 @@ fn lazy_materialization<F: Fixture>() {
         listing(&store),
         [(
             id.into(),
-            Some(meta(id, Some("/w"))),
+            Some(F::stored_header(meta(id, Some("/w")))),
             3,
             1,
             Some(3),
@@ -1018,7 +1118,7 @@ fn list_summaries<F: Fixture>() {
     let expected = vec![
         (
             "a".to_owned(),
-            Some(meta("a", Some("/a"))),
+            Some(F::stored_header(meta("a", Some("/a")))),
             6,
             1,
             Some(6),
@@ -1026,7 +1126,7 @@ fn list_summaries<F: Fixture>() {
         ),
         (
             "b".to_owned(),
-            Some(meta("b", None)),
+            Some(F::stored_header(meta("b", None))),
             20,
             2,
             Some(20),
@@ -1034,7 +1134,7 @@ fn list_summaries<F: Fixture>() {
         ),
         (
             "c".to_owned(),
-            Some(meta("c", Some("/c"))),
+            Some(F::stored_header(meta("c", Some("/c")))),
             8,
             2,
             Some(8),
@@ -1050,7 +1150,7 @@ fn list_summaries<F: Fixture>() {
         listing(&store)[2],
         (
             "c".to_owned(),
-            Some(meta("c", Some("/c"))),
+            Some(F::stored_header(meta("c", Some("/c")))),
             10,
             2,
             Some(8),
@@ -1477,7 +1577,7 @@ fn duplicate_create<F: Fixture>() {
     let store = fx.open();
     on_disk(&store);
     let view = store.load(id).unwrap();
-    assert_eq!(view.header, meta(id, Some("/w")));
+    assert_eq!(view.header, F::stored_header(meta(id, Some("/w"))));
     assert_eq!(view.events, one_turn_log());
 }
 
@@ -1504,7 +1604,7 @@ fn create_collision_across_stores<F: Fixture>() {
     drop(first);
     collide(&second);
     let view = fx.open().load(id).unwrap();
-    assert_eq!(view.header, meta(id, Some("/first")));
+    assert_eq!(view.header, F::stored_header(meta(id, Some("/first"))));
     assert_eq!(view.events, one_turn_log());
 }
 
@@ -1651,7 +1751,7 @@ fn fork_boundary<F: Fixture>() {
     );
     let reader = fx.open();
     let view = reader.inspect("child").unwrap();
-    assert_eq!(view.header, child);
+    assert_eq!(view.header, F::stored_header(child.clone()));
     assert_eq!(jsons(&view.events[..n as usize]), jsons(&parent));
     let seed_end = &view.events[n as usize];
     assert_eq!(
@@ -1788,7 +1888,7 @@ fn delete<F: Fixture>() {
     store.append("gone", &one_turn_log()).unwrap();
     assert_eq!(
         fx.open().inspect("gone").unwrap().header,
-        meta("gone", Some("/again"))
+        F::stored_header(meta("gone", Some("/again")))
     );
 
     // Deleting a pending create just forgets it.
@@ -1967,7 +2067,7 @@ fn resume_in_fresh_store<F: Fixture>() {
     let view = fx.open().load(id).unwrap();
     assert_eq!(seqs(&view.events), (0..9).collect::<Vec<_>>());
     assert_eq!(view.events, log.all());
-    assert_eq!(view.header, meta(id, Some("/w")));
+    assert_eq!(view.header, F::stored_header(meta(id, Some("/w"))));
 }
 
 fn torn_tail<F: Fixture>() {
@@ -2073,6 +2173,8 @@ macro_rules! backend_cases {
 backend_suite!(memory, MemoryFixture);
 backend_suite!(wal, WalFixture);
 backend_suite!(sqlite, SqliteFixture);
+backend_suite!(jsonl, JsonlFixture);
+backend_suite!(jsonl_zstd, JsonlZstdFixture);
 
 // ---------------------------------------------------------------------------
 // Differential: one scripted history, identical logical results everywhere

@@ -85,7 +85,17 @@ pub fn decode_line(line: &[u8]) -> Result<Vec<Event>, String> {
             return decode_row(&map, &tag, kind);
         }
     }
-    let event = Event::from_json(line).map_err(|e| e.reason)?;
+    let mut event = Event::from_json(line).map_err(|e| e.reason)?;
+    // The key order of `surfaceOp` and `sourceEventSeqs` is in the text when
+    // both are there; with `surfaceOp` alone, take the order the event would
+    // have been built with (surfaceOp first for recovery's closers), as the
+    // SQLite backend does.
+    if event.surface_op().is_some()
+        && event.source_event_seqs().is_none()
+        && codec::surface_first_by_default(event.event_type(), event.data().get())
+    {
+        event = event.with_surface_op_first();
+    }
     if is_row_tag(event.event_type()) {
         return Err(format!(
             "malformed {} storage row: envelope must be exactly {{type, seq0, time0, data}}",

@@ -176,8 +176,10 @@ impl LogWriter for JsonlWriter {
         self.check()?;
         let (plan, bytes) = self.read_plan()?;
         let now = &plan.scan;
+        // Empty closers with a cut: the cut alone (a writer that adopts the
+        // log continues its open turn).
         if now.stored_len() != scan.stored_len()
-            || now.closers != scan.closers
+            || (!scan.closers.is_empty() && now.closers != scan.closers)
             || now.cut != scan.cut
         {
             return Err(Error::StaleRepair {
@@ -191,11 +193,11 @@ impl LogWriter for JsonlWriter {
                 ),
             });
         }
-        if !now.needs_repair() {
+        if !scan.needs_repair() {
             return Ok(());
         }
         let mut batch = plan.rewrite.clone();
-        batch.extend(now.closers.iter().cloned());
+        batch.extend(scan.closers.iter().cloned());
         let tail = if batch.is_empty() {
             Vec::new()
         } else {
@@ -227,7 +229,7 @@ impl LogWriter for JsonlWriter {
         }
         self.len = keep + tail.len() as u64;
         self.durable_len = self.len;
-        self.events = now.stored_len() + now.closers.len() as u64;
+        self.events = now.stored_len() + scan.closers.len() as u64;
         self.durable_events = self.events;
         self.pending.clear();
         self.rewrite_pending = false;
