@@ -232,6 +232,13 @@ fn choose_dir(store_arg: Option<&str>) -> Result<(PathBuf, Option<String>), Fail
             );
             return Ok((temp_dir()?, Some(note)));
         }
+        Location::Jsonl(..) => {
+            let note = format!(
+                "--store {arg} is a JSONL root; the demo writes a native WAL store, in a \
+                 new temporary directory."
+            );
+            return Ok((temp_dir()?, Some(note)));
+        }
     };
     let fresh = match fs::read_dir(&dir) {
         Ok(mut entries) => entries.next().is_none(),

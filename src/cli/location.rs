@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Failure;
+use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::sqlite::SqliteOptions;
 use crate::store::{Store, StoreOptions};
@@ -18,7 +19,8 @@ const DEFAULT_STORE: &str = "./.turnwal";
 
 /// What this build can open.
 const SUPPORTED: &str = "supported: a directory (native WAL store), a .sqlite or .db file \
-                         (SQLite store)";
+                         (SQLite store), jsonl:ROOT (the upstream harness's JSONL root; \
+                         jsonl+zstd:ROOT or jsonl+none:ROOT to name the encoding)";
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -30,6 +32,9 @@ pub(crate) enum Location {
     Wal(PathBuf),
     /// An SQLite store: one database file, created on the first write.
     Sqlite(PathBuf),
+    /// The upstream harness's JSONL root, in the encoding named or (`None`)
+    /// the one its transcripts use, zstd for a root without any.
+    Jsonl(PathBuf, Option<Compression>),
 }
 
 /// Whether a command may write to the store it opens.
@@ -46,7 +51,7 @@ impl Location {
     /// The path the store lives at.
     pub(crate) fn path(&self) -> &Path {
         match self {
-            Location::Wal(path) | Location::Sqlite(path) => path,
+            Location::Wal(path) | Location::Sqlite(path) | Location::Jsonl(path, _) => path,
         }
     }
 
@@ -84,6 +89,19 @@ impl Location {
                 Ok(Store::with_backend(Arc::new(MemoryBackend::new()), options))
             }
             Location::Sqlite(file) => Ok(Store::open_sqlite(file, sqlite.clone(), options)?),
+            Location::Jsonl(root, compression) => {
+                let backend = match compression {
+                    Some(c) => JsonlBackend::open(root, *c)?,
+                    None => JsonlBackend::open_detect(root)?,
+                };
+                // Upstream's reader refuses unknown event types that are not
+                // marked ignorable: so does a JSONL store, at read and append.
+                let options = StoreOptions {
+                    require_known_types: true,
+                    ..options
+                };
+                Ok(Store::with_backend(Arc::new(backend), options))
+            }
         }
     }
 }
@@ -99,16 +117,26 @@ pub(crate) fn resolve(arg: Option<&str>) -> Result<Location, Failure> {
 /// store; a path ending in `.sqlite` or `.db` (existing or not), or an
 /// existing file that starts with SQLite's header, is an SQLite store; any
 /// other missing path is a WAL store to be, since WAL stores are created
-/// lazily. `jsonl:` roots are recognised so the error can say what is
-/// missing.
+/// lazily. `jsonl:ROOT` names the upstream harness's JSONL root (its
+/// encoding found from the transcripts it holds, zstd, upstream's default,
+/// when it holds none); `jsonl+zstd:` and `jsonl+none:` name the encoding.
 pub(crate) fn classify(spec: &str) -> Result<Location, Failure> {
     if spec.is_empty() {
         return Err(Failure::Usage(format!("--store is empty; {SUPPORTED}")));
     }
-    if let Some(root) = spec.strip_prefix("jsonl:") {
-        return Err(Failure::Other(format!(
-            "{root}: JSONL stores (jsonl:PATH) are not supported by this build; {SUPPORTED}"
-        )));
+    for (prefix, compression) in [
+        ("jsonl:", None),
+        ("jsonl+zstd:", Some(Compression::Zstd)),
+        ("jsonl+none:", Some(Compression::None)),
+    ] {
+        if let Some(root) = spec.strip_prefix(prefix) {
+            if root.is_empty() {
+                return Err(Failure::Usage(format!(
+                    "--store {spec} names no root; {SUPPORTED}"
+                )));
+            }
+            return Ok(Location::Jsonl(PathBuf::from(root), compression));
+        }
     }
     let path = Path::new(spec);
     if path.is_dir() {
@@ -181,8 +209,19 @@ mod tests {
             err.contains("not a directory or an SQLite database"),
             "{err}"
         );
-        let err = classify("jsonl:/tmp/logs").unwrap_err().to_string();
-        assert!(err.contains("JSONL stores"), "{err}");
-        assert!(err.contains(SUPPORTED), "{err}");
+        assert_eq!(
+            classify("jsonl:/tmp/logs").unwrap(),
+            Location::Jsonl("/tmp/logs".into(), None)
+        );
+        assert_eq!(
+            classify("jsonl+none:rel/root").unwrap(),
+            Location::Jsonl("rel/root".into(), Some(Compression::None))
+        );
+        assert_eq!(
+            classify("jsonl+zstd:/r").unwrap(),
+            Location::Jsonl("/r".into(), Some(Compression::Zstd))
+        );
+        let err = classify("jsonl:").unwrap_err().to_string();
+        assert!(err.contains("names no root"), "{err}");
     }
 }

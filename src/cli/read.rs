@@ -13,8 +13,9 @@ use crate::store::Store;
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Prints the inspect view (stored events plus, for a crashed log, the
-/// closers recovery would add), or with `raw` the stored events alone,
-/// from seq `from` on. Writes nothing to the store.
+/// closers recovery would add), or with `raw` the stored events alone, as
+/// stored (before the JSONL backend's read-time normalization), from seq
+/// `from` on. Writes nothing to the store.
 pub(crate) fn cat(
     store: &Store,
     id: &str,
@@ -24,7 +25,7 @@ pub(crate) fn cat(
 ) -> Outcome {
     let from = from.unwrap_or(0);
     if raw {
-        write_events(out, &store.read_from(id, from)?)?;
+        write_events(out, &store.read_raw(id, from)?)?;
     } else {
         let view = store.inspect(id)?;
         write_events(out, view.events.iter().filter(|e| e.seq() >= from))?;
