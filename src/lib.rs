@@ -57,6 +57,6 @@ pub use error::{Corruption, Error, Result};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
 pub use header::{HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, LogState, Scan, SessionSummary};
-pub use store::{Receipt, RecoveryReport, SessionView, Store, StoreOptions, now_ms};
+pub use store::{Receipt, RecoveryReport, RepairBasis, SessionView, Store, StoreOptions, now_ms};
 pub use verify::VerifyReport;
 pub use view::{EventRef, LogView};

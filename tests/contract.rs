@@ -61,8 +61,8 @@ use turnwal::backend::memory::MemoryBackend;
 use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
 use turnwal::backend::wal::{WalBackend, encode_file_name};
 use turnwal::{
-    CutReason, Error, Event, HeaderError, LogState, Policy, Receipt, Result, Rule, SessionHeader,
-    SessionSummary, SessionView, Store, StoreOptions, Tracker, Violation,
+    CutReason, Error, Event, HeaderError, LogState, Policy, Receipt, RepairBasis, Result, Rule,
+    SessionHeader, SessionSummary, SessionView, Store, StoreOptions, Tracker, Violation,
 };
 
 // ---------------------------------------------------------------------------
@@ -405,7 +405,8 @@ impl<const ZSTD: bool> Fixture for JsonlFixtureOf<ZSTD> {
                 .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
                 .collect();
             let frame = turnwal::backend::jsonl::zstd::compress_frame(
-                format!("{{\"type\":\"assistant/chunk\",\"seq\":8,\"noise\":\"{noise}\"}}\n").as_bytes(),
+                format!("{{\"type\":\"assistant/chunk\",\"seq\":8,\"noise\":\"{noise}\"}}\n")
+                    .as_bytes(),
             );
             bytes.extend_from_slice(&frame[..frame.len() / 2]);
         } else {
@@ -805,7 +806,10 @@ fn round_trip<F: Fixture>() {
     );
     let other = fx.open();
     let view = other.inspect(id).unwrap();
-    assert_eq!((view.header, view.events), (F::stored_header(header), log.all().to_vec()));
+    assert_eq!(
+        (view.header, view.events),
+        (F::stored_header(header), log.all().to_vec())
+    );
 }
 
 fn header_validation<F: Fixture>() {
@@ -2099,6 +2103,128 @@ fn torn_tail<F: Fixture>() {
     assert_eq!(store.load(id).unwrap().events, log.all());
 }
 
+/// `Store::adopt`: a harness that runs recovery itself opens a crashed log
+/// as it is; nothing is written, and its appends continue the open turn.
+fn adopt_keeps_open_turn<F: Fixture>() {
+    let fx = F::new();
+    let id = "adopt";
+    let written = crash_in_turn_two(&fx, id, |_| {});
+    let store = fx.open();
+    let rev = revision(&store, id);
+    let image = fx.image(id);
+    assert_eq!(
+        store.adopt(id).unwrap(),
+        Receipt {
+            next_seq: 8,
+            durable: 8
+        }
+    );
+    assert_eq!(revision(&store, id), rev, "adopting writes nothing");
+    assert_eq!(fx.image(id), image);
+    let mut log = Log::after(&written);
+    log.step = 1; // crash_in_turn_two left step 1 of turn 2 open
+    log.step_end().turn_end();
+    store.append(id, &log.batch()).unwrap();
+    drop(store);
+    let store = fx.open();
+    let view = store.inspect(id).unwrap();
+    assert_eq!(view.state, LogState::Clean);
+    assert_eq!(view.events, log.all());
+    assert_eq!(
+        view.events[9].data().get(),
+        r#"{"turn":2,"reason":{"kind":"completed"}}"#
+    );
+
+    // A log with a tail to cut is refused, and left as it is.
+    let id = "adopt-torn";
+    crash_in_turn_two(&fx, id, |_| {});
+    if fx.tear_tail(id) {
+        let store = fx.open();
+        let image = fx.image(id);
+        assert!(matches!(store.adopt(id), Err(Error::StaleRepair { .. })));
+        assert_eq!(fx.image(id), image);
+    }
+}
+
+/// `Store::commit_repair`: the repair a caller decided from a read, committed
+/// once; a stale read and foreign closers are refused with nothing changed;
+/// an empty closer list cuts only and leaves the open turn to its writer.
+fn commit_repair_from_read<F: Fixture>() {
+    let fx = F::new();
+    let id = "commit";
+    let written = crash_in_turn_two(&fx, id, |log| {
+        log.assistant("", &[("call-1", "ls", "{}")]);
+        log.tool_call("call-1", "ls", "{}");
+    });
+    let torn = fx.tear_tail(id);
+    let store = fx.open();
+    let view = store.inspect(id).unwrap();
+    let basis = RepairBasis::of(&view);
+    assert_eq!(basis.stored, written.len() as u64);
+    assert_eq!(basis.cut_offset.is_some(), torn);
+    let closers = view.events[view.stored as usize..].to_vec();
+    assert_eq!(
+        types(&closers),
+        ["tool/result", "step/end", "turn/end"],
+        "TOOL_OUTCOME_UNKNOWN, then the step and the turn"
+    );
+
+    // Closers that are not the derived ones are refused; nothing changes.
+    let rev = revision(&store, id);
+    let image = fx.image(id);
+    let mut wrong = closers.clone();
+    wrong.swap(0, 1);
+    assert!(matches!(
+        store.commit_repair(id, &basis, &wrong),
+        Err(Error::InvalidArgument(_))
+    ));
+    let stale = RepairBasis {
+        stored: basis.stored - 1,
+        ..basis
+    };
+    assert!(matches!(
+        store.commit_repair(id, &stale, &closers),
+        Err(Error::StaleRepair { .. })
+    ));
+    assert_eq!((revision(&store, id), fx.image(id)), (rev.clone(), image));
+
+    let r = store.commit_repair(id, &basis, &closers).unwrap();
+    assert_eq!(r.next_seq, written.len() as u64 + 3);
+    assert_ne!(revision(&store, id), rev, "a repair changes the revision");
+    assert!(matches!(
+        store.commit_repair(id, &basis, &closers),
+        Err(Error::StaleRepair { .. })
+    ));
+    let mut log = Log::after(&view.events);
+    log.turn_start().turn_end();
+    store.append(id, &log.batch()).unwrap();
+    drop(store);
+    let store = fx.open();
+    let loaded = store.load(id).unwrap();
+    assert_eq!(loaded.state, LogState::Clean);
+    assert_eq!(loaded.events, log.all());
+
+    // A cut alone: the open turn stays open for the writer that continues it.
+    let id = "commit-cut";
+    let written = crash_in_turn_two(&fx, id, |_| {});
+    if fx.tear_tail(id) {
+        let store = fx.open();
+        let view = store.inspect(id).unwrap();
+        let r = store
+            .commit_repair(id, &RepairBasis::of(&view), &[])
+            .unwrap();
+        assert_eq!(r.next_seq, 8);
+        let mut log = Log::after(&written);
+        log.step = 1;
+        log.step_end().turn_end();
+        store.append(id, &log.batch()).unwrap();
+        drop(store);
+        let view = fx.open().inspect(id).unwrap();
+        assert_eq!(view.state, LogState::Clean);
+        assert_eq!(view.events, log.all());
+    }
+}
+
 fn missing_sessions<F: Fixture>() {
     let fx = F::new();
     let store = fx.open();
@@ -2154,6 +2280,8 @@ macro_rules! backend_suite {
                 resume_in_fresh_store,
                 torn_tail,
                 missing_sessions,
+                adopt_keeps_open_turn,
+                commit_repair_from_read,
             );
         }
     };

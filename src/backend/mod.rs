@@ -145,6 +145,11 @@ pub trait LogWriter: Send {
     /// Commits a repair found by [`LogWriter::scan`]: cuts `scan.cut`, appends
     /// `scan.closers`, makes it durable. Crash-safe and idempotent: a crash
     /// at any point leaves a log whose next scan gives the same repair.
+    ///
+    /// The caller may have emptied `scan.closers` (the scan otherwise as
+    /// found): that is a cut alone, which leaves an open final turn open for
+    /// a writer that continues it ([`crate::Store::commit_repair`] with no
+    /// closers, as the upstream harness's live adoption does).
     fn repair(&mut self, scan: &Scan) -> Result<()>;
 
     /// Appends a checked batch (one placement per event). On error nothing

@@ -117,9 +117,11 @@ impl LogWriter for SqliteWriter {
         self.shared.conn().write(&path, |conn| {
             let row = self.own_row(conn)?;
             let now = scan::full_scan(conn, &path, &row)?;
+            // Empty closers with a cut: a cut alone (a live writer that
+            // adopts the log continues its open turn).
             if now.scan.stored_len() != scan.stored_len()
                 || now.scan.tail != scan.tail
-                || now.scan.closers != scan.closers
+                || (!scan.closers.is_empty() && now.scan.closers != scan.closers)
             {
                 return Err(Error::StaleRepair {
                     id: id.clone(),

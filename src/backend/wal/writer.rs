@@ -452,8 +452,10 @@ impl LogWriter for WalWriter {
     fn scan(&mut self) -> Result<Scan> {
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let scan = quick_scan(&map, &self.meta, &self.path)?;
-        if self.pending.is_empty() && !scan.needs_repair() {
-            // Opening fdatasynced (or published a copy of) the whole file.
+        if self.pending.is_empty() && scan.cut.is_none() {
+            // Opening fdatasynced (or published a copy of) the whole file,
+            // and all of it is kept (an open turn's closers are not written
+            // yet: they come after it).
             let len = self.written_len;
             self.all_durable(len, scan.stored_len());
         }
