@@ -1,6 +1,7 @@
 //! Buffered append (`--sync never`) of validated events: turnwal vs the
 //! same encoded bytes written with plain `write` calls vs a serde_json +
-//! `BufWriter` JSONL writer; and ingest from JSON text (the `turnwal append`
+//! `BufWriter` JSONL writer vs turnwal's SQLite backend with
+//! `synchronous=NORMAL` (`turnwal_sqlite_normal`); and ingest from JSON text (the `turnwal append`
 //! path) vs serde_json's bare validation of the same text.
 //!
 //! `cargo bench --bench append` (about 40 s). Figures: docs/PERFORMANCE.md.

@@ -1,6 +1,8 @@
 //! Durable turns (`--sync turn`, one fdatasync per turn): turnwal vs a raw
 //! loop writing each turn's encoded bytes and calling fdatasync, vs SQLite
-//! (WAL mode, `synchronous=FULL`) inserting each turn in one transaction.
+//! (WAL mode, `synchronous=FULL`) inserting each turn in one transaction,
+//! vs turnwal's SQLite backend with the same settings
+//! (`turnwal_sqlite_full`).
 //! Prints turns/s and the commit latency p50/p99 of every side.
 //!
 //! `cargo bench --bench durable` (about 40 s; bound by the disk's flush).

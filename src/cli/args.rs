@@ -13,10 +13,11 @@ const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0   success
   1   verify found only a recoverable tail (torn bytes, an open turn, debris)
-  2   corrupt data (verify, or any command that meets a corrupt log)
+  2   corrupt data (verify, convert, or any command that meets a corrupt log)
   3   append rejected an input line (bad JSON, bad envelope, seq mismatch,
       turn-contract violation); everything acknowledged before it is stored
-  4   any other error (session not found, locked, I/O, unsupported store)
+  4   any other error (session not found or already existing, locked, database
+      busy, I/O, unsupported store)
   64  usage error (bad command line)
 
 A broken pipe on stdout (e.g. `turnwal cat S | head -1`) exits 0.";
@@ -193,12 +194,14 @@ pub enum Command {
         long_about = "Measure turnwal against its baselines on this machine's disk: buffered \
         append vs plain writes of the same bytes and vs a JSONL writer, ingest from JSON text \
         vs serde_json's bare validation, durable turns vs write+fdatasync and vs SQLite, \
-        recovery scan vs mmap+CRC-32 and vs parsing JSONL, and tail reads. Each figure is the \
-        median of repeated runs; a ratio is turnwal's speed over the baseline's.\n\n\
+        recovery scan vs mmap+CRC-32 and vs parsing JSONL, and tail reads. Buffered append, \
+        durable turns and the recovery scan also run on turnwal's SQLite backend \
+        (turnwal_sqlite_* rows, with ratios of their own). Each figure is the median of \
+        repeated runs; a ratio is turnwal's speed over the baseline's.\n\n\
         Runs in a new temporary directory inside --store (if given) or the system temp dir, \
-        removed afterwards. --quick takes about 10 seconds; without it the fixtures are \
-        larger (a 256 MiB log, a session of a million events: about 1.5 GB written) and it \
-        takes about a minute."
+        removed afterwards. --quick takes 15 to 25 seconds (more on a busy machine); without \
+        it the fixtures are larger (a 256 MiB log, copied into SQLite too, a session of a \
+        million events: about 1.8 GB written) and it takes a minute or two."
     )]
     Bench(BenchArgs),
 }

@@ -211,6 +211,8 @@ fn copy_session(
         .into());
     }
     dst.create_with_policy(view.header().clone(), scan.policy)?;
+    // Events appended so far: the first append materializes the session.
+    let mut appended = 0;
     let written = (|| -> Result<(), Error> {
         let total = view.len();
         let mut batch: Vec<Event> = Vec::new();
@@ -223,6 +225,7 @@ fn copy_session(
             batch.push(event.to_event());
             if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES || i + 1 == total {
                 dst.append(id, &batch)?;
+                appended = i + 1;
                 batch.clear();
                 bytes = 0;
                 progress(i + 1, total);
@@ -232,13 +235,18 @@ fn copy_session(
         dst.close(id)
     })();
     if let Err(e) = written {
-        let note = match dst.delete(id) {
-            Ok(()) => "the partial copy was deleted from the destination".to_owned(),
-            Err(d) => format!("deleting the partial copy from the destination failed too: {d}"),
+        // A session never appended to is only forgotten: nothing to say.
+        let deleted = dst.delete(id);
+        let note = match deleted {
+            Ok(()) if appended == 0 => None,
+            Ok(()) => Some("the partial copy was deleted from the destination".to_owned()),
+            Err(d) => Some(format!(
+                "deleting the partial copy from the destination failed too: {d}"
+            )),
         };
         return Err(NotCopied {
             failure: e.into(),
-            note: Some(note),
+            note,
         });
     }
     Ok(Copied {

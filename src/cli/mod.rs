@@ -2,7 +2,8 @@
 //!
 //! The CLI is thin: it parses arguments, calls [`crate::Store`] and prints.
 //! Only `demo` and `bench` touch the file system themselves (to pick fresh
-//! directories).
+//! directories), and [`location`] looks at a path to choose its backend.
+//! The rules behind every command: docs/CLI.md.
 //!
 //! Exit statuses are a contract scripts rely on (see [`exit`]):
 //!
@@ -10,9 +11,9 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | `verify` found only a recoverable tail (torn bytes, open turn, debris) |
-//! | 2 | corrupt data (`verify`, or any command that meets [`crate::Error::Corrupt`]) |
+//! | 2 | corrupt data (`verify`, `convert`, or any command that meets [`crate::Error::Corrupt`]) |
 //! | 3 | `append` rejected an input line |
-//! | 4 | any other error (not found, locked, I/O, unsupported store) |
+//! | 4 | any other error (not found, already exists, locked, busy, I/O, unsupported store) |
 //! | 64 | usage error |
 //!
 //! Errors go to stderr as `turnwal: <message>`. A broken pipe on stdout
