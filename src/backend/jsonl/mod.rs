@@ -447,13 +447,23 @@ impl JsonlBackend {
 
     /// The stored events from `from_seq` on exactly as the log holds them:
     /// before read-time normalization (what `cat --raw` prints).
+    ///
+    /// These are the valid prefix the scanner keeps (recovered records of a
+    /// torn zstd frame included), before normalization, the turn contract and
+    /// its closers: a log normalization refuses is still shown.
     pub fn read_stored_events(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        Ok(self.plan(id)?.map(|plan| {
-            let start = usize::try_from(from_seq)
-                .unwrap_or(usize::MAX)
-                .min(plan.raw.len());
-            plan.raw[start..].to_vec()
-        }))
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+            return Ok(None);
+        };
+        let mut parsed = scan::parse(&bytes, self.compression, &path)?;
+        self.check_identity(&path, &parsed.header, Some(id))?;
+        let start = usize::try_from(from_seq)
+            .unwrap_or(usize::MAX)
+            .min(parsed.raw.len());
+        Ok(Some(parsed.raw.split_off(start)))
     }
 
     fn lock(&self, id: &str, dir: &Path) -> Result<Box<dyn LockGuard>> {

@@ -245,7 +245,7 @@ fn turn_start(event: &Event) -> Result<Option<String>, ()> {
     }
     let turn = positive_turn(&data).ok_or(())?;
     let trigger = data.object("trigger").ok_or(())?;
-    if !data.only(&["turn", "trigger"], &[]) || !trigger.string("kind").is_some_and(|k| k.len() > 2)
+    if !data.only(&["turn", "trigger"], &[]) || trigger.string("kind").is_none_or(|k| k.len() <= 2)
     {
         return Err(());
     }
@@ -291,10 +291,10 @@ fn turn_end(event: &Event) -> Result<Option<String>, ()> {
             if reason.has("error") {
                 return Ok(None);
             }
-            if !reason
+            if reason
                 .get("step")
                 .and_then(js_safe_integer)
-                .is_some_and(|s| s >= 0)
+                .is_none_or(|s| s < 0)
             {
                 return Err(());
             }

@@ -60,8 +60,6 @@ pub(crate) struct Plan {
     pub scan: Scan,
     /// The kept events, normalized (the logical view, no closers).
     pub events: Vec<Event>,
-    /// The kept events as stored.
-    pub raw: Vec<Event>,
     /// Bytes of the file a repair keeps.
     pub keep_bytes: u64,
     /// Stored events a repair writes again (before the closers), as stored.
@@ -445,8 +443,6 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     });
     let mut events = events;
     events.truncate(kept);
-    let mut raw = raw;
-    raw.truncate(kept);
     let scan = Scan {
         header,
         policy,
@@ -462,7 +458,6 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     Ok(Plan {
         scan,
         events,
-        raw,
         keep_bytes,
         rewrite,
     })
