@@ -705,3 +705,87 @@ fn wal_to_jsonl_to_wal_keeps_what_the_upstream_format_can_hold() {
         assert_eq!(header(&back, id), expected, "{id}");
     }
 }
+
+// ----------------------------------------------------------- progress
+
+/// Runs `turnwal ARGS` with stderr on a pseudo-terminal; returns the exit
+/// status, stdout, and the bytes written to the terminal.
+fn with_terminal_stderr(args: &[&str]) -> (i32, String, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two new descriptors into the pointers given;
+    // the name, termios and window size arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let child = support::command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    // The parent's copy of the slave went into the Command and is closed
+    // once the child is spawned, so reading the master ends (EIO) when the
+    // child exits.
+    let out = child.wait_with_output().unwrap();
+    let mut terminal = Vec::new();
+    let mut master = fs::File::from(master);
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => terminal.extend_from_slice(&buf[..n]),
+        }
+    }
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(terminal).unwrap(),
+    )
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_and_erased() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    append(&src, &["append", "a", "--create"], &turn(1, 0, T0));
+    let mut two = turn(1, 0, T0);
+    two.extend(turn(2, 6, T0 + 10));
+    append(&src, &["append", "b", "--create"], &two);
+    let (status, stdout, terminal) = with_terminal_stderr(&[
+        "convert",
+        "--from",
+        src.to_str().unwrap(),
+        "--to",
+        dst.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (status, stdout.as_str()),
+        (
+            0,
+            "a: copied 6 events\nb: copied 12 events\nconverted 2 of 2 sessions\n"
+        )
+    );
+    assert_eq!(
+        terminal,
+        "\rconverting 1/2: a\x1b[K\rconverting 1/2: a 6/6 events\x1b[K\r\x1b[K\
+         \rconverting 2/2: b\x1b[K\rconverting 2/2: b 12/12 events\x1b[K\r\x1b[K"
+    );
+    // verify of a whole store draws the same way (the shared progress line).
+    let (status, _, terminal) = with_terminal_stderr(&["--store", dst.to_str().unwrap(), "verify"]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        terminal,
+        "\rverifying 1/2: a\x1b[K\r\x1b[K\rverifying 2/2: b\x1b[K\r\x1b[K\r\x1b[K"
+    );
+}
