@@ -578,7 +578,7 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// Removes temp files an interrupted materialization or repair left.
-fn remove_temps(path: &Path) {
+pub(crate) fn remove_temps(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return;
     };

@@ -21,7 +21,7 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::{JsonlBackend, sync_dir, write_temp};
+use super::{JsonlBackend, remove_temps, sync_dir, write_temp};
 use crate::backend::wal::storage::LockGuard;
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
@@ -217,6 +217,7 @@ impl LogWriter for JsonlWriter {
                 self.file.sync_data().map_err(|e| io("fdatasync", e))?;
             }
         } else {
+            remove_temps(&self.path);
             let mut content = bytes[..keep as usize].to_vec();
             content.extend_from_slice(&tail);
             let tmp = write_temp(&self.path, &content)?;
