@@ -77,6 +77,23 @@ fn append_cat_tail_ls_stats_and_verify() {
     );
     let out = on(&db, &["verify"], "");
     assert_eq!((out.status, out.stdout.as_str()), (0, ""));
+    // Only a command that creates a session creates the database.
+    for args in [
+        &["append", "s"][..],
+        &["tail", "s"],
+        &["stats", "s"],
+        &["recover", "s"],
+        &["recover", "s", "--dry-run"],
+        &["fork", "s", "child"],
+        &["rm", "s"],
+    ] {
+        let out = on(&db, args, "");
+        assert_eq!(
+            (out.status, out.stderr.as_str()),
+            (4, "turnwal: session \"s\" not found\n"),
+            "{args:?}"
+        );
+    }
     assert!(!db.exists());
 
     let events = two_turns(&db);

@@ -27,7 +27,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::args::{ConvertArgs, SqliteArgs};
-use super::location::{self, Access};
+use super::location::{self, IfMissing};
 use super::output::{CutJson, count, cut_text, display_id, json_line};
 use super::progress::Progress;
 use super::{Failure, Outcome, check_sqlite_args, exit};
@@ -86,7 +86,7 @@ pub(crate) fn run(
         )));
     }
     let sqlite = sqlite.options();
-    let src = from.open(StoreOptions::default(), &sqlite, Access::Read)?;
+    let src = from.open(StoreOptions::default(), &sqlite, IfMissing::Empty)?;
     // Every batch fsynced: the copy is acknowledged only when whole, and its
     // records carry a durable watermark close to their end.
     let dst = to.open(
@@ -95,7 +95,7 @@ pub(crate) fn run(
             ..StoreOptions::default()
         },
         &sqlite,
-        Access::Write,
+        IfMissing::Create,
     )?;
     let ids = session_ids(&src, &args.sessions)?;
     let progress = Progress::new("converting", true, ids.len());

@@ -37,14 +37,16 @@ pub(crate) enum Location {
     Jsonl(PathBuf, Option<Compression>),
 }
 
-/// Whether a command may write to the store it opens.
+/// What opening a store that does not exist yet does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Reads only: a store that does not exist yet is an empty one, and
-    /// opening it creates nothing.
-    Read,
-    /// May write: an SQLite database is created (with its schema) if absent.
-    Write,
+pub(crate) enum IfMissing {
+    /// Nothing is created: the store is empty (every command but those that
+    /// create a session; a missing session is then reported as missing).
+    Empty,
+    /// An SQLite database is created, with its schema (`append --create`,
+    /// `convert --to`). A WAL directory is always created lazily, with its
+    /// first session.
+    Create,
 }
 
 impl Location {
@@ -74,18 +76,18 @@ impl Location {
     }
 
     /// Opens the store. `sqlite` applies to an SQLite store only. With
-    /// [`Access::Read`], an SQLite database that does not exist is not
+    /// [`IfMissing::Empty`], an SQLite database that does not exist is not
     /// created: the store is empty, as a WAL directory that does not exist
     /// yet is.
     pub(crate) fn open(
         &self,
         options: StoreOptions,
         sqlite: &SqliteOptions,
-        access: Access,
+        missing: IfMissing,
     ) -> Result<Store, Failure> {
         match self {
             Location::Wal(dir) => Ok(Store::open_with_options(dir, options)?),
-            Location::Sqlite(file) if access == Access::Read && !file.exists() => {
+            Location::Sqlite(file) if missing == IfMissing::Empty && !file.exists() => {
                 Ok(Store::with_backend(Arc::new(MemoryBackend::new()), options))
             }
             Location::Sqlite(file) => Ok(Store::open_sqlite(file, sqlite.clone(), options)?),

@@ -41,7 +41,7 @@ use crate::backend::SyncMode;
 use crate::error::Error;
 use crate::store::{Store, StoreOptions};
 use args::{Cli, Command, SqliteArgs};
-use location::{Access, Location};
+use location::{IfMissing, Location};
 
 /// The exit statuses of `turnwal`.
 pub mod exit {
@@ -156,16 +156,17 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         command,
     } = cli;
     let sqlite_options = sqlite.options();
-    let open = |sync: SyncMode, access: Access| -> Result<Store, Failure> {
+    let open = |sync: SyncMode, missing: IfMissing| -> Result<Store, Failure> {
         let location = location::resolve(store.as_deref())?;
         check_sqlite_args(&sqlite, &[&location])?;
         let options = StoreOptions {
             sync,
             ..StoreOptions::default()
         };
-        location.open(options, &sqlite_options, access)
+        location.open(options, &sqlite_options, missing)
     };
-    let read = || open(SyncMode::default(), Access::Read);
+    // Only a command that creates a session creates a missing database.
+    let existing = || open(SyncMode::default(), IfMissing::Empty);
     match command {
         Command::Demo => {
             check_sqlite_args(&sqlite, &[])?;
@@ -177,30 +178,21 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         }
         Command::Convert(a) => convert::run(store.as_deref(), &sqlite, &a, out),
         Command::Append(a) => {
-            append::run(&open(a.sync.into(), Access::Write)?, &a, io::stdin(), out)
-        }
-        Command::Cat(a) => read::cat(&read()?, &a.session, a.from, a.raw, out),
-        Command::Tail(a) => read::tail(&read()?, &a, out),
-        Command::Verify(a) => check::verify(&read()?, a.session.as_deref(), a.json, out),
-        Command::Recover(a) => {
-            let access = if a.dry_run {
-                Access::Read
+            let missing = if a.create {
+                IfMissing::Create
             } else {
-                Access::Write
+                IfMissing::Empty
             };
-            let store = open(SyncMode::default(), access)?;
-            check::recover(&store, &a.session, a.dry_run, out)
+            append::run(&open(a.sync.into(), missing)?, &a, io::stdin(), out)
         }
-        Command::Ls(a) => sessions::ls(&read()?, a.json, out),
-        Command::Stats(a) => sessions::stats(&read()?, &a.session, a.json, out),
-        Command::Rm(a) => {
-            let store = open(SyncMode::default(), Access::Write)?;
-            sessions::rm(&store, &a.session, out)
-        }
-        Command::Fork(a) => {
-            let store = open(SyncMode::default(), Access::Write)?;
-            sessions::fork(&store, &a.session, &a.child, a.at, out)
-        }
+        Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
+        Command::Tail(a) => read::tail(&existing()?, &a, out),
+        Command::Verify(a) => check::verify(&existing()?, a.session.as_deref(), a.json, out),
+        Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, out),
+        Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
+        Command::Stats(a) => sessions::stats(&existing()?, &a.session, a.json, out),
+        Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),
+        Command::Fork(a) => sessions::fork(&existing()?, &a.session, &a.child, a.at, out),
     }
 }
 
