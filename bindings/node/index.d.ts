@@ -1,0 +1,137 @@
+/**
+ * turnwal-dsh: turnwal as the DeepSeek Harness's durable session persistence.
+ * A cordis plugin registering `ctx.sessionPersistence`, shaped like
+ * `@deepseek-ai/dsh-session-persistence-jsonl` so a harness switches backends
+ * by changing one line: the upstream `PersistenceCoordinator` does buffering,
+ * validation, closers and caching; turnwal stores the logs (a native WAL
+ * directory, or a SQLite database in the upstream schema 17 when the path
+ * ends in `.sqlite` or `.db`).
+ * @module turnwal-dsh
+ */
+import { Context } from '@deepseek-ai/cordis'
+import z from '@deepseek-ai/schemastery'
+import {
+  SessionPersistence,
+  type PersistenceBackend,
+  type SessionInspection,
+  type SessionLocation,
+  type SessionPersistenceRevision,
+  type SessionPersistenceSnapshot,
+  type StoredPrefix,
+} from '@deepseek-ai/dsh-session-persistence'
+import type { SessionEvent, SessionHeader, SessionId, SessionPreparation } from '@deepseek-ai/dsh-session'
+
+/** When a resolved `append` is durable. */
+export type Durability = 'batch' | 'turn' | 'never'
+
+/** The durability modes, in order of strength. */
+export declare const DURABILITY_MODES: readonly Durability[]
+
+/** Plugin config. */
+export interface Config {
+  /**
+   * The store. A path ending in `.sqlite` or `.db` is a SQLite database (the
+   * upstream harness's schema 17, so either side opens it); any other path
+   * is a native turnwal WAL directory. Created on first materialization.
+   * Relative paths are resolved against the working directory at load.
+   */
+  path?: string
+  /** Alias of {@link path}: a JSONL backend's `root` line works unchanged. */
+  root?: string
+  /**
+   * When an append is durable (its promise resolves):
+   * - `batch` (default): every append is fsynced (SQLite: `synchronous=FULL`),
+   *   as the upstream contract requires — a resolved append survives a power loss;
+   * - `turn`: fsynced at every batch holding a `turn/end`; other batches
+   *   survive a process crash, not a power loss;
+   * - `never`: left to the OS (SQLite: `synchronous=NORMAL`); survives a
+   *   process crash only.
+   */
+  durability?: Durability
+  /** SQLite: how long an operation waits for another connection's lock, in ms. Default 5000. */
+  busyTimeoutMs?: number
+  /** SQLite: `PRAGMA journal_mode`. Default `wal`. */
+  journalMode?: 'wal' | 'delete' | 'truncate' | 'persist'
+  /** Maximum cold Session preparations retained for history-to-resume reuse. Default 5. */
+  preparedSessionCacheSize?: number
+  /** Fixed live-event coalescing window in ms; not a completion deadline. Default 200. */
+  writeBatchMaxDelayMs?: number
+}
+
+/**
+ * The opaque torn-tail marker `loadStored` returns when the stored log has a
+ * tail to cut: how many events are kept and where the cut starts.
+ */
+export interface TurnwalTornMarker {
+  /** Events stored and kept. */
+  readonly stored: number
+  /** Byte offset (WAL) or row position (SQLite) where the cut starts. */
+  readonly cut: number
+  /** The seq the first removed record has or should have. */
+  readonly seq: number
+  /** How much is removed (bytes for the WAL). */
+  readonly bytes: number
+  /** Why: `incomplete-record`, `zero-fill`, `invalid-record`, `debris` or `interrupted-repair`. */
+  readonly reason: string
+}
+
+/** An error from turnwal itself, with a stable code. */
+export declare class TurnwalError extends Error {
+  /**
+   * `SEQ_MISMATCH`, `STALE_REPAIR`, `NOT_FOUND`, `ALREADY_EXISTS`, `CORRUPT`,
+   * `LOCKED`, `CONTRACT_VIOLATION`, `INVALID_EVENT`, `INVALID_HEADER`,
+   * `OPEN_TURN`, `INVALID_ARGUMENT`, `POISONED`, `IO`, `CLOSED` or `ERROR`.
+   */
+  readonly code: string
+  constructor(message: string, code: string)
+}
+
+/** Whether a store path names a SQLite database rather than a WAL directory. */
+export declare function isSqlitePath(path: string): boolean
+
+/** The version of the turnwal addon in use. */
+export declare const addonVersion: string
+
+/**
+ * The turnwal persistence backend. Load as a plugin; it registers as
+ * `ctx.sessionPersistence` and (via the coordinator) installs the write-path
+ * listeners. Every file or SQLite operation runs on libuv's thread pool.
+ */
+export declare class TurnwalSessionPersistence extends SessionPersistence implements PersistenceBackend<TurnwalTornMarker> {
+  config: Config
+  static inject: string[]
+  static Config: z<Config>
+  readonly name = 'session-persistence-turnwal'
+  readonly supportsRawArtifacts = false
+  /** The absolute store path. */
+  readonly path: string
+  /** Which store the path names. */
+  readonly kind: 'wal' | 'sqlite'
+  readonly durability: Durability
+  constructor(ctx: Context, config: Config)
+  /** The WAL log file of a session (no I/O); `undefined` for SQLite. */
+  locate(meta: SessionHeader): SessionLocation | undefined
+  create(meta: SessionHeader): Promise<void>
+  append(id: SessionId, events: readonly SessionEvent[]): Promise<void>
+  prepare(id: SessionId, signal?: AbortSignal): Promise<SessionPreparation>
+  load(id: SessionId): Promise<SessionInspection>
+  inspect(id: SessionId, signal?: AbortSignal): Promise<SessionInspection>
+  readFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<{
+    meta: SessionHeader
+    events: SessionEvent[]
+  }>
+  /** The stored prefix, unchanged: header, kept events, revision, and a torn marker iff there is a tail to cut. */
+  loadStored(id: SessionId, signal?: AbortSignal): Promise<StoredPrefix<TurnwalTornMarker> | undefined>
+  /** The revision token without reading the log. */
+  readStoredRevision(id: SessionId, signal?: AbortSignal): Promise<SessionPersistenceRevision | undefined>
+  /** Append a contiguous batch; durable (per {@link Config.durability}) when it resolves. */
+  appendBatch(meta: SessionHeader, events: readonly SessionEvent[], isMaterialized: boolean): Promise<void>
+  /** Cut the torn tail and append the closers in one crash-safe step; a stale marker is refused. */
+  commitRepair(meta: SessionHeader, tornMarker: TurnwalTornMarker | undefined, closers: readonly SessionEvent[]): Promise<void>
+  list(signal?: AbortSignal): Promise<SessionHeader[]>
+  listSnapshots(signal?: AbortSignal): Promise<SessionPersistenceSnapshot[]>
+  /** Release the store and every writer lock it holds. */
+  close(): Promise<void>
+}
+
+export default TurnwalSessionPersistence

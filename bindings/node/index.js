@@ -1,0 +1,299 @@
+/**
+ * turnwal-dsh: turnwal as the upstream harness's durable session persistence.
+ *
+ * A cordis plugin that registers `ctx.sessionPersistence` exactly where the
+ * harness mounts its own JSONL or SQLite backend: the upstream
+ * `PersistenceCoordinator` does the buffering, validation, closers and
+ * caching; turnwal (a native addon, every file or SQLite operation on libuv's
+ * thread pool) stores the logs. A path ending in `.sqlite` or `.db` is a
+ * SQLite database in the upstream harness's schema 17; any other path is a
+ * native WAL directory.
+ * @module turnwal-dsh
+ */
+import { createRequire } from 'node:module'
+import { statSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import z from '@deepseek-ai/schemastery'
+import {
+  DEFAULT_PREPARED_SESSION_CACHE_SIZE,
+  DEFAULT_WRITE_BATCH_MAX_DELAY_MS,
+  MAX_WRITE_BATCH_DELAY_MS,
+  PersistenceCoordinator,
+  SessionFormatUnsupportedError,
+  SessionPersistence,
+  SessionPersistenceRevision,
+} from '@deepseek-ai/dsh-session-persistence'
+
+const here = dirname(fileURLToPath(import.meta.url))
+
+/**
+ * Load the addon: `TURNWAL_DSH_ADDON` names it explicitly; otherwise the
+ * `turnwal.node` that `npm run build` puts next to this file.
+ */
+function loadAddon() {
+  const path = process.env.TURNWAL_DSH_ADDON || join(here, 'turnwal.node')
+  try {
+    return createRequire(import.meta.url)(path)
+  } catch (error) {
+    throw new Error(
+      `turnwal-dsh: cannot load the native addon ${path} (build it with \`npm run build\` in bindings/node): ${error?.message ?? error}`,
+      { cause: error },
+    )
+  }
+}
+
+const native = loadAddon()
+
+/** The durability modes: when a resolved `append` is durable. */
+export const DURABILITY_MODES = Object.freeze(['batch', 'turn', 'never'])
+
+/** Whether a store path names a SQLite database rather than a WAL directory. */
+export function isSqlitePath(path) {
+  return /\.(sqlite|db)$/i.test(path)
+}
+
+/** An error from turnwal itself, with a stable `code` (e.g. `SEQ_MISMATCH`). */
+export class TurnwalError extends Error {
+  /**
+   * @param {string} message - what failed, naming the session, file, offset and seq where known.
+   * @param {string} code - stable error kind.
+   */
+  constructor(message, code) {
+    super(message)
+    this.name = 'TurnwalError'
+    this.code = code
+  }
+}
+
+/** Turn the addon's `turnwal[CODE] message` rejection into a typed error. */
+function translate(error, location) {
+  const match = /^turnwal\[([A-Z_]+)\] ([\s\S]*)$/.exec(error?.message ?? '')
+  if (match === null) return error
+  const [, code, message] = match
+  if (code === 'UNSUPPORTED') {
+    const where = location === undefined ? '' : ` (raw log: ${location.path})`
+    return new SessionFormatUnsupportedError(`${message}${where}`, location)
+  }
+  return new TurnwalError(message, code)
+}
+
+/** One event envelope per line, as the addon reads a batch. */
+function eventLines(events) {
+  return events.map((event) => JSON.stringify(event)).join('\n')
+}
+
+/**
+ * The turnwal persistence backend. Load as a cordis plugin; it registers as
+ * `ctx.sessionPersistence` and (through the coordinator) installs the
+ * write-path listeners, as `@deepseek-ai/dsh-session-persistence-jsonl` does.
+ */
+export class TurnwalSessionPersistence extends SessionPersistence {
+  static inject = ['sessions']
+
+  static Config = z.object({
+    path: z.string().description('The store: a WAL directory, or a SQLite database when it ends in .sqlite or .db.'),
+    root: z.string().description('Alias of `path`, so a JSONL configuration switches by its plugin name alone.'),
+    durability: z.union([z.const('batch'), z.const('turn'), z.const('never')]).default('batch')
+      .description('When an append is durable: batch (fsync every append), turn (at every turn/end), never (left to the OS).'),
+    busyTimeoutMs: z.natural().default(5000).description('SQLite: how long to wait for another connection\'s lock.'),
+    journalMode: z.union([z.const('wal'), z.const('delete'), z.const('truncate'), z.const('persist')]).default('wal')
+      .description('SQLite: PRAGMA journal_mode.'),
+    preparedSessionCacheSize: z.number().step(1).min(1).default(DEFAULT_PREPARED_SESSION_CACHE_SIZE),
+    writeBatchMaxDelayMs: z.number().step(1).min(1).max(MAX_WRITE_BATCH_DELAY_MS).default(DEFAULT_WRITE_BATCH_MAX_DELAY_MS),
+  })
+
+  /** Backend label for coordinator diagnostics (shadows `Service.name`, not the service key). */
+  name = 'session-persistence-turnwal'
+  /** The WAL's files are binary and SQLite keeps no file per session: no raw text artifact. */
+  supportsRawArtifacts = false
+
+  config
+  /** The absolute store path. */
+  path
+  /** `'wal'` or `'sqlite'`. */
+  kind
+  durability
+  coordinator
+  opening
+  closed = false
+
+  constructor(ctx, config = {}) {
+    super(ctx)
+    this.config = config
+    const path = config.path ?? config.root
+    if (typeof path !== 'string' || path === '') {
+      throw new TypeError('turnwal-dsh: config.path (the store: a directory, or a .sqlite/.db file) is required')
+    }
+    if (config.path !== undefined && config.root !== undefined && resolve(config.path) !== resolve(config.root)) {
+      throw new TypeError('turnwal-dsh: config.path and config.root name different stores; give one')
+    }
+    this.path = resolve(path)
+    this.kind = isSqlitePath(this.path) ? 'sqlite' : 'wal'
+    this.durability = config.durability ?? 'batch'
+    if (!DURABILITY_MODES.includes(this.durability)) {
+      throw new TypeError(`turnwal-dsh: durability must be one of ${DURABILITY_MODES.join(', ')}, got ${String(this.durability)}`)
+    }
+    this.assertUsablePath()
+    this.coordinator = new PersistenceCoordinator(this.ctx, this, {
+      preparedSessionCacheSize: config.preparedSessionCacheSize ?? DEFAULT_PREPARED_SESSION_CACHE_SIZE,
+      writeBatchMaxDelayMs: config.writeBatchMaxDelayMs ?? DEFAULT_WRITE_BATCH_MAX_DELAY_MS,
+    })
+  }
+
+  /** An existing WAL path must be a directory, an existing SQLite path not one. */
+  assertUsablePath() {
+    let stats
+    try {
+      stats = statSync(this.path)
+    } catch (error) {
+      if (error?.code === 'ENOENT') return
+      throw error
+    }
+    if (this.kind === 'wal' && !stats.isDirectory()) {
+      throw new Error(`turnwal-dsh: store path ${this.path} exists and is not a directory (a WAL store is a directory; name a SQLite database .sqlite or .db)`)
+    }
+    if (this.kind === 'sqlite' && stats.isDirectory()) {
+      throw new Error(`turnwal-dsh: store path ${this.path} is a directory, not a SQLite database`)
+    }
+  }
+
+  /** The native store, opened on first use (off the JavaScript thread). */
+  store() {
+    if (this.closed) return Promise.reject(new TurnwalError(`store ${this.path} is closed`, 'CLOSED'))
+    this.opening ??= native.openStore(this.path, {
+      sqlite: this.kind === 'sqlite',
+      durability: this.durability,
+      busyTimeoutMs: this.config.busyTimeoutMs ?? 5000,
+      journalMode: this.config.journalMode ?? 'wal',
+    }).catch((error) => {
+      this.opening = undefined
+      throw translate(error)
+    })
+    return this.opening
+  }
+
+  /**
+   * Run one addon call. An aborted `signal` rejects with exactly its
+   * reason, before the call and after it.
+   */
+  async call(op, signal, location) {
+    signal?.throwIfAborted()
+    const store = await this.store()
+    signal?.throwIfAborted()
+    let result
+    try {
+      result = await op(store)
+    } catch (error) {
+      signal?.throwIfAborted()
+      throw translate(error, location)
+    }
+    signal?.throwIfAborted()
+    return result
+  }
+
+  /** The WAL log file of a session (computed, never touched); SQLite has none per session. */
+  locate(meta) {
+    if (this.kind !== 'wal') return undefined
+    return { kind: 'turnwal-wal', path: native.walLogPath(this.path, meta.id) }
+  }
+
+  create(meta) {
+    return this.coordinator.create(meta)
+  }
+
+  append(id, events) {
+    return this.coordinator.append(id, events)
+  }
+
+  prepare(id, signal) {
+    return this.coordinator.prepare(id, signal)
+  }
+
+  load(id) {
+    return this.coordinator.load(id)
+  }
+
+  inspect(id, signal) {
+    return this.coordinator.inspect(id, signal)
+  }
+
+  readFrom(id, fromSeq, signal) {
+    return this.coordinator.readFrom(id, fromSeq, signal)
+  }
+
+  /**
+   * The stored prefix without changing anything: the header, the kept
+   * events (no closers), the revision of exactly these, and a torn marker iff
+   * there is a tail to cut.
+   */
+  async loadStored(id, signal) {
+    const text = await this.call((store) => store.loadStored(id), signal, this.locate({ id }))
+    if (text === null) return undefined
+    const { meta, revision, torn, events } = JSON.parse(text)
+    return {
+      meta,
+      events,
+      revision: SessionPersistenceRevision(revision),
+      ...(torn === null ? {} : { tornMarker: torn }),
+    }
+  }
+
+  /** The revision token; it changes with every append and repair, never with a read. */
+  async readStoredRevision(id, signal) {
+    const revision = await this.call((store) => store.revision(id), signal)
+    return revision === null ? undefined : SessionPersistenceRevision(revision)
+  }
+
+  /**
+   * Append a contiguous batch, durable (per `durability`) when this
+   * resolves; the first batch creates the session atomically with it. A
+   * batch not starting at the stored next seq is refused; a failed write
+   * leaves the stored log as it was.
+   */
+  async appendBatch(meta, events, isMaterialized) {
+    if (events.length === 0) return
+    await this.call((store) => store.append(meta.id, JSON.stringify(meta), eventLines(events), isMaterialized))
+  }
+
+  /**
+   * Cut the torn tail (iff a marker is given) and append the closers, in one
+   * crash-safe step. A marker or closers that no longer match the stored log
+   * are refused (`STALE_REPAIR`), and nothing changes.
+   */
+  async commitRepair(meta, tornMarker, closers) {
+    if (tornMarker === undefined && closers.length === 0) return
+    await this.call((store) => store.commitRepair(
+      meta.id,
+      tornMarker?.stored ?? null,
+      tornMarker?.cut ?? null,
+      eventLines(closers),
+    ))
+  }
+
+  /** Every materialized session's header (read from headers and log tails, never whole logs). */
+  async list(signal) {
+    return JSON.parse(await this.call((store) => store.list(false), signal))
+  }
+
+  /** Every materialized session's header and revision. */
+  async listSnapshots(signal) {
+    const items = JSON.parse(await this.call((store) => store.list(true), signal))
+    return items.map(({ header, revision }) => ({ header, revision: SessionPersistenceRevision(revision) }))
+  }
+
+  /** Release the store (every writer lock); called by the coordinator after the final drain. */
+  async close() {
+    this.closed = true
+    const opening = this.opening
+    this.opening = undefined
+    if (opening === undefined) return
+    const store = await opening.catch(() => undefined)
+    await store?.close()
+  }
+}
+
+/** The version of the turnwal addon in use. */
+export const addonVersion = native.version()
+
+export default TurnwalSessionPersistence

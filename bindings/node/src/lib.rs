@@ -1,0 +1,498 @@
+//! The Node.js addon of `turnwal-dsh`: turnwal's [`Store`] behind Node-API.
+//!
+//! The JavaScript side (`bindings/node/index.js`) is a persistence backend of
+//! the upstream harness's `PersistenceCoordinator`; this addon gives it the
+//! storage primitives it needs (`loadStored`, `readStoredRevision`,
+//! `appendBatch`, `commitRepair`, `list`, `listSnapshots`, `close`).
+//!
+//! - **Off the JavaScript thread.** Every operation that touches a file or
+//!   the database is a napi [`AsyncTask`]: `compute` runs on libuv's thread
+//!   pool, and only the conversion of the result to a JavaScript value runs
+//!   on the JavaScript thread.
+//! - **JSON text across the boundary.** Events go in as their JSON text (one
+//!   envelope per line, as `JSON.stringify` writes it) and come back as the
+//!   stored text (one JSON document the caller parses once), so every `data`
+//!   payload is stored and returned byte for byte: it is never re-serialized
+//!   from a JavaScript object graph here.
+//! - **Errors** reject with an `Error` whose message is
+//!   `turnwal[CODE] message`; the JavaScript layer turns it into a
+//!   `TurnwalError` with `code` (see [`code_of`]).
+
+#![deny(clippy::all)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Env, Status, Task};
+use napi_derive::napi;
+use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
+use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
+use turnwal::{Error, Event, Policy, RepairBasis, SessionHeader, Store, StoreOptions, SyncMode};
+
+/// A stable code per error kind, for scripts (`error.code` in JavaScript).
+fn code_of(error: &Error) -> &'static str {
+    match error {
+        Error::Event(_) => "INVALID_EVENT",
+        Error::Contract(_) => "CONTRACT_VIOLATION",
+        Error::Header(_) => "INVALID_HEADER",
+        Error::SeqMismatch { .. } => "SEQ_MISMATCH",
+        Error::StaleRepair { .. } => "STALE_REPAIR",
+        Error::NotFound { .. } => "NOT_FOUND",
+        Error::AlreadyExists { .. } => "ALREADY_EXISTS",
+        Error::Corrupt(_) => "CORRUPT",
+        Error::Unsupported { .. } => "UNSUPPORTED",
+        Error::Locked { .. } => "LOCKED",
+        Error::OpenTurn { .. } => "OPEN_TURN",
+        Error::InvalidArgument(_) => "INVALID_ARGUMENT",
+        Error::Poisoned { .. } => "POISONED",
+        Error::Io { .. } => "IO",
+        _ => "ERROR",
+    }
+}
+
+fn js_error(error: Error) -> napi::Error {
+    napi::Error::new(
+        Status::GenericFailure,
+        format!("turnwal[{}] {error}", code_of(&error)),
+    )
+}
+
+fn invalid(message: impl Into<String>) -> napi::Error {
+    js_error(Error::InvalidArgument(message.into()))
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+/// Parses a batch: one event envelope per line (no line is empty).
+fn parse_events(lines: &str) -> Result<Vec<Event>, Error> {
+    if lines.is_empty() {
+        return Ok(Vec::new());
+    }
+    lines
+        .split('\n')
+        .map(|line| Event::from_json(line.as_bytes()).map_err(Error::from))
+        .collect()
+}
+
+/// How to open a store (`openStore`'s second argument).
+#[napi(object)]
+pub struct OpenOptions {
+    /// A SQLite database (true) or a native WAL directory (false).
+    pub sqlite: bool,
+    /// When an append is durable: `batch` (fdatasync every append),
+    /// `turn` (at every `turn/end`) or `never` (left to the OS).
+    pub durability: String,
+    /// SQLite only: how long to wait for another connection's lock.
+    pub busy_timeout_ms: Option<u32>,
+    /// SQLite only: `wal` (default), `delete`, `truncate` or `persist`.
+    pub journal_mode: Option<String>,
+}
+
+/// An open store. Every method returns a Promise settled by a task on
+/// libuv's thread pool.
+#[napi]
+pub struct NativeStore {
+    store: Arc<Mutex<Option<Arc<Store>>>>,
+}
+
+impl NativeStore {
+    fn store(&self) -> napi::Result<Arc<Store>> {
+        self.store
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| invalid("the store is closed"))
+    }
+}
+
+/// One operation on a store, run off the JavaScript thread.
+pub struct Op {
+    store: Arc<Store>,
+    kind: OpKind,
+}
+
+enum OpKind {
+    LoadStored {
+        id: String,
+    },
+    Revision {
+        id: String,
+    },
+    Append {
+        id: String,
+        meta: String,
+        lines: String,
+        materialized: bool,
+    },
+    CommitRepair {
+        id: String,
+        stored: Option<u64>,
+        cut: Option<u64>,
+        closers: String,
+    },
+    List {
+        revisions: bool,
+    },
+}
+
+impl Task for Op {
+    type Output = Option<String>;
+    type JsValue = Option<String>;
+
+    fn compute(&mut self) -> napi::Result<Option<String>> {
+        self.run().map_err(js_error)
+    }
+
+    fn resolve(&mut self, _: Env, output: Option<String>) -> napi::Result<Option<String>> {
+        Ok(output)
+    }
+}
+
+impl Op {
+    fn run(&self) -> Result<Option<String>, Error> {
+        let store = &self.store;
+        match &self.kind {
+            OpKind::LoadStored { id } => load_stored(store, id),
+            OpKind::Revision { id } => store.revision(id),
+            OpKind::Append {
+                id,
+                meta,
+                lines,
+                materialized,
+            } => {
+                let events = parse_events(lines)?;
+                if events.is_empty() {
+                    return Ok(None);
+                }
+                if *materialized {
+                    // Never a repair here: the coordinator commits it first.
+                    store.adopt(id)?;
+                } else {
+                    let header = SessionHeader::from_json(meta)?;
+                    if header.id != *id {
+                        return Err(Error::InvalidArgument(format!(
+                            "metadata names session {:?}, not {id:?}",
+                            header.id
+                        )));
+                    }
+                    match store.create(header) {
+                        // Created by an earlier first append that failed.
+                        Ok(()) | Err(Error::AlreadyExists { on_disk: false, .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                store.append(id, &events)?;
+                Ok(None)
+            }
+            OpKind::CommitRepair {
+                id,
+                stored,
+                cut,
+                closers,
+            } => {
+                let closers = parse_events(closers)?;
+                let stored = match (stored, closers.first()) {
+                    (Some(n), _) => *n,
+                    (None, Some(first)) => first.seq(),
+                    (None, None) => return Ok(None),
+                };
+                let basis = RepairBasis {
+                    stored,
+                    cut_offset: *cut,
+                };
+                store.commit_repair(id, &basis, &closers)?;
+                Ok(None)
+            }
+            OpKind::List { revisions } => list(store, *revisions).map(Some),
+        }
+    }
+}
+
+fn events_json(events: &[Event]) -> String {
+    let size: usize = events.iter().map(|e| e.data().get().len() + 96).sum();
+    let mut out = Vec::with_capacity(size + 2);
+    out.push(b'[');
+    for (i, e) in events.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        e.write_json(&mut out);
+    }
+    out.push(b']');
+    String::from_utf8(out).expect("events serialize to UTF-8")
+}
+
+/// The stored prefix of a session as one JSON document:
+/// `{"meta":…,"revision":…,"events":[…],"torn":null|{"stored":N,"cut":OFFSET,…}}`.
+/// Read-only: no lock, no repair, no closers. The revision is read before
+/// and after the events and must match, so it names exactly what was read.
+fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
+    for _ in 0..16 {
+        let Some(before) = store.revision(id)? else {
+            return Ok(None);
+        };
+        let Some(stored) = store.backend().load(id)? else {
+            return Ok(None);
+        };
+        if store.revision(id)?.as_deref() != Some(before.as_str()) {
+            continue; // written while read: read again
+        }
+        let scan = &stored.scan;
+        let torn = match &scan.cut {
+            None => "null".to_owned(),
+            Some(cut) => format!(
+                r#"{{"stored":{},"cut":{},"seq":{},"bytes":{},"reason":{}}}"#,
+                scan.stored_len(),
+                cut.offset,
+                cut.seq,
+                cut.len,
+                json_string(cut.reason.code())
+            ),
+        };
+        let events = events_json(&stored.events);
+        let mut out = String::with_capacity(events.len() + 512);
+        out.push_str(r#"{"meta":"#);
+        out.push_str(&scan.header.to_json());
+        out.push_str(r#","revision":"#);
+        out.push_str(&json_string(&before));
+        out.push_str(r#","torn":"#);
+        out.push_str(&torn);
+        out.push_str(r#","events":"#);
+        out.push_str(&events);
+        out.push('}');
+        return Ok(Some(out));
+    }
+    Err(Error::StaleRepair {
+        id: id.to_owned(),
+        detail: "the stored log kept changing while it was read (16 tries)".into(),
+    })
+}
+
+/// `[{"header":…,"revision":…}, …]` (or headers alone) for every
+/// materialized session whose header is readable.
+fn list(store: &Store, revisions: bool) -> Result<String, Error> {
+    let mut items = Vec::new();
+    for summary in store.list()? {
+        let Some(header) = summary.header else {
+            continue; // no readable header: not a session to list
+        };
+        if revisions {
+            let Some(revision) = store.revision(&summary.id)? else {
+                continue; // deleted since it was listed
+            };
+            items.push(format!(
+                r#"{{"header":{},"revision":{}}}"#,
+                header.to_json(),
+                json_string(&revision)
+            ));
+        } else {
+            items.push(header.to_json());
+        }
+    }
+    Ok(format!("[{}]", items.join(",")))
+}
+
+#[napi]
+impl NativeStore {
+    /// The stored prefix (see `load_stored`), or null when absent.
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn load_stored(&self, id: String) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::LoadStored { id })
+    }
+
+    /// The revision token, or null when the session has nothing stored.
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn revision(&self, id: String) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::Revision { id })
+    }
+
+    /// Appends a batch (one envelope per line), durable as the store's
+    /// durability mode says when the Promise resolves. With `materialized`
+    /// false, the session is created from `meta` (its header as JSON) and
+    /// the batch is its first, written atomically with it.
+    #[napi(ts_return_type = "Promise<null>")]
+    pub fn append(
+        &self,
+        id: String,
+        meta: String,
+        lines: String,
+        materialized: bool,
+    ) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::Append {
+            id,
+            meta,
+            lines,
+            materialized,
+        })
+    }
+
+    /// Cuts the torn tail read with `loadStored` (`stored`, `cut`: the
+    /// marker's fields, null without one) and appends the closers (one
+    /// envelope per line), in one crash-safe step. A stale marker is
+    /// refused.
+    #[napi(ts_return_type = "Promise<null>")]
+    pub fn commit_repair(
+        &self,
+        id: String,
+        stored: Option<f64>,
+        cut: Option<f64>,
+        closers: String,
+    ) -> napi::Result<AsyncTask<Op>> {
+        let count = |v: Option<f64>, what: &str| -> napi::Result<Option<u64>> {
+            match v {
+                None => Ok(None),
+                Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 9_007_199_254_740_991.0 => {
+                    Ok(Some(x as u64))
+                }
+                Some(x) => Err(invalid(format!(
+                    "torn marker {what} must be a non-negative safe integer, got {x}"
+                ))),
+            }
+        };
+        self.op(OpKind::CommitRepair {
+            id,
+            stored: count(stored, "stored")?,
+            cut: count(cut, "cut")?,
+            closers,
+        })
+    }
+
+    /// Every materialized session: `[{"header":…,"revision":…}]` with
+    /// `revisions`, else `[header, …]`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn list(&self, revisions: bool) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::List { revisions })
+    }
+
+    /// Releases the store: every session this store holds is flushed and
+    /// its writer lock released. Later calls reject.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self) -> AsyncTask<Close> {
+        let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
+        AsyncTask::new(Close { store })
+    }
+
+    fn op(&self, kind: OpKind) -> napi::Result<AsyncTask<Op>> {
+        Ok(AsyncTask::new(Op {
+            store: self.store()?,
+            kind,
+        }))
+    }
+}
+
+/// Drops a store off the JavaScript thread (writers flush on drop).
+pub struct Close {
+    store: Option<Arc<Store>>,
+}
+
+impl Task for Close {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<()> {
+        drop(self.store.take());
+        Ok(())
+    }
+
+    fn resolve(&mut self, _: Env, _: ()) -> napi::Result<()> {
+        Ok(())
+    }
+}
+
+/// Opens a store off the JavaScript thread.
+pub struct Open {
+    path: String,
+    sqlite: bool,
+    options: StoreOptions,
+    sqlite_options: SqliteOptions,
+}
+
+impl Task for Open {
+    type Output = Store;
+    type JsValue = NativeStore;
+
+    fn compute(&mut self) -> napi::Result<Store> {
+        let store = if self.sqlite {
+            Store::open_sqlite(&self.path, self.sqlite_options.clone(), self.options)
+        } else {
+            Store::open_with_options(&self.path, self.options)
+        };
+        store.map_err(js_error)
+    }
+
+    fn resolve(&mut self, _: Env, store: Store) -> napi::Result<NativeStore> {
+        Ok(NativeStore {
+            store: Arc::new(Mutex::new(Some(Arc::new(store)))),
+        })
+    }
+}
+
+/// Opens (creating if needed) a store: a native WAL directory, or a SQLite
+/// database file. New sessions get the upstream harness's turn rules
+/// (`Lenient`): its plugin events may sit between turns.
+#[napi(ts_return_type = "Promise<NativeStore>")]
+pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<Open>> {
+    let sync = match options.durability.as_str() {
+        "batch" => SyncMode::Batch,
+        "turn" => SyncMode::Turn,
+        "never" => SyncMode::Never,
+        other => {
+            return Err(invalid(format!(
+                "durability must be \"batch\", \"turn\" or \"never\", got {other:?}"
+            )));
+        }
+    };
+    let mut sqlite_options = SqliteOptions::default();
+    if let Some(ms) = options.busy_timeout_ms {
+        sqlite_options.busy_timeout = Duration::from_millis(u64::from(ms));
+    }
+    if let Some(mode) = &options.journal_mode {
+        sqlite_options.journal_mode = match mode.as_str() {
+            "wal" => JournalMode::Wal,
+            "delete" => JournalMode::Delete,
+            "truncate" => JournalMode::Truncate,
+            "persist" => JournalMode::Persist,
+            other => {
+                return Err(invalid(format!(
+                    "journalMode must be \"wal\", \"delete\", \"truncate\" or \"persist\", got {other:?}"
+                )));
+            }
+        };
+    }
+    // SQLite commits every append batch as its own transaction; `never`
+    // relaxes its fsync the way `never` relaxes the WAL's.
+    if sync == SyncMode::Never {
+        sqlite_options.synchronous = Synchronous::Normal;
+    }
+    Ok(AsyncTask::new(Open {
+        path,
+        sqlite: options.sqlite,
+        options: StoreOptions {
+            sync,
+            policy: Policy::Lenient,
+            require_known_types: false,
+        },
+        sqlite_options,
+    }))
+}
+
+/// The log file a native WAL store at `root` keeps for session `id`
+/// (computed, never touched).
+#[napi]
+pub fn wal_log_path(root: String, id: String) -> String {
+    Path::new(&root)
+        .join("sessions")
+        .join(format!("{}{LOG_EXTENSION}", encode_file_name(&id)))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The turnwal library version this addon was built from.
+#[napi]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}
