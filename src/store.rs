@@ -152,7 +152,8 @@ impl Store {
     /// Opens (creating if needed) a SQLite store: every session in the one
     /// database file `path`, in the upstream harness's schema 17
     /// (docs/SQLITE.md). A database that is not a session database is
-    /// refused before anything in it changes.
+    /// refused before anything in it changes. The published harness's older
+    /// schema-14 store opens read-only ([`crate::backend::sqlite::v14`]).
     ///
     /// ```
     /// use turnwal::backend::sqlite::SqliteOptions;
@@ -169,6 +170,15 @@ impl Store {
         sqlite: crate::backend::sqlite::SqliteOptions,
         options: StoreOptions,
     ) -> Result<Store> {
+        let path = path.as_ref();
+        // The published harness's schema-14 store opens read-only.
+        if path.is_file()
+            && crate::backend::sqlite::v14::user_version(path)
+                == Some(crate::backend::sqlite::v14::USER_VERSION_14)
+        {
+            let backend = crate::backend::sqlite::v14::Schema14Backend::open(path)?;
+            return Ok(Store::with_backend(Arc::new(backend), options));
+        }
         let backend = crate::backend::sqlite::SqliteBackend::open(path, sqlite)?;
         Ok(Store::with_backend(Arc::new(backend), options))
     }

@@ -34,6 +34,7 @@ pub mod codec;
 mod lock;
 mod scan;
 pub mod schema;
+pub mod v14;
 mod writer;
 
 use std::collections::HashSet;

@@ -1,0 +1,523 @@
+//! The published harness's older SQLite store, schema 14, opened read-only:
+//! the same three STRICT tables as schema 17, but `events.data` is JSON TEXT,
+//! `source_event_seqs` a JSON array as TEXT, and there is no `ignorable`
+//! column, no packing and no compression (`user_version` 14, the same
+//! application id). `ls`, `cat`, `verify` and `convert --from` work on it;
+//! anything that would write is refused (convert the store to schema 17, or
+//! to any other backend, first).
+//!
+//! Reading follows that build's `scanRows`: every row is parsed; the last
+//! parseable `turn/end` row is the commit point; a row that does not parse,
+//! or a seq gap, at or before it is corruption, after it the start of a torn
+//! tail. Events come back as that build rebuilt them: `sourceEventSeqs`
+//! before `surfaceOp`, never `ignorable`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use super::schema::{APPLICATION_ID, normalize_sql, policy_of};
+use crate::backend::{Backend, LogWriter, Stored};
+use crate::contract::{Placement, Policy};
+use crate::error::{Corruption, Error, Result};
+use crate::event::{Event, EventKind, MAX_SAFE_INTEGER, RawJson};
+use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, classify_tail};
+
+/// `PRAGMA user_version` of the older schema.
+pub const USER_VERSION_14: i64 = 14;
+
+/// The schema-14 tables, as the published build creates them.
+pub const SCHEMA_14_SQL: &str = "
+CREATE TABLE IF NOT EXISTS persistence_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  store_id  TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS sessions (
+  id               TEXT PRIMARY KEY,
+  version          INTEGER NOT NULL,
+  created_at       INTEGER NOT NULL,
+  cwd              TEXT,
+  parent_session   TEXT,
+  seed_length      INTEGER,
+  origin           TEXT,
+  delegation_depth INTEGER,
+  agent_preset    TEXT,
+  incarnation      TEXT NOT NULL,
+  revision         INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS events (
+  session_id        TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq               INTEGER NOT NULL,
+  type              TEXT NOT NULL,
+  time              INTEGER NOT NULL,
+  data              TEXT NOT NULL,
+  source_event_seqs TEXT,
+  surface_op        TEXT,
+  PRIMARY KEY (session_id, seq)
+) STRICT
+";
+
+/// A schema-14 session database, read-only.
+#[derive(Debug, Clone)]
+pub struct Schema14Backend {
+    path: PathBuf,
+    identity: String,
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn refused(path: &Path, detail: impl Into<String>) -> Error {
+    Error::Unsupported {
+        path: path.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+fn sql(op: &'static str, path: &Path, e: rusqlite::Error) -> Error {
+    Error::io(op, path, std::io::Error::other(e.to_string()))
+}
+
+type Object = (String, String, String, String);
+
+fn objects(conn: &Connection) -> rusqlite::Result<Vec<Object>> {
+    let mut stmt = conn.prepare(
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema \
+         WHERE substr(name, 1, 7) <> 'sqlite_' ORDER BY type, name",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            normalize_sql(&r.get::<_, Option<String>>(3)?.unwrap_or_default()),
+        ))
+    })?;
+    rows.collect()
+}
+
+/// The `user_version` of an SQLite file, read without changing it; `None`
+/// when it cannot be read.
+pub fn user_version(path: &Path) -> Option<i64> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ok()
+}
+
+/// One session's rows, as that build read them.
+struct Row {
+    seq: i64,
+    event_type: String,
+    time: i64,
+    data: String,
+    sources: Option<String>,
+    surface_op: Option<String>,
+}
+
+struct SessionRow {
+    header: SessionHeader,
+    incarnation: String,
+    revision: i64,
+}
+
+impl Schema14Backend {
+    /// Opens a schema-14 database without writing to it: `user_version` 14,
+    /// the upstream application id, and exactly the schema-14 objects.
+    pub fn open(path: impl AsRef<Path>) -> Result<Schema14Backend> {
+        let path = path.as_ref().to_owned();
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| sql("open", &path, e))?;
+        let pragma = |name: &str| -> Result<i64> {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .map_err(|e| sql("read pragma", &path, e))
+        };
+        let version = pragma("user_version")?;
+        if version != USER_VERSION_14 {
+            return Err(refused(
+                &path,
+                format!("session database has schema version {version}, not 14"),
+            ));
+        }
+        let app = pragma("application_id")?;
+        if app != APPLICATION_ID {
+            return Err(refused(
+                &path,
+                format!("session database has application id {app}, expected {APPLICATION_ID}"),
+            ));
+        }
+        let reference = Connection::open_in_memory()
+            .and_then(|c| c.execute_batch(SCHEMA_14_SQL).map(|()| c))
+            .and_then(|c| objects(&c))
+            .map_err(|e| sql("build reference schema", &path, e))?;
+        let found = objects(&conn).map_err(|e| sql("read schema", &path, e))?;
+        if found != reference {
+            return Err(refused(
+                &path,
+                "session database has user_version 14 but not the schema-14 tables",
+            ));
+        }
+        let store_id: String = conn
+            .query_row(
+                "SELECT store_id FROM persistence_state WHERE singleton = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| sql("read store id", &path, e))?
+            .filter(|s: &String| !s.is_empty())
+            .ok_or_else(|| refused(&path, "session database has no store identity"))?;
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+            let birth = meta
+                .created()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!(
+                "file:{}:{}:{birth}:store:{store_id}",
+                meta.dev(),
+                meta.ino()
+            )
+        };
+        Ok(Schema14Backend {
+            path,
+            identity,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read_only(&self) -> Error {
+        refused(
+            &self.path,
+            "this is the published harness's schema-14 session database, which turnwal opens \
+             read-only; convert it (turnwal convert --from it) to write",
+        )
+    }
+
+    fn corrupt(&self, seq: Option<u64>, offset: u64, reason: String) -> Error {
+        Error::from(Corruption {
+            path: self.path.clone(),
+            offset,
+            seq,
+            reason,
+        })
+    }
+
+    fn session(&self, conn: &Connection, id: &str) -> Result<Option<SessionRow>> {
+        let row = conn
+            .query_row(
+                "SELECT id, version, created_at, cwd, parent_session, seed_length, origin, \
+                 delegation_depth, agent_preset, incarnation, revision FROM sessions WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<i64>>(5)?,
+                        r.get::<_, Option<String>>(6)?,
+                        r.get::<_, Option<i64>>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, i64>(10)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| sql("read session", &self.path, e))?;
+        let Some((id, version, created, cwd, parent, seed, origin, depth, preset, inc, rev)) = row
+        else {
+            return Ok(None);
+        };
+        let bad = |what: &str| {
+            self.corrupt(
+                None,
+                0,
+                format!("invalid stored session metadata of session {id:?}: {what}"),
+            )
+        };
+        let uint = |v: Option<i64>, name: &str| match v {
+            None => Ok(None),
+            Some(n) if n >= 0 && n as u64 <= MAX_SAFE_INTEGER => Ok(Some(n as u64)),
+            Some(_) => Err(bad(&format!("{name} must be a non-negative safe integer"))),
+        };
+        let header = SessionHeader {
+            version,
+            id: id.clone(),
+            created_at: uint(Some(created), "createdAt")?.unwrap_or(0),
+            cwd,
+            parent_session: parent,
+            seed_length: uint(seed, "seedLength")?,
+            origin,
+            delegation_depth: uint(depth, "delegationDepth")?,
+            agent_preset: preset,
+        };
+        if version == SESSION_FORMAT_VERSION {
+            header.validate().map_err(|e| bad(&e.0))?;
+        }
+        Ok(Some(SessionRow {
+            header,
+            incarnation: inc,
+            revision: rev,
+        }))
+    }
+
+    fn rows(&self, conn: &Connection, id: &str) -> Result<Vec<Row>> {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events \
+                 WHERE session_id = ?1 ORDER BY seq",
+            )
+            .map_err(|e| sql("read events", &self.path, e))?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok(Row {
+                    seq: r.get(0)?,
+                    event_type: r.get(1)?,
+                    time: r.get(2)?,
+                    data: r.get(3)?,
+                    sources: r.get(4)?,
+                    surface_op: r.get(5)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| sql("read events", &self.path, e))?;
+        Ok(rows)
+    }
+
+    /// `rowToEvent`: the event a row holds, or why it does not parse.
+    fn event(row: &Row) -> std::result::Result<Event, String> {
+        let seq = u64::try_from(row.seq)
+            .ok()
+            .filter(|s| *s <= MAX_SAFE_INTEGER)
+            .ok_or_else(|| format!("seq {} is not a non-negative safe integer", row.seq))?;
+        let mut event =
+            Event::new(&row.event_type, seq, row.time, &row.data).map_err(|e| e.reason)?;
+        let sources = match &row.sources {
+            None => None,
+            Some(text) => Some(
+                RawJson::parse(text).map_err(|e| format!("source_event_seqs is not JSON: {e}"))?,
+            ),
+        };
+        let surface = match &row.surface_op {
+            None => None,
+            Some(text) => {
+                let checked = Event::from_parts("x", 0, 0, RawJson::trusted("null"))
+                    .map_err(|e| e.reason)?
+                    .with_surface_op(text)
+                    .map_err(|e| e.reason)?;
+                checked.surface_op().cloned()
+            }
+        };
+        if let Some(raw) = &sources {
+            let seqs: Vec<u64> = serde_json::from_str(raw.get())
+                .map_err(|_| "sourceEventSeqs must be an array of seqs".to_owned())?;
+            event = event.with_source_event_seqs(&seqs).map_err(|e| e.reason)?;
+        }
+        event.set_extras(false, sources, surface, false);
+        Ok(event)
+    }
+
+    /// `scanRows` of the schema-14 build, then the turn contract.
+    fn classify(&self, session: &SessionRow, rows: &[Row]) -> Result<(Scan, Vec<Event>)> {
+        let parsed: Vec<std::result::Result<Event, String>> =
+            rows.iter().map(Self::event).collect();
+        let last_end = parsed
+            .iter()
+            .zip(rows)
+            .rposition(|(p, r)| p.is_ok() && r.event_type == "turn/end");
+        let mut events = Vec::with_capacity(rows.len());
+        let mut cut = None;
+        for (i, (p, row)) in parsed.into_iter().zip(rows).enumerate() {
+            let problem = match p {
+                Err(why) => Some(format!(
+                    "corrupt session log: unparsable committed event at seq {} ({why})",
+                    row.seq
+                )),
+                Ok(e) if e.seq() != i as u64 => Some(format!(
+                    "corrupt session log: seq gap in committed region (expected {i}, got {})",
+                    row.seq
+                )),
+                Ok(e) => {
+                    events.push(e);
+                    None
+                }
+            };
+            if let Some(reason) = problem {
+                if last_end.is_some_and(|end| i <= end) {
+                    return Err(self.corrupt(Some(i as u64), i as u64, reason));
+                }
+                cut = Some(Cut {
+                    offset: i as u64,
+                    seq: i as u64,
+                    len: (rows.len() - i) as u64,
+                    reason: CutReason::Invalid,
+                    detail: reason,
+                });
+                break;
+            }
+        }
+        let policy: Policy = policy_of(&session.incarnation);
+        let committed = events
+            .iter()
+            .rposition(|e| e.kind() == EventKind::TurnEnd)
+            .map_or(0, |i| i + 1);
+        let committed_turn = events[..committed]
+            .iter()
+            .filter(|e| e.kind() == EventKind::TurnStart)
+            .count() as u64;
+        let verdict = classify_tail(
+            policy,
+            committed as u64,
+            committed_turn,
+            &events[committed..],
+        );
+        let kept = committed + verdict.kept;
+        if let Some(v) = &verdict.debris {
+            cut = Some(Cut {
+                offset: kept as u64,
+                seq: kept as u64,
+                len: (rows.len() - kept) as u64,
+                reason: CutReason::Debris,
+                detail: v.to_string(),
+            });
+        }
+        events.truncate(kept);
+        let scan = Scan {
+            header: session.header.clone(),
+            policy,
+            committed: committed as u64,
+            committed_turn,
+            tail: events[committed..].to_vec(),
+            cut,
+            closers: verdict.closers,
+            last_turn: verdict.last_turn,
+            bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
+            last_time: events.last().map(Event::time),
+        };
+        Ok((scan, events))
+    }
+
+    fn stored(&self, id: &str) -> Result<Option<(Scan, Vec<Event>)>> {
+        let conn = self.conn();
+        let Some(session) = self.session(&conn, id)? else {
+            return Ok(None);
+        };
+        let rows = self.rows(&conn, id)?;
+        self.classify(&session, &rows).map(Some)
+    }
+}
+
+impl Backend for Schema14Backend {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let ids: Vec<String> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT id FROM sessions ORDER BY id")
+                .map_err(|e| sql("read sessions", &self.path, e))?;
+            stmt.query_map([], |r| r.get(0))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(|e| sql("read sessions", &self.path, e))?
+        };
+        Ok(ids
+            .into_iter()
+            .map(|id| match self.stored(&id) {
+                Ok(Some((scan, _))) => SessionSummary {
+                    id,
+                    header: Some(scan.header.clone()),
+                    events: scan.stored_len(),
+                    turns: scan.last_turn,
+                    bytes: scan.bytes,
+                    last_activity: scan.last_time,
+                    state: scan.state(),
+                    problem: scan.cut.as_ref().map(|c| c.detail.clone()),
+                },
+                Ok(None) | Err(_) => SessionSummary {
+                    id: id.clone(),
+                    header: None,
+                    events: 0,
+                    turns: 0,
+                    bytes: 0,
+                    last_activity: None,
+                    state: crate::scan::LogState::Corrupt,
+                    problem: self.stored(&id).err().map(|e| e.to_string()),
+                },
+            })
+            .collect())
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        let conn = self.conn();
+        Ok(self.session(&conn, id)?.is_some())
+    }
+
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        let conn = self.conn();
+        Ok(self.session(&conn, id)?.map(|s| {
+            format!(
+                "{}:incarnation:{}:revision:{}",
+                self.identity, s.incarnation, s.revision
+            )
+        }))
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<Scan>> {
+        Ok(self.stored(id)?.map(|(scan, _)| scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        Ok(self
+            .stored(id)?
+            .map(|(scan, events)| Stored { scan, events }))
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        let Some((scan, mut events)) = self.stored(id)? else {
+            return Ok(None);
+        };
+        scan.header
+            .check_version()
+            .map_err(|detail| refused(&self.path, detail))?;
+        let start = usize::try_from(from_seq)
+            .unwrap_or(usize::MAX)
+            .min(events.len());
+        Ok(Some(events.split_off(start)))
+    }
+
+    fn create(
+        &self,
+        _: &SessionHeader,
+        _: Policy,
+        _: &[Event],
+        _: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        Err(self.read_only())
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        if !self.exists(id)? {
+            return Ok(None);
+        }
+        Err(self.read_only())
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        if !self.exists(id)? {
+            return Ok(false);
+        }
+        Err(self.read_only())
+    }
+}
