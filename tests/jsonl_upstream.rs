@@ -283,3 +283,51 @@ fn upstream_zstd_frames_round_trip() {
         frames.len()
     );
 }
+
+/// An upstream-written JSONL log copied JSONL → WAL → SQLite → JSONL keeps
+/// every event byte for byte: the last copy, appended in the batches
+/// upstream wrote, is the same file.
+#[test]
+fn jsonl_wal_sqlite_jsonl_chain() {
+    let id = "rich ~id/../ü";
+    let src_root = fixtures().join("none/before");
+    let src = store(&src_root, Compression::None);
+    let header = src.inspect(id).unwrap().header;
+    let events = src.read_raw(id, 0).unwrap();
+    assert_eq!(events.len(), 31);
+    let tmp = tempfile::tempdir().unwrap();
+    let wal = Store::open(tmp.path().join("wal")).unwrap();
+    let sqlite = Store::open_sqlite(
+        tmp.path().join("s.db"),
+        turnwal::backend::sqlite::SqliteOptions::default(),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    let mut carried = events.clone();
+    for hop in [&wal, &sqlite] {
+        hop.create_with_policy(header.clone(), Policy::Lenient)
+            .unwrap();
+        hop.append(id, &carried).unwrap();
+        carried = hop.read_raw(id, 0).unwrap();
+        assert_eq!(jsons(&carried), jsons(&events));
+        assert_eq!(hop.inspect(id).unwrap().header, header);
+    }
+    let dst_root = tmp.path().join("jsonl");
+    let dst = store(&dst_root, Compression::None);
+    dst.create_with_policy(header, Policy::Lenient).unwrap();
+    // upstream's batches (generate.mjs, richBatches).
+    for range in [0..7, 7..20, 20..22, 22..31] {
+        dst.append(id, &carried[range]).unwrap();
+    }
+    let find = |root: &Path| {
+        JsonlBackend::open(root, Compression::None)
+            .unwrap()
+            .find_log(id)
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(
+        fs::read(find(&dst_root)).unwrap(),
+        fs::read(find(&src_root)).unwrap()
+    );
+}
