@@ -238,8 +238,9 @@ impl SqliteBackend {
     /// them to a pristine file in one transaction. A database that is not
     /// an empty file and not a schema-17 session database (another
     /// `user_version`, a foreign `application_id`, a differing schema) is
-    /// refused with [`Error::Unsupported`] before anything is changed.
-    /// `":memory:"` opens a private in-memory database.
+    /// refused with [`Error::Unsupported`] before anything is changed, as is
+    /// a file or directory another user could tamper with (upstream's POSIX
+    /// checks, docs/SQLITE.md). `":memory:"` opens a private in-memory database.
     ///
     /// ```
     /// use turnwal::backend::Backend;
@@ -250,6 +251,9 @@ impl SqliteBackend {
     /// // Not a session database: refused, untouched.
     /// let other = dir.path().join("other.db");
     /// rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE t(x)").unwrap();
+    /// // (Files others may read are refused first, as upstream refuses them.)
+    /// use std::os::unix::fs::PermissionsExt;
+    /// std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
     /// let err = SqliteBackend::open(&other, SqliteOptions::default()).unwrap_err();
     /// assert!(err.to_string().contains("unversioned schema"), "{err}");
     /// ```
