@@ -29,7 +29,9 @@ use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
-use turnwal::{Error, Event, Policy, RepairBasis, SessionHeader, Store, StoreOptions, SyncMode};
+use turnwal::{
+    Error, Event, LogState, Policy, RepairBasis, SessionHeader, Store, StoreOptions, SyncMode,
+};
 
 /// A stable code per error kind, for scripts (`error.code` in JavaScript).
 fn code_of(error: &Error) -> &'static str {
@@ -212,59 +214,59 @@ impl Op {
     }
 }
 
-fn events_json(events: &[Event]) -> String {
-    let size: usize = events.iter().map(|e| e.data().get().len() + 96).sum();
-    let mut out = Vec::with_capacity(size + 2);
-    out.push(b'[');
-    for (i, e) in events.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        e.write_json(&mut out);
-    }
-    out.push(b']');
-    String::from_utf8(out).expect("events serialize to UTF-8")
-}
-
 /// The stored prefix of a session as one JSON document:
-/// `{"meta":…,"revision":…,"events":[…],"torn":null|{"stored":N,"cut":OFFSET,…}}`.
-/// Read-only: no lock, no repair, no closers. The revision is read before
-/// and after the events and must match, so it names exactly what was read.
+/// `{"meta":…,"revision":…,"torn":null|{"stored":N,"cut":OFFSET,…},"events":[…]}`.
+/// Read-only: no lock, no repair, no closers. The events are written from
+/// the log read in place (a memory map for the WAL), never decoded into
+/// owned events first. The revision is read before and after and must
+/// match, so it names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
+    let backend = store.backend();
     for _ in 0..16 {
         let Some(before) = store.revision(id)? else {
             return Ok(None);
         };
-        let Some(stored) = store.backend().load(id)? else {
+        let Some(view) = backend.view(id)? else {
             return Ok(None);
+        };
+        // Only a torn log needs the cut's position (for its marker).
+        let cut = match view.state() {
+            LogState::Torn => backend.scan(id)?.and_then(|scan| scan.cut),
+            _ => None,
         };
         if store.revision(id)?.as_deref() != Some(before.as_str()) {
             continue; // written while read: read again
         }
-        let scan = &stored.scan;
-        let torn = match &scan.cut {
+        let stored = view.stored();
+        let torn = match &cut {
             None => "null".to_owned(),
             Some(cut) => format!(
-                r#"{{"stored":{},"cut":{},"seq":{},"bytes":{},"reason":{}}}"#,
-                scan.stored_len(),
+                r#"{{"stored":{stored},"cut":{},"seq":{},"bytes":{},"reason":{}}}"#,
                 cut.offset,
                 cut.seq,
                 cut.len,
                 json_string(cut.reason.code())
             ),
         };
-        let events = events_json(&stored.events);
-        let mut out = String::with_capacity(events.len() + 512);
-        out.push_str(r#"{"meta":"#);
-        out.push_str(&scan.header.to_json());
-        out.push_str(r#","revision":"#);
-        out.push_str(&json_string(&before));
-        out.push_str(r#","torn":"#);
-        out.push_str(&torn);
-        out.push_str(r#","events":"#);
-        out.push_str(&events);
-        out.push('}');
-        return Ok(Some(out));
+        let header = view.header().to_json();
+        let mut out = Vec::with_capacity(stored * 160 + header.len() + 256);
+        out.extend_from_slice(br#"{"meta":"#);
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(br#","revision":"#);
+        out.extend_from_slice(json_string(&before).as_bytes());
+        out.extend_from_slice(br#","torn":"#);
+        out.extend_from_slice(torn.as_bytes());
+        out.extend_from_slice(br#","events":["#);
+        for (i, event) in view.iter().take(stored).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            event.write_json(&mut out);
+        }
+        out.extend_from_slice(b"]}");
+        return Ok(Some(
+            String::from_utf8(out).expect("stored events are validated UTF-8"),
+        ));
     }
     Err(Error::StaleRepair {
         id: id.to_owned(),

@@ -1,0 +1,125 @@
+// Throughput in one run: a 100,000-event session appended and loaded through
+// turnwal-dsh (WAL and SQLite stores) and through the published
+// @deepseek-ai/dsh-session-persistence-jsonl backend (zstd, its default, and
+// raw), all behind the same upstream PersistenceCoordinator. The figures are
+// printed (and written as JSON to $TURNWAL_DSH_PERF_OUT when set), never
+// judged: the machine is shared and noisy. The test checks only that every
+// side stored and loaded the same 100,000 events.
+import { it } from 'node:test'
+import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
+import { TurnwalSessionPersistence } from '../index.js'
+import { assistantMessage, meta, mount, tempDir, toolResultMessage, userMessage } from './support.mjs'
+
+const EVENTS = 100_000
+const PER_TURN = 25
+const BATCH = 100 // events per append: a write-behind batch of a streaming step
+
+/** 4,000 turns of 25 events: prompt, 17 streamed chunks, a tool call and its result. */
+function workload() {
+  const events = []
+  let time = 1_700_000_000_000
+  for (let n = 1; events.length < EVENTS; n++) {
+    const push = (type, data, extra = {}) => events.push({ type, seq: events.length, time: time++, data, ...extra })
+    push('turn/start', { turn: n })
+    push('user/message', userMessage(`user-${n}`, `Please look at file ${n} and summarize what changed since the last review.`), { surfaceOp: 'append' })
+    push('step/start', { turn: n, step: 1 })
+    for (let i = 0; i < 17; i++) {
+      push('assistant/chunk', { turn: n, step: 1, chunk: { type: 'text-delta', index: 0, text: `token${i} ` } })
+    }
+    const callId = `call-${n}`
+    push('assistant/message', {
+      turn: n,
+      step: 1,
+      message: assistantMessage(`assistant-${n}`, 'Reading the file.', [[callId, 'read', `{"path":"src/file${n}.rs"}`]]),
+      usage: { inputTokens: 1200 + n, outputTokens: 40 },
+    }, { surfaceOp: 'append' })
+    const callSeq = events.length
+    push('tool/call', { turn: n, step: 1, callId, name: 'read', arguments: `{"path":"src/file${n}.rs"}` })
+    push('tool/result', {
+      turn: n,
+      step: 1,
+      message: toolResultMessage(`result-${n}`, callId, `fn main() {\n    println!("file ${n}");\n}\n`),
+    }, { surfaceOp: 'append', sourceEventSeqs: [callSeq] })
+    push('step/end', { turn: n, step: 1 })
+    push('turn/end', { turn: n, reason: { kind: 'completed' } })
+  }
+  assert.equal(events.length, EVENTS)
+  assert.equal(EVENTS % PER_TURN, 0)
+  return events
+}
+
+const SIDES = [
+  ['turnwal-dsh WAL', TurnwalSessionPersistence, (dir) => ({ path: join(dir, 'wal') })],
+  ['turnwal-dsh SQLite', TurnwalSessionPersistence, (dir) => ({ path: join(dir, 'sessions.sqlite') })],
+  ['jsonl (zstd, default)', JsonlSessionPersistence, (dir) => ({ root: join(dir, 'jsonl') })],
+  ['jsonl (none)', JsonlSessionPersistence, (dir) => ({ root: join(dir, 'jsonl'), compression: 'none' })],
+]
+
+const LOAD_ROUNDS = 3
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+it(`appends and loads a ${EVENTS.toLocaleString('en')}-event session: turnwal-dsh vs the published JSONL backend`, async (t) => {
+  const events = workload()
+  const id = 'perf'
+  // Every side in its own context over its own directory. The sides take
+  // turns batch by batch (and load by load), so a busy moment of the shared
+  // machine falls on all of them alike.
+  const sides = []
+  for (const [name, plugin, config] of SIDES) {
+    const dir = tempDir(t, 'turnwal-dsh-perf-')
+    const writer = await mount(null, config(dir), plugin)
+    await writer.persistence.create(meta(id, '/work/project'))
+    sides.push({ name, plugin, config: config(dir), writer, appendMs: 0, loadStored: [], load: [] })
+  }
+  for (let i = 0; i < EVENTS; i += BATCH) {
+    const batch = events.slice(i, i + BATCH)
+    for (const side of sides) {
+      const started = performance.now()
+      await side.writer.persistence.append(id, batch)
+      side.appendMs += performance.now() - started
+    }
+  }
+  for (const side of sides) await side.writer.dispose()
+
+  // Cold reads, each in a fresh context: the backend's stored prefix alone
+  // (loadStored), and the coordinator's load (validation, freezing) on top.
+  for (let round = 0; round < LOAD_ROUNDS; round++) {
+    for (const side of sides) {
+      const reader = await mount(null, side.config, side.plugin)
+      let started = performance.now()
+      const stored = await reader.persistence.loadStored(id)
+      side.loadStored.push(performance.now() - started)
+      assert.equal(stored.events.length, EVENTS)
+      await reader.dispose()
+      const loader = await mount(null, side.config, side.plugin)
+      started = performance.now()
+      const loaded = await loader.persistence.load(id)
+      side.load.push(performance.now() - started)
+      await loader.dispose()
+      assert.equal(loaded.events.length, EVENTS)
+      assert.deepEqual(loaded.events.at(-1), events.at(-1))
+      assert.deepEqual(loaded.events[12345], events[12345])
+    }
+  }
+
+  const results = sides.map((s) => ({
+    name: s.name,
+    appendMs: s.appendMs,
+    loadStoredMs: median(s.loadStored),
+    loadMs: median(s.load),
+  }))
+  const rate = (ms) => `${Math.round(EVENTS / (ms / 1000)).toLocaleString('en')} ev/s`
+  const jsonl = results.find((r) => r.name.startsWith('jsonl (zstd'))
+  for (const r of results) {
+    t.diagnostic(`${r.name.padEnd(22)} append ${r.appendMs.toFixed(0).padStart(6)} ms (${rate(r.appendMs)}; ${EVENTS / BATCH} fsynced batches)`
+      + `  loadStored ${r.loadStoredMs.toFixed(0).padStart(5)} ms  load ${r.loadMs.toFixed(0).padStart(5)} ms (median of ${LOAD_ROUNDS})`
+      + `  | jsonl-zstd time / this: append ${(jsonl.appendMs / r.appendMs).toFixed(2)}, loadStored ${(jsonl.loadStoredMs / r.loadStoredMs).toFixed(2)}, load ${(jsonl.loadMs / r.loadMs).toFixed(2)}`)
+  }
+  if (process.env.TURNWAL_DSH_PERF_OUT) {
+    writeFileSync(process.env.TURNWAL_DSH_PERF_OUT, `${JSON.stringify({ events: EVENTS, batch: BATCH, node: process.version, results }, null, 2)}\n`)
+  }
+})
