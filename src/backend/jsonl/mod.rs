@@ -445,6 +445,36 @@ impl JsonlBackend {
         }))
     }
 
+    /// The header of the transcript at `path`, reading only as much of the
+    /// file as holds the first line (raw) or the first frame (zstd).
+    fn read_header(&self, path: &Path) -> Result<SessionHeader> {
+        use std::io::Read;
+        let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            let n = file
+                .read(&mut chunk)
+                .map_err(|e| Error::io("read", path, e))?;
+            head.extend_from_slice(&chunk[..n]);
+            let complete = n == 0
+                || match self.compression {
+                    Compression::None => chunk[..n].contains(&b'\n'),
+                    Compression::Zstd => match zstd::scan_frames(&head, 1) {
+                        Ok(scan) => !scan.frames.is_empty(),
+                        Err(_) => true,
+                    },
+                };
+            if complete {
+                break;
+            }
+        }
+        match self.compression {
+            Compression::None => scan::raw_header(&head, path),
+            Compression::Zstd => scan::zstd_header(&head, path),
+        }
+    }
+
     /// The stored events from `from_seq` on exactly as the log holds them:
     /// before read-time normalization (what `cat --raw` prints).
     ///
@@ -777,16 +807,7 @@ impl Backend for JsonlBackend {
             .metadata()
             .map_err(|e| Error::io("stat", &path, e))?
             .len();
-        let header = match self.compression {
-            Compression::None => scan::raw_header(
-                &fs::read(&path).map_err(|e| Error::io("read", &path, e))?,
-                &path,
-            )?,
-            Compression::Zstd => scan::zstd_header(
-                &fs::read(&path).map_err(|e| Error::io("read", &path, e))?,
-                &path,
-            )?,
-        };
+        let header = self.read_header(&path)?;
         self.check_identity(&path, &header, Some(id))?;
         Ok(Some(Box::new(JsonlWriter::new(
             self.clone(),
