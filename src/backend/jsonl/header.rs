@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 
 use super::records::{js_number_text, js_safe_integer, negative_zero};
+use crate::backend::sqlite::codec::canonical_string;
 use crate::event::write_json_string;
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader, version_refusal_text};
 
@@ -93,13 +94,25 @@ pub fn parse_header_line(line: &[u8]) -> Result<SessionHeader, HeaderProblem> {
     if get("version").is_none() {
         return Err(not_header("version must be a number"));
     }
-    let id = match map
-        .get("id")
-        .map(|raw| serde_json::from_str::<String>(raw.get()))
-    {
-        Some(Ok(id)) => id,
-        _ => return Err(not_header("id must be a string")),
+    let string = |key: &str| -> Result<Option<String>, HeaderProblem> {
+        let Some(raw) = map.get(key) else {
+            return Ok(None);
+        };
+        match serde_json::from_str::<String>(raw.get()) {
+            Ok(s) => Ok(Some(s)),
+            // A JavaScript string with a lone UTF-16 surrogate: valid for
+            // upstream, not representable in this build's header.
+            Err(_) if canonical_string(raw.get()).is_some() => {
+                Err(HeaderProblem::Unsupported(format!(
+                    "session header field {key} {} holds a lone UTF-16 surrogate, which this \
+                     build cannot represent in a session header",
+                    raw.get()
+                )))
+            }
+            Err(_) => Err(not_header(&format!("{key} must be a string"))),
+        }
     };
+    let id = string("id")?.ok_or_else(|| not_header("id must be a string"))?;
     let count = |key: &str| -> Result<Option<u64>, HeaderProblem> {
         let Some(raw) = map.get(key) else {
             return Ok(None);
@@ -115,14 +128,6 @@ pub fn parse_header_line(line: &[u8]) -> Result<SessionHeader, HeaderProblem> {
         .ok_or_else(|| not_header("createdAt must be a non-negative safe integer"))?;
     let delegation_depth = count("delegationDepth")?
         .ok_or_else(|| not_header("delegationDepth must be a non-negative safe integer"))?;
-    let string = |key: &str| -> Result<Option<String>, HeaderProblem> {
-        match map.get(key) {
-            None => Ok(None),
-            Some(raw) => serde_json::from_str::<String>(raw.get())
-                .map(Some)
-                .map_err(|_| not_header(&format!("{key} must be a string"))),
-        }
-    };
     let origin = string("origin")?;
     if origin.as_deref().is_some_and(|o| o != "subagent") {
         return Err(not_header("origin must be \"subagent\""));
@@ -254,6 +259,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!((h.created_at, h.delegation_depth), (1, Some(0)));
+    }
+
+    #[test]
+    fn lone_surrogates_in_header_strings_are_refused_clearly() {
+        let line =
+            r#"{"type":"session","version":0,"id":"a\ud800","createdAt":1,"delegationDepth":0}"#;
+        assert_eq!(
+            parse_header_line(line.as_bytes()),
+            Err(HeaderProblem::Unsupported(
+                r#"session header field id "a\ud800" holds a lone UTF-16 surrogate, which this build cannot represent in a session header"#.into()
+            ))
+        );
     }
 
     #[test]
