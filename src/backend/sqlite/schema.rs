@@ -248,10 +248,7 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
 
     let schema_version = claim(&conn, path)?;
     select_journal_mode(&conn, path, options, memory, started)?;
-    let (value, code) = match options.synchronous {
-        Synchronous::Full => ("FULL", 2),
-        Synchronous::Normal => ("NORMAL", 1),
-    };
+    let (value, code) = synchronous_pragma(options);
     set_pragma(&conn, "synchronous", value, path)?;
     let synchronous = pragma_int(&conn, "synchronous", path)?;
     if synchronous != code {
@@ -283,6 +280,24 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
         store_id,
         schema_version,
     })
+}
+
+/// The `PRAGMA synchronous` value (and the code it reads back as) that
+/// gives `options.synchronous` its promise in `options.journal_mode`.
+///
+/// `Full` is SQLite's `FULL`, except in `delete` journal mode, where it is
+/// `EXTRA`: there a commit ends by unlinking the rollback journal, and only
+/// `EXTRA` syncs the directory after the unlink. Under `FULL` a power loss
+/// soon after an acknowledged commit can bring the synced journal back, and
+/// the next open then rolls the commit back as a hot journal
+/// (tests/crashlab/sqlite.rs finds exactly that). `truncate` and `persist`
+/// sync the emptied journal under `FULL`, and `wal` never deletes it.
+pub(super) fn synchronous_pragma(options: &SqliteOptions) -> (&'static str, i64) {
+    match (options.synchronous, options.journal_mode) {
+        (Synchronous::Full, JournalMode::Delete) => ("EXTRA", 3),
+        (Synchronous::Full, _) => ("FULL", 2),
+        (Synchronous::Normal, _) => ("NORMAL", 1),
+    }
 }
 
 /// The ownership transaction of every open: a pristine database gets the
