@@ -27,6 +27,11 @@
 //! TURNWAL_CRASHLAB_SCALE=20 cargo test --release --test crashlab -- --nocapture
 //! ```
 
+#[path = "crashlab/sqlite.rs"]
+mod sqlite;
+#[path = "crashlab/sqlite_vfs.rs"]
+mod sqlite_vfs;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

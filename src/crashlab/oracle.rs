@@ -1,9 +1,12 @@
-//! The one oracle every crash test and fuzz target checks against.
+//! The one oracle every crash test and fuzz target checks against: [`check`]
+//! for a WAL store on the simulated disk, [`check_sqlite`] for an SQLite
+//! database a real crash left.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::backend::sqlite::SqliteOptions;
 use crate::backend::wal::WalBackend;
 use crate::backend::wal::simdisk::{CrashMode, SimDisk};
 use crate::contract::interrupted_turn_closers;
@@ -157,37 +160,7 @@ pub fn check(
                 ));
             }
         };
-        checked.sessions += 1;
-        let kept = view
-            .events
-            .iter()
-            .zip(&written.sent)
-            .take_while(|(a, b)| a == b)
-            .count();
-        if (kept as u64) < required {
-            return Err(format!(
-                "{id}: {required} events acknowledged, only {kept} recovered intact (first difference at seq {kept}: got {:?})",
-                view.events.get(kept)
-            ));
-        }
-        checked.acked_events += required;
-        let closers = interrupted_turn_closers(&written.sent[..kept]);
-        if view.events[kept..] != closers[..] {
-            return Err(format!(
-                "{id}: after {kept} real events expected {} closers, got {:?}",
-                closers.len(),
-                &view.events[kept..]
-            ));
-        }
-        if !closers.is_empty() {
-            checked.closed_turns += 1;
-        }
-        let report = store
-            .verify(&id)
-            .map_err(|e| format!("{id}: verify failed: {e}"))?;
-        if report.state != LogState::Clean {
-            return Err(format!("{id}: not clean after recovery: {report:?}"));
-        }
+        check_recovered(&store, &id, &view.events, &written, required, &mut checked)?;
         let path = WalBackend::with_storage(root, Arc::new(disk.clone()))
             .expect("opens")
             .log_path(&id);
@@ -224,6 +197,156 @@ pub fn check(
         model.recovered(&id, resumed);
     }
     Ok(checked)
+}
+
+/// Checks 1–3 of [`check`] on one session's recovered log: a prefix of what
+/// was sent (at least the `required` acknowledged events, byte for byte)
+/// followed by exactly the closers that prefix calls for, and `verify`
+/// clean. Returns how many sent events were kept.
+fn check_recovered(
+    store: &Store,
+    id: &str,
+    events: &[Event],
+    written: &Written,
+    required: u64,
+    checked: &mut Checked,
+) -> Result<usize, String> {
+    checked.sessions += 1;
+    let kept = events
+        .iter()
+        .zip(&written.sent)
+        .take_while(|(a, b)| a == b)
+        .count();
+    if (kept as u64) < required {
+        return Err(format!(
+            "{id}: {required} events acknowledged, only {kept} recovered intact (first difference at seq {kept}: got {:?})",
+            events.get(kept)
+        ));
+    }
+    checked.acked_events += required;
+    let closers = interrupted_turn_closers(&written.sent[..kept]);
+    if events[kept..] != closers[..] {
+        return Err(format!(
+            "{id}: after {kept} real events expected {} closers, got {:?}",
+            closers.len(),
+            &events[kept..]
+        ));
+    }
+    if !closers.is_empty() {
+        checked.closed_turns += 1;
+    }
+    let report = store
+        .verify(id)
+        .map_err(|e| format!("{id}: verify failed: {e}"))?;
+    if report.state != LogState::Clean {
+        return Err(format!("{id}: not clean after recovery: {report:?}"));
+    }
+    Ok(kept)
+}
+
+/// The oracle for an SQLite store after a crash: the database file at
+/// `path` as the crash left it (with its `-wal` or hot `-journal`), opened
+/// with `options`. Every acknowledged event counts as durable (under
+/// `synchronous=FULL` an append is acknowledged after its commit is synced;
+/// the caller records acknowledgements with [`Model::synced`]). Checks
+/// SQLite's own `PRAGMA integrity_check` first (the connection that runs it
+/// rolls back a hot journal or replays the WAL, as any first opener does),
+/// then for every session of `model`:
+///
+/// 1. to 3. as [`check`]: a prefix of what was sent plus exactly the
+///    closers it calls for, every acknowledged event byte for byte, `verify`
+///    clean;
+/// 4. recovering again (another store over the file, once the first has
+///    recovered every session) changes nothing: the same events, the same
+///    rows (every column of the session's `events` rows) and the same
+///    revision — the repair was committed once;
+/// 5. the next append continues the seq, and reads back.
+///
+/// On success the model is updated to the recovered logs plus that turn.
+/// Returns a description of the first violation.
+pub fn check_sqlite(
+    path: &Path,
+    options: &SqliteOptions,
+    model: &mut Model,
+) -> Result<Checked, String> {
+    let open = || {
+        Store::open_sqlite(path, options.clone(), StoreOptions::default())
+            .map_err(|e| format!("the store does not open after the crash: {e}"))
+    };
+    let integrity: String =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .and_then(|conn| conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)))
+            .map_err(|e| format!("integrity_check failed to run: {e}"))?;
+    if integrity != "ok" {
+        return Err(format!("PRAGMA integrity_check: {integrity}"));
+    }
+    let mut checked = Checked::default();
+    // Recovery, by one store over the file.
+    let store = open()?;
+    let mut recovered = Vec::new();
+    for (id, written) in model.sessions.clone() {
+        let required = written.acked;
+        let view = match store.load(&id) {
+            Ok(view) => view,
+            Err(Error::NotFound { .. }) if required == 0 => {
+                model.forget(&id);
+                continue;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{id}: recovery failed with {required} acknowledged: {e}"
+                ));
+            }
+        };
+        check_recovered(&store, &id, &view.events, &written, required, &mut checked)?;
+        let revision = store.revision(&id).map_err(|e| e.to_string())?;
+        let rows = sqlite_rows(path, &id)?;
+        recovered.push((id, view.events, revision, rows));
+    }
+    drop(store);
+
+    // A second recovery, by another store, is a no-op; then the next turn
+    // continues the seq.
+    let again = open()?;
+    for (id, events, revision, rows) in recovered {
+        let view2 = again
+            .load(&id)
+            .map_err(|e| format!("{id}: second recovery failed: {e}"))?;
+        if view2.events != events {
+            return Err(format!("{id}: a second recovery changed the events"));
+        }
+        if again.revision(&id).map_err(|e| e.to_string())? != revision {
+            return Err(format!("{id}: a second recovery wrote (revision moved)"));
+        }
+        if sqlite_rows(path, &id)? != rows {
+            return Err(format!("{id}: a second recovery changed the rows"));
+        }
+        let next = next_turn(&events);
+        again
+            .append(&id, &next)
+            .map_err(|e| format!("{id}: the next append failed: {e}"))?;
+        let mut resumed = events;
+        resumed.extend(next);
+        if again.load(&id).map_err(|e| e.to_string())?.events != resumed {
+            return Err(format!("{id}: the resumed log does not read back"));
+        }
+        model.recovered(&id, resumed);
+    }
+    Ok(checked)
+}
+
+/// Every column of session `id`'s rows, in seq order.
+fn sqlite_rows(path: &Path, id: &str) -> Result<Vec<Vec<rusqlite::types::Value>>, String> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| format!("{id}: rows: {e}"))?;
+    let mut stmt = conn
+        .prepare("SELECT * FROM events WHERE session_id = ?1 ORDER BY seq")
+        .map_err(|e| format!("{id}: rows: {e}"))?;
+    let n = stmt.column_count();
+    stmt.query_map([id], |row| (0..n).map(|i| row.get(i)).collect())
+        .and_then(|rows| rows.collect())
+        .map_err(|e| format!("{id}: rows: {e}"))
 }
 
 /// A complete turn that continues a balanced log.
