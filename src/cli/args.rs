@@ -61,7 +61,9 @@ destination, not found, I/O), as for verify.";
 )]
 pub struct Cli {
     /// The store. A directory (existing or not) is a native WAL store; a
-    /// .sqlite or .db file (existing or not) is an SQLite store.
+    /// .sqlite or .db file (existing or not) is an SQLite store; jsonl:ROOT
+    /// is the upstream harness's JSONL root (jsonl+zstd:ROOT or
+    /// jsonl+none:ROOT to choose the encoding of a new root).
     /// Default: $TURNWAL_STORE, else ./.turnwal
     #[arg(long, global = true, value_name = "PATH")]
     pub store: Option<String>,
