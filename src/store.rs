@@ -508,6 +508,30 @@ impl Store {
         }
     }
 
+    /// The session's header as stored, read without its events where the
+    /// backend allows it (the WAL's file header, SQLite's session row); with
+    /// [`Store::read_from`], a suffix read that never touches the prefix.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// assert!(store.header("s").is_err(), "not materialized yet");
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// assert_eq!(store.header("s").unwrap().id, "s");
+    /// ```
+    pub fn header(&self, id: &str) -> Result<SessionHeader> {
+        let slot = self.slot(id);
+        match &*Store::lock(&slot) {
+            Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Live(live) => return Ok(live.header.clone()),
+            Slot::Cold => {}
+        }
+        self.backend
+            .header(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
     /// The stored events from `from_seq` on exactly as the log holds them:
     /// like [`Store::read_from`], but before read-time normalization (the
     /// JSONL backend's legacy migrations), from the stored log even when

@@ -90,6 +90,13 @@ pub trait Backend: Send + Sync {
     /// Like [`Backend::scan`], and decodes every kept event.
     fn load(&self, id: &str) -> Result<Option<Stored>>;
 
+    /// The session's header alone, read without its events where the
+    /// backend allows it (the WAL's file header, SQLite's session row);
+    /// `None` when the session does not exist. The default scans the log.
+    fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
+        Ok(self.scan(id)?.map(|scan| scan.header))
+    }
+
     /// The stored log read in place, with the closers an open turn would
     /// get (written nowhere); `None` when the session does not exist. The
     /// default holds decoded events; a file backend borrows from a map.

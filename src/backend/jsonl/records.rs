@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::backend::sqlite::codec::{self, Delta, DeltaKind, canonical_string};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
+use crate::view::EventRef;
 
 /// Fewest deltas a packed row holds when written.
 pub const MIN_RUN: usize = 3;
@@ -257,11 +258,56 @@ fn decode_row(
 /// ```
 pub fn encode_batch(events: &[Event], pack: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(events.iter().map(|e| e.data().get().len() + 64).sum());
-    let mut run: Vec<(usize, Delta)> = Vec::new();
-    let flush = |out: &mut Vec<u8>, run: &mut Vec<(usize, Delta)>| {
+    encode_records(events.iter().map(EventRef::from), pack, b'\n', &mut out);
+    if !events.is_empty() {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The storage records of `events` (read in place) appended to `out`, as
+/// [`encode_batch`] writes them but separated by `separator` (no separator
+/// after the last): with `pack`, each run of at least [`MIN_RUN`] packable
+/// deltas is one packed row, which upstream's `decodeStorageRecord` expands
+/// back into exactly these events; every other event is its envelope
+/// verbatim. Returns how many records were written.
+///
+/// ```
+/// use turnwal::Event;
+/// use turnwal::backend::jsonl::records::encode_records;
+/// use turnwal::view::EventRef;
+/// let chunk = |seq: u64, text: &str| Event::new("assistant/chunk", seq, 10, &format!(
+///     r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}"#)).unwrap();
+/// let start = Event::new("step/start", 0, 9, r#"{"turn":1,"step":1}"#).unwrap();
+/// let events = [start, chunk(1, "a"), chunk(2, "b"), chunk(3, "c")];
+/// let mut out = b"[".to_vec();
+/// assert_eq!(encode_records(events.iter().map(EventRef::from), true, b',', &mut out), 2);
+/// out.push(b']');
+/// assert_eq!(String::from_utf8(out).unwrap(), concat!(
+///     r#"[{"type":"step/start","seq":0,"time":9,"data":{"turn":1,"step":1}},"#,
+///     r#"{"type":"text-chunks","seq0":1,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[0,0],"texts":["a","b","c"]}}]"#));
+/// ```
+pub fn encode_records<'a>(
+    events: impl IntoIterator<Item = EventRef<'a>>,
+    pack: bool,
+    separator: u8,
+    out: &mut Vec<u8>,
+) -> usize {
+    let mut records = 0;
+    let mut run: Vec<(EventRef<'a>, Delta)> = Vec::new();
+    let mut next = |out: &mut Vec<u8>| {
+        if records > 0 {
+            out.push(separator);
+        }
+        records += 1;
+    };
+    let flush = |out: &mut Vec<u8>,
+                 run: &mut Vec<(EventRef<'a>, Delta)>,
+                 next: &mut dyn FnMut(&mut Vec<u8>)| {
         if run.len() >= MIN_RUN {
-            let deltas: Vec<Delta> = run.iter().map(|(_, d)| d.clone()).collect();
+            let deltas: Vec<Delta> = run.drain(..).map(|(_, d)| d).collect();
             let first = &deltas[0];
+            next(out);
             out.extend_from_slice(
                 format!(
                     "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":",
@@ -272,35 +318,34 @@ pub fn encode_batch(events: &[Event], pack: bool) -> Vec<u8> {
                 .as_bytes(),
             );
             out.extend_from_slice(codec::packed_json(&deltas).as_bytes());
-            out.extend_from_slice(b"}\n");
+            out.push(b'}');
         } else {
-            for (i, _) in run.iter() {
-                events[*i].write_json(out);
-                out.push(b'\n');
+            for (event, _) in run.drain(..) {
+                next(out);
+                event.write_json(out);
             }
         }
-        run.clear();
     };
-    for (i, event) in events.iter().enumerate() {
-        match pack.then(|| codec::classify(event)).flatten() {
+    for event in events {
+        match pack.then(|| codec::classify_ref(event)).flatten() {
             None => {
-                flush(&mut out, &mut run);
-                event.write_json(&mut out);
-                out.push(b'\n');
+                flush(out, &mut run, &mut next);
+                next(out);
+                event.write_json(out);
             }
             Some(delta) => {
                 if !run
                     .last()
                     .is_some_and(|(_, last)| codec::continues(last, &delta))
                 {
-                    flush(&mut out, &mut run);
+                    flush(out, &mut run, &mut next);
                 }
-                run.push((i, delta));
+                run.push((event, delta));
             }
         }
     }
-    flush(&mut out, &mut run);
-    out
+    flush(out, &mut run, &mut next);
+    records
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::event::{Event, EventError, EventKind, MAX_SAFE_INTEGER, RawJson};
 use crate::scan::CutReason;
+use crate::view::EventRef;
 
 /// `data` this long or longer (in bytes) is offered to zstd.
 pub const ZSTD_DATA_THRESHOLD: usize = 4096;
@@ -654,6 +655,11 @@ pub(crate) fn member_data(
 
 /// The delta an event is, when it can be packed without changing a byte.
 pub(crate) fn classify(event: &Event) -> Option<Delta> {
+    classify_ref(event.into())
+}
+
+/// [`classify`] of an event read in place.
+pub(crate) fn classify_ref(event: EventRef<'_>) -> Option<Delta> {
     if event.kind() != EventKind::AssistantChunk
         || event.ignorable()
         || event.source_event_seqs().is_some()
@@ -661,7 +667,7 @@ pub(crate) fn classify(event: &Event) -> Option<Delta> {
     {
         return None;
     }
-    let data = event.data().get();
+    let data = event.data();
     let parsed: ChunkEventData<'_> = serde_json::from_str(data).ok()?;
     let chunk = &parsed.chunk;
     if !(safe(parsed.turn) && safe(parsed.step) && safe(chunk.index)) {

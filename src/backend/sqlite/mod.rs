@@ -595,6 +595,13 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            Ok(read_session(conn, path, id)?.map(|row| row.header))
+        })
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {

@@ -449,6 +449,17 @@ impl Backend for WalBackend {
             })
     }
 
+    fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
+        let path = self.log_path(id);
+        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
+            return Ok(None);
+        };
+        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
+        let meta = read_file_header(&map, &path)?;
+        check_id(&meta.header, id, &path)?;
+        Ok(Some(meta.header))
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let path = self.log_path(id);
         let Some(file) = self.open_file(&path, OpenMode::Read)? else {
