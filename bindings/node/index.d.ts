@@ -18,6 +18,7 @@ import {
   type SessionPersistenceRevision,
   type SessionPersistenceSnapshot,
   type StoredPrefix,
+  type StoredSuffix,
 } from '@deepseek-ai/dsh-session-persistence'
 import type { SessionEvent, SessionHeader, SessionId, SessionPreparation } from '@deepseek-ai/dsh-session'
 
@@ -122,6 +123,8 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   }>
   /** The stored prefix, unchanged: header, kept events, revision, and a torn marker iff there is a tail to cut. */
   loadStored(id: SessionId, signal?: AbortSignal): Promise<StoredPrefix<TurnwalTornMarker> | undefined>
+  /** The header and the stored events with `seq >= fromSeq`, by a seek (never the whole log); no repair, no closers, no torn marker. */
+  loadStoredFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<StoredSuffix | undefined>
   /** The revision token without reading the log. */
   readStoredRevision(id: SessionId, signal?: AbortSignal): Promise<SessionPersistenceRevision | undefined>
   /** Append a contiguous batch; durable (per {@link Config.durability}) when it resolves. */

@@ -24,6 +24,7 @@ import {
   SessionPersistence,
   SessionPersistenceRevision,
 } from '@deepseek-ai/dsh-session-persistence'
+import { decodeStorageRecord } from '@deepseek-ai/dsh-session'
 
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -76,6 +77,28 @@ function translate(error, location) {
     return new SessionFormatUnsupportedError(`${message}${where}`, location)
   }
   return new TurnwalError(message, code)
+}
+
+/**
+ * The events of the addon's storage records: with `packed`, a packed row of
+ * chunk deltas (upstream's JSONL record format) expands through upstream's
+ * own `decodeStorageRecord` into exactly the events it stands for, as the
+ * JSONL backend expands it; every other record is one event. Without
+ * `packed` (a stored event's own type is a row tag), every record is one
+ * event as it is.
+ */
+function storedEvents(records, packed) {
+  if (!packed) return records
+  const events = []
+  for (const record of records) {
+    const type = record.type
+    if (type === 'text-chunks' || type === 'reasoning-chunks' || type === 'tool-call-chunks') {
+      for (const event of decodeStorageRecord(record)) events.push(event)
+    } else {
+      events.push(record)
+    }
+  }
+  return events
 }
 
 /** One event envelope per line, as the addon reads a batch. */
@@ -230,13 +253,27 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   async loadStored(id, signal) {
     const text = await this.call((store) => store.loadStored(id), signal, this.locate({ id }))
     if (text === null) return undefined
-    const { meta, revision, torn, events } = JSON.parse(text)
+    const { meta, revision, torn, packed, events } = JSON.parse(text)
     return {
       meta,
-      events,
+      events: storedEvents(events, packed),
       revision: SessionPersistenceRevision(revision),
       ...(torn === null ? {} : { tornMarker: torn }),
     }
+  }
+
+  /**
+   * The header and the stored events with `seq >= fromSeq`, read by a seek
+   * (the WAL from its end, SQLite by its seq index) without reading the
+   * events before `fromSeq`; behind `readFrom`. Non-mutating: no repair, no
+   * closers, no torn marker (a torn tail is left out; an open turn is served
+   * as stored). Past the end gives no events; an absent session, undefined.
+   */
+  async loadStoredFrom(id, fromSeq, signal) {
+    const text = await this.call((store) => store.loadStoredFrom(id, fromSeq), signal, this.locate({ id }))
+    if (text === null) return undefined
+    const { meta, packed, events } = JSON.parse(text)
+    return { meta, events: storedEvents(events, packed) }
   }
 
   /** The revision token; it changes with every append and repair, never with a read. */

@@ -11,9 +11,10 @@
 //!   on the JavaScript thread.
 //! - **JSON text across the boundary.** Events go in as their JSON text (one
 //!   envelope per line, as `JSON.stringify` writes it) and come back as the
-//!   stored text (one JSON document the caller parses once), so every `data`
-//!   payload is stored and returned byte for byte: it is never re-serialized
-//!   from a JavaScript object graph here.
+//!   stored text (one JSON document the caller parses once, runs of chunk
+//!   deltas packed as upstream's JSONL packs them), so every `data` payload
+//!   is stored and returned byte for byte: it is never re-serialized from a
+//!   JavaScript object graph here.
 //! - **Errors** reject with an `Error` whose message is
 //!   `turnwal[CODE] message`; the JavaScript layer turns it into a
 //!   `TurnwalError` with `code` (see [`code_of`]).
@@ -27,8 +28,10 @@ use std::time::Duration;
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Status, Task};
 use napi_derive::napi;
+use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
+use turnwal::view::EventRef;
 use turnwal::{
     Error, Event, LogState, Policy, RepairBasis, SessionHeader, Store, StoreOptions, SyncMode,
 };
@@ -121,6 +124,10 @@ enum OpKind {
     LoadStored {
         id: String,
     },
+    LoadStoredFrom {
+        id: String,
+        from_seq: u64,
+    },
     Revision {
         id: String,
     },
@@ -159,6 +166,7 @@ impl Op {
         let store = &self.store;
         match &self.kind {
             OpKind::LoadStored { id } => load_stored(store, id),
+            OpKind::LoadStoredFrom { id, from_seq } => load_stored_from(store, id, *from_seq),
             OpKind::Revision { id } => store.revision(id),
             OpKind::Append {
                 id,
@@ -215,7 +223,8 @@ impl Op {
 }
 
 /// The stored prefix of a session as one JSON document:
-/// `{"meta":…,"revision":…,"torn":null|{"stored":N,"cut":OFFSET,…},"events":[…]}`.
+/// `{"meta":…,"revision":…,"torn":null|{"stored":N,"cut":OFFSET,…},"packed":…,"events":[…]}`
+/// (the events as storage records: see `write_records`).
 /// Read-only: no lock, no repair, no closers. The events are written from
 /// the log read in place (a memory map for the WAL), never decoded into
 /// owned events first. The revision is read before and after and must
@@ -256,14 +265,7 @@ fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
         out.extend_from_slice(json_string(&before).as_bytes());
         out.extend_from_slice(br#","torn":"#);
         out.extend_from_slice(torn.as_bytes());
-        out.extend_from_slice(br#","events":["#);
-        for (i, event) in view.iter().take(stored).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            event.write_json(&mut out);
-        }
-        out.extend_from_slice(b"]}");
+        write_records(&mut out, || view.iter().take(stored));
         return Ok(Some(
             String::from_utf8(out).expect("stored events are validated UTF-8"),
         ));
@@ -272,6 +274,61 @@ fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
         id: id.to_owned(),
         detail: "the stored log kept changing while it was read (16 tries)".into(),
     })
+}
+
+/// Writes `,"packed":BOOL,"events":[…]}`: the events as storage records,
+/// upstream's JSONL record format. With `packed` true, each run of at least
+/// three packable `assistant/chunk` deltas is one packed row (`text-chunks`,
+/// `reasoning-chunks`, `tool-call-chunks`) that upstream's
+/// `decodeStorageRecord` expands back into exactly the stored events (a delta
+/// packs only when its `data` is byte for byte what the row expands to);
+/// every other event is its envelope verbatim. A run of 17 chunks is one
+/// record of a few hundred bytes instead of 17 of ~120, so JavaScript parses
+/// less than half the text and builds the chunk events from object literals.
+/// When a stored event's own type is a row tag (a plugin event may be named
+/// so) nothing is packed and `packed` is false, so no event is mistaken for
+/// a row.
+fn write_records<'a, I: Iterator<Item = EventRef<'a>>>(out: &mut Vec<u8>, events: impl Fn() -> I) {
+    let start = out.len();
+    let mut tagged = false;
+    out.extend_from_slice(br#","packed":true,"events":["#);
+    let checked = events().inspect(|e| tagged |= is_row_tag(e.event_type()));
+    encode_records(checked, true, b',', out);
+    if tagged {
+        out.truncate(start);
+        out.extend_from_slice(br#","packed":false,"events":["#);
+        encode_records(events(), false, b',', out);
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// The header and the stored events from `from_seq` on, as one JSON
+/// document `{"meta":…,"packed":…,"events":[…]}` (see `write_records`), or
+/// `None` when the session is absent. A seek (`Store::read_from`): the WAL
+/// finds the suffix from the end of the log, SQLite by its seq index; the
+/// events before `from_seq` are never decoded. Read-only: no lock, no
+/// repair, no closers; a torn tail is left out, an open turn served as it
+/// is stored.
+fn load_stored_from(store: &Store, id: &str, from_seq: u64) -> Result<Option<String>, Error> {
+    let header = match store.header(id) {
+        Ok(header) => header,
+        Err(Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let events = match store.read_from(id, from_seq) {
+        Ok(events) => events,
+        Err(Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let header = header.to_json();
+    let size: usize = events.iter().map(|e| e.data().get().len() + 64).sum();
+    let mut out = Vec::with_capacity(size + header.len() + 64);
+    out.extend_from_slice(br#"{"meta":"#);
+    out.extend_from_slice(header.as_bytes());
+    write_records(&mut out, || events.iter().map(EventRef::from));
+    Ok(Some(
+        String::from_utf8(out).expect("stored events are validated UTF-8"),
+    ))
 }
 
 /// `[{"header":…,"revision":…}, …]` (or headers alone) for every
@@ -304,6 +361,21 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<string | null>")]
     pub fn load_stored(&self, id: String) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::LoadStored { id })
+    }
+
+    /// The header and the stored events from `fromSeq` on (see
+    /// `load_stored_from`), or null when absent.
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn load_stored_from(&self, id: String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
+        if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
+            return Err(invalid(format!(
+                "fromSeq must be a non-negative safe integer, got {from_seq}"
+            )));
+        }
+        self.op(OpKind::LoadStoredFrom {
+            id,
+            from_seq: from_seq as u64,
+        })
     }
 
     /// The revision token, or null when the session has nothing stored.
