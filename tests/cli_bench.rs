@@ -26,8 +26,21 @@ const SQLITE_RATIOS: [&str; 4] = [
     "sqlite_backend_durable_vs_sqlite",
 ];
 
-/// The sides of the comparisons that measure the SQLite backend, in order.
-const SIDES: [(&str, &[&str]); 3] = [
+/// The further keys of the ingest comparison, no target: the engine's parse
+/// alone vs serde_json's validation, and ingest vs its physical floor.
+const INGEST_RATIOS: [&str; 2] = ["ingest_parse_vs_json_validate", "ingest_vs_validate_write"];
+
+/// The sides of the comparisons beyond the baselines, in order.
+const SIDES: [(&str, &[&str]); 4] = [
+    (
+        "ingest_text",
+        &[
+            "turnwal",
+            "serde_validate",
+            "validate_write",
+            "turnwal_parse",
+        ],
+    ),
     (
         "append_buffered",
         &[
@@ -77,6 +90,7 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
     keys.sort_unstable();
     let mut expected = RATIOS.to_vec();
     expected.extend(SQLITE_RATIOS);
+    expected.extend(INGEST_RATIOS);
     expected.sort_unstable();
     assert_eq!(keys, expected);
     for key in RATIOS {
@@ -96,7 +110,7 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
     let mut expected = RATIOS.to_vec();
     expected.sort_unstable();
     assert_eq!(targets, expected);
-    for key in SQLITE_RATIOS {
+    for &key in SQLITE_RATIOS.iter().chain(&INGEST_RATIOS) {
         positive_finite(&ratios[key], key);
     }
     // Each is the speed ratio of two sides of one comparison.
@@ -116,6 +130,18 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
         s["median_s"].as_f64().unwrap()
     };
     for (key, comparison, side, base) in [
+        (
+            "ingest_parse_vs_json_validate",
+            "ingest_text",
+            "turnwal_parse",
+            "serde_validate",
+        ),
+        (
+            "ingest_vs_validate_write",
+            "ingest_text",
+            "turnwal",
+            "validate_write",
+        ),
         (
             "append_vs_turnwal_sqlite",
             "append_buffered",

@@ -134,6 +134,46 @@ impl Side for JsonValidate<'_> {
     }
 }
 
+/// The physical floor of ingest to disk: serde_json validating each turn's
+/// lines, then one plain `write` of the turn's encoded bytes. Any ingest
+/// must at least read its JSON and write its bytes.
+pub struct ValidateWrite<'a> {
+    fx: &'a AppendFixture,
+    runs: Runs,
+}
+
+impl<'a> ValidateWrite<'a> {
+    /// Writes into fresh files under `scratch`.
+    pub fn new(fx: &'a AppendFixture, scratch: &Path) -> ValidateWrite<'a> {
+        ValidateWrite {
+            fx,
+            runs: Runs::new(scratch, "validate-write"),
+        }
+    }
+}
+
+impl Side for ValidateWrite<'_> {
+    fn name(&self) -> &str {
+        "validate_write"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let dir = self.runs.fresh()?;
+        let mut file = File::create(dir.join("raw"))?;
+        let start = Instant::now();
+        for (lines, encoded) in self.fx.lines.iter().zip(&self.fx.encoded) {
+            for line in lines {
+                serde_json::from_slice::<IgnoredAny>(line)?;
+            }
+            file.write_all(encoded)?;
+        }
+        let elapsed = start.elapsed();
+        drop(file);
+        Runs::done(dir);
+        Ok(elapsed)
+    }
+}
+
 /// Each turn's encoded bytes written, then `fdatasync`.
 pub struct RawFsync<'a> {
     fx: &'a AppendFixture,

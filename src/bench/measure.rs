@@ -180,6 +180,33 @@ pub fn ingest_batch(store: &Store, id: &str, next_seq: u64, lines: &[Vec<u8>]) -
     Ok(store.append(id, &batch)?.next_seq)
 }
 
+/// turnwal's ingest without the append: every line parsed, validated and
+/// completed into an event as `turnwal append` does, nothing written — what
+/// the engine adds to reading the JSON at all.
+pub struct ParseOnly<'a> {
+    fx: &'a AppendFixture,
+}
+
+impl Side for ParseOnly<'_> {
+    fn name(&self) -> &str {
+        "turnwal_parse"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        let mut seq = self.fx.first.len() as u64;
+        for lines in &self.fx.lines {
+            for line in lines {
+                let incoming = IncomingEvent::parse(line)?;
+                let time = incoming.time.unwrap_or(0);
+                std::hint::black_box(incoming.complete(seq, time)?);
+                seq += 1;
+            }
+        }
+        Ok(start.elapsed())
+    }
+}
+
 /// Buffered append (`--sync never`) of validated events: turnwal vs the
 /// same encoded bytes written with plain `write` calls, one per turn, vs a
 /// serde_json + `BufWriter` JSONL writer, vs turnwal's SQLite backend with
@@ -217,6 +244,8 @@ pub fn ingest<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
         sides: vec![
             Box::new(StoreAppend::new(fx, scratch, Feed::Ingest)),
             Box::new(baselines::JsonValidate::new(fx)),
+            Box::new(baselines::ValidateWrite::new(fx, scratch)),
+            Box::new(ParseOnly { fx }),
         ],
     }
 }

@@ -186,6 +186,11 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         ("append_vs_raw", append.ratio("raw_write")),
         ("append_vs_jsonl", append.ratio("jsonl_write")),
         ("ingest_vs_json_validate", ingest.ratio("serde_validate")),
+        ("ingest_vs_validate_write", ingest.ratio("validate_write")),
+        (
+            "ingest_parse_vs_json_validate",
+            speed_over(&ingest, "turnwal_parse", "serde_validate"),
+        ),
         ("durable_vs_raw_fsync", durable.ratio("raw_fsync")),
         ("durable_vs_sqlite", durable.ratio("sqlite_full")),
         ("scan_vs_mmap_crc", scan.ratio("mmap_crc32")),
