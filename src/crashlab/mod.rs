@@ -7,6 +7,9 @@
 //!   result verifies clean, recovery is durable and idempotent, and the next
 //!   append continues the seq;
 //! - [`workload`] generates valid event batches from a seed;
+//! - [`differential`] runs the same operations against a WAL store and a
+//!   SQLite store and requires identical answers (the differential property
+//!   test and fuzz target share it);
 //! - [`ops`] runs operation sequences (appends, flushes, faults, power cuts,
 //!   crashes) against the oracle; the structure-aware fuzz target decodes
 //!   them from bytes.
@@ -14,6 +17,7 @@
 //! They live in the library (not in `tests/`) because the fuzz crate and the
 //! corpus-replay test share them.
 
+pub mod differential;
 pub mod ops;
 pub mod oracle;
 pub mod workload;

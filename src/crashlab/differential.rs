@@ -1,0 +1,2174 @@
+//! The differential check of the two durable backends: the same operations
+//! run against a native WAL store and a SQLite store, and every answer must
+//! be the same (docs/RELIABILITY.md, "Differential").
+//!
+//! - [`LogGen`] generates valid logs built to exercise the SQLite row
+//!   encoding: `assistant/chunk` runs of every packed kind (text, reasoning,
+//!   tool-call deltas) and length (1, 2, 3, longer, now and then 1024+ and
+//!   runs over the 1 MiB row bound), deltas that must stay scalar rows
+//!   (keys reordered, whitespace, escapes `JSON.stringify` would not write,
+//!   extra keys), run breaks (index, tool id, `name` presence, time jumps
+//!   past the safe integers), decreasing times, tool calls and results
+//!   (including producer-written results shaped like recovery's closers),
+//!   `surfaceOp`/`sourceEventSeqs` in both key orders, ignorable and plain
+//!   events named like the packed tags, plugin events, large payloads; and,
+//!   under `Lenient`, events between turns.
+//! - [`Differential`] holds a WAL store and a SQLite store in a scratch
+//!   directory and applies [`DiffOp`]s to both: appends in any partition,
+//!   flush, close, reopen (fresh `Store`s over the same storage: a crash),
+//!   torn tails written into each backend's own storage, recover, load,
+//!   delete, reads. After every operation it compares the results, and
+//!   [`Differential::check`] compares everything a reader can see:
+//!   `inspect`, `view`, `list`, `read_from` at every seq from 0 to length+1,
+//!   and that reads leave the revision alone while appends and repairs move
+//!   both backends' revisions in lockstep.
+//!
+//! Events are compared by their full content: type, seq, time, the exact
+//! `data` bytes, `ignorable`, `sourceEventSeqs` and `surfaceOp` text and
+//! their key order. What is the backend's own and so never compared: byte
+//! sizes, byte offsets and row positions of a cut, revision token text.
+//!
+//! A divergence panics with both answers and the operation, which is what
+//! the property test (`tests/differential.rs`) and the fuzz target
+//! (`fuzz/fuzz_targets/differential.rs`, through [`fuzz_differential`])
+//! report.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::workload::Rng;
+use crate::backend::SyncMode;
+use crate::backend::sqlite::{SqliteOptions, Synchronous};
+use crate::backend::wal::WalBackend;
+use crate::contract::{NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, Policy, Tracker};
+use crate::error::{Error, Result};
+use crate::event::{Event, MAX_SAFE_INTEGER};
+use crate::header::SessionHeader;
+use crate::scan::SessionSummary;
+use crate::store::{Receipt, RecoveryReport, SessionView, Store, StoreOptions};
+
+// ---------------------------------------------------------------------------
+// The log generator
+// ---------------------------------------------------------------------------
+
+/// How runs were generated, for coverage reports: `[kind][bucket]` where
+/// kind is text, reasoning, tool-call and bucket is a run of 1, 2, 3,
+/// 4..=1023, 1024 or more members (as generated; a break inside a run starts
+/// a new one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Generated runs by kind and length bucket.
+    pub runs: [[u64; 5]; 3],
+    /// Deltas generated in a form that must stay a scalar row.
+    pub unpackable: u64,
+    /// Events named like a packed tag (`text-chunks`, …), ignorable or not.
+    pub tag_named: u64,
+    /// Events carrying both `surfaceOp` and `sourceEventSeqs`, by key order:
+    /// `[sourceEventSeqs first, surfaceOp first]`.
+    pub both_orders: [u64; 2],
+    /// Tool results written by the producer in the closers' own shape.
+    pub closer_shaped: u64,
+    /// Runs of members so large that a packed row holds only a few.
+    pub huge_runs: u64,
+    /// Events whose time is below the one before.
+    pub decreasing_times: u64,
+}
+
+impl RunStats {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: &RunStats) {
+        for (mine, theirs) in self.runs.iter_mut().zip(&other.runs) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+        self.unpackable += other.unpackable;
+        self.tag_named += other.tag_named;
+        self.both_orders[0] += other.both_orders[0];
+        self.both_orders[1] += other.both_orders[1];
+        self.closer_shaped += other.closer_shaped;
+        self.huge_runs += other.huge_runs;
+        self.decreasing_times += other.decreasing_times;
+    }
+}
+
+/// The costly run shapes a [`LogGen`] may produce, each as a percentage of
+/// the chunk runs it generates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shapes {
+    /// Runs of 1,024 to 2,123 members (tiny payloads, steady times: cheap
+    /// to generate, costly to read back at every seq).
+    pub long_runs: u64,
+    /// Runs of 3 to 6 members of 250 to 450 KiB each, over the 1 MiB bound
+    /// of a packed row.
+    pub huge_runs: u64,
+}
+
+/// Generates a valid log, one batch at a time. The generator runs ahead of
+/// what was appended: an action (a whole chunk run, a tool round trip) is
+/// generated at once and handed out across as many batches as the caller
+/// asks for, so runs are split by batch boundaries at random places.
+#[derive(Debug, Clone)]
+pub struct LogGen {
+    rng: Rng,
+    policy: Policy,
+    shapes: Shapes,
+    seq: u64,
+    time: i64,
+    /// The last turn started.
+    turn: u64,
+    in_turn: bool,
+    step: Option<u64>,
+    next_step: u64,
+    /// Tool-call ids the open step's assistant message requested, not yet
+    /// recorded as started.
+    requested: Vec<String>,
+    /// Recorded calls of the open step without a result: (id, seq).
+    called: Vec<(String, u64)>,
+    pending: VecDeque<Event>,
+    names: u64,
+    /// What was generated so far.
+    pub stats: RunStats,
+}
+
+/// Payload strings a packed row keeps as they are: each is what
+/// `JSON.stringify` writes for its string.
+const CANONICAL: &[&str] = &[
+    r#""""#,
+    r#""a""#,
+    r#""Hello, world. ""#,
+    r#""é""#,
+    r#""😀""#,
+    r#""\n""#,
+    r#""\"quoted\"""#,
+    r#""back\\slash""#,
+    r#""\u0000""#,
+    r#""\u001f""#,
+    r#""\ud800""#,
+    r#""\udfff""#,
+    r#""x\ud800y""#,
+    r#""\t\b\f\r""#,
+    "\"\u{7f}\"",
+    "\"\u{2028}\"",
+    r#""{\"path\":\"src/main.rs\"}""#,
+];
+
+/// Payload strings that are valid JSON but not what `JSON.stringify` writes:
+/// a delta holding one stays a scalar row.
+const NON_CANONICAL: &[&str] = &[
+    r#""\u0041""#,
+    r#""a\/b""#,
+    r#""\u00e9""#,
+    r#""\ud83d\ude00""#,
+    r#""\uD800""#,
+    r#""\u007f""#,
+];
+
+const TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
+
+fn safe_time(t: i128) -> i64 {
+    t.clamp(-i128::from(MAX_SAFE_INTEGER), i128::from(MAX_SAFE_INTEGER)) as i64
+}
+
+/// A JSON string literal.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// The envelope extras of one generated event.
+#[derive(Debug, Clone, Default)]
+struct Extras {
+    ignorable: bool,
+    sources: Option<String>,
+    surface: Option<String>,
+    surface_first: bool,
+}
+
+impl LogGen {
+    /// A generator for an empty session.
+    pub fn new(seed: u64, policy: Policy, shapes: Shapes) -> LogGen {
+        let mut rng = Rng::new(seed);
+        let time = match rng.below(6) {
+            0 => 0,
+            1 => -5,
+            2 => MAX_SAFE_INTEGER as i64 - 5_000,
+            3 => -(MAX_SAFE_INTEGER as i64) + 5_000,
+            _ => 1_700_000_000_000 + rng.below(1_000_000) as i64,
+        };
+        LogGen {
+            rng,
+            policy,
+            shapes,
+            seq: 0,
+            time,
+            turn: 0,
+            in_turn: false,
+            step: None,
+            next_step: 1,
+            requested: Vec::new(),
+            called: Vec::new(),
+            pending: VecDeque::new(),
+            names: 0,
+            stats: RunStats::default(),
+        }
+    }
+
+    /// A generator continuing `log`, which must be balanced (no turn open),
+    /// as recovery leaves it. Keeps the coverage counts of `self`.
+    pub fn resume(&self, seed: u64, log: &[Event]) -> LogGen {
+        let mut tracker = Tracker::new(self.policy);
+        tracker
+            .accept_batch(log)
+            .expect("a stored log obeys the turn contract");
+        assert!(
+            !tracker.in_turn(),
+            "resuming a log whose turn {:?} is open",
+            tracker.open_turn()
+        );
+        let mut g = LogGen::new(seed, self.policy, self.shapes);
+        g.seq = log.len() as u64;
+        if let Some(last) = log.last() {
+            g.time = last.time();
+        }
+        g.turn = u64::from(tracker.placement().turn);
+        g.stats = self.stats;
+        g
+    }
+
+    /// The next `n` events (at least one).
+    pub fn batch(&mut self, n: usize) -> Vec<Event> {
+        let n = n.max(1);
+        while self.pending.len() < n {
+            self.action();
+        }
+        self.pending.drain(..n).collect()
+    }
+
+    /// The seq of the next event [`LogGen::batch`] hands out.
+    pub fn next_seq(&self) -> u64 {
+        self.seq - self.pending.len() as u64
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.rng.below(100) < percent
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.rng.below(from.len() as u64) as usize]
+    }
+
+    fn advance_time(&mut self) {
+        let before = self.time;
+        let t = i128::from(self.time);
+        self.time = safe_time(match self.rng.below(100) {
+            0..=59 => t + self.rng.below(5) as i128,
+            60..=74 => t,
+            75..=91 => t - 1 - self.rng.below(50) as i128,
+            92..=97 => {
+                let jump = 1_000_000 + self.rng.below(1_000_000_000_000) as i128;
+                if self.rng.below(2) == 0 {
+                    t + jump
+                } else {
+                    t - jump
+                }
+            }
+            // A jump between the extremes: the difference is not a safe
+            // integer, which breaks a packed run.
+            _ => {
+                if t >= 0 {
+                    -(MAX_SAFE_INTEGER as i128) + self.rng.below(3) as i128
+                } else {
+                    MAX_SAFE_INTEGER as i128 - self.rng.below(3) as i128
+                }
+            }
+        });
+        if self.time < before {
+            self.stats.decreasing_times += 1;
+        }
+    }
+
+    fn emit(&mut self, event_type: &str, data: &str, mut extras: Extras) {
+        self.advance_time();
+        // `ignorable: true` on any type now and then (on a delta it keeps
+        // the delta out of a packed row).
+        if self.chance(3) {
+            extras.ignorable = true;
+        }
+        let mut line = format!(
+            r#"{{"type":{},"seq":{},"time":{},"data":{data}"#,
+            quote(event_type),
+            self.seq,
+            self.time
+        );
+        if extras.ignorable {
+            line.push_str(r#","ignorable":true"#);
+        }
+        let sources = extras
+            .sources
+            .as_ref()
+            .map(|s| format!(r#","sourceEventSeqs":{s}"#));
+        let surface = extras
+            .surface
+            .as_ref()
+            .map(|s| format!(r#","surfaceOp":{s}"#));
+        if sources.is_some() && surface.is_some() {
+            self.stats.both_orders[usize::from(extras.surface_first)] += 1;
+        }
+        let (a, b) = if extras.surface_first {
+            (surface, sources)
+        } else {
+            (sources, surface)
+        };
+        line.push_str(&a.unwrap_or_default());
+        line.push_str(&b.unwrap_or_default());
+        line.push('}');
+        let event = Event::from_json(line.as_bytes())
+            .unwrap_or_else(|e| panic!("generated event {line} is invalid: {e}"));
+        self.seq += 1;
+        self.pending.push_back(event);
+    }
+
+    /// Random `surfaceOp`/`sourceEventSeqs` for a surface event.
+    fn surface_extras(&mut self) -> Extras {
+        let mut extras = Extras::default();
+        if self.seq > 0 && self.chance(40) {
+            let n = 1 + self.rng.below(3.min(self.seq));
+            let mut seqs: Vec<u64> = Vec::new();
+            while (seqs.len() as u64) < n {
+                let s = self.rng.below(self.seq);
+                if !seqs.contains(&s) {
+                    seqs.push(s);
+                }
+            }
+            extras.sources = Some(if self.chance(10) {
+                "[]".to_owned()
+            } else {
+                serde_json::to_string(&seqs).expect("seqs serialize")
+            });
+        }
+        if self.chance(40) {
+            extras.surface = Some(if self.seq > 0 && self.chance(30) {
+                let end = self.rng.below(self.seq);
+                let start = self.rng.below(end + 1);
+                if self.chance(20) {
+                    // Kept as written, whitespace and all.
+                    format!(r#"{{ "op": "replace", "start": {start}, "end": {end} }}"#)
+                } else {
+                    format!(r#"{{"op":"replace","start":{start},"end":{end}}}"#)
+                }
+            } else {
+                r#""append""#.to_owned()
+            });
+        }
+        extras.surface_first = self.chance(50);
+        extras
+    }
+
+    fn payload(&mut self) -> String {
+        match self.rng.below(10) {
+            0..=5 => self.pick(CANONICAL).to_owned(),
+            6..=8 => {
+                let len = self.rng.below(24) as usize;
+                let s: String = (0..len)
+                    .map(|_| (b'a' + self.rng.below(26) as u8) as char)
+                    .collect();
+                quote(&s)
+            }
+            _ => quote(&"p".repeat(100 + self.rng.below(6_000) as usize)),
+        }
+    }
+
+    fn plain_text(&mut self) -> String {
+        if self.chance(5) {
+            // Over the 4096-byte compression threshold.
+            quote(&"lorem ipsum ".repeat(400 + self.rng.below(1_500) as usize))
+        } else {
+            self.payload()
+        }
+    }
+
+    fn action(&mut self) {
+        if !self.in_turn {
+            return self.between_turns();
+        }
+        match self.step {
+            None => self.in_turn_outside_step(),
+            Some(step) => self.in_step(step),
+        }
+    }
+
+    fn between_turns(&mut self) {
+        if self.policy == Policy::Lenient && self.seq > 0 && self.chance(25) {
+            // Lenient keeps plugin events and user messages between turns.
+            return self.loose_event();
+        }
+        self.turn += 1;
+        self.in_turn = true;
+        self.step = None;
+        self.next_step = 1;
+        self.emit(
+            "turn/start",
+            &format!(r#"{{"turn":{}}}"#, self.turn),
+            Extras::default(),
+        );
+    }
+
+    fn loose_event(&mut self) {
+        match self.rng.below(4) {
+            0 => self.user_message(),
+            1 => self.tag_named(),
+            _ => {
+                let note = self.payload();
+                let data = format!(r#"{{"n":{},"note":{note}}}"#, self.seq);
+                let extras = Extras {
+                    ignorable: self.chance(50),
+                    ..Extras::default()
+                };
+                self.emit("plugin/note", &data, extras);
+            }
+        }
+    }
+
+    fn user_message(&mut self) {
+        let text = self.plain_text();
+        let data = format!(
+            r#"{{"id":"u{}","role":"user","content":[{{"type":"text","text":{text}}}]}}"#,
+            self.seq
+        );
+        let extras = self.surface_extras();
+        self.emit("user/message", &data, extras);
+    }
+
+    /// An event named like a packed tag: ignorable (as upstream stores them
+    /// with `ignorable = 1`) or a plain plugin event (`ignorable` NULL),
+    /// with data that may even look like a packed row's.
+    fn tag_named(&mut self) {
+        self.stats.tag_named += 1;
+        let tag = self.pick(&TAGS);
+        let data = match self.rng.below(3) {
+            0 => format!(
+                r#"{{"turn":{},"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}"#,
+                self.turn.max(1)
+            ),
+            1 => r#"{"turn":1,"step":1,"index":0,"dt":[0,0],"id":"t","args":["{","}",""]}"#.into(),
+            _ => format!(r#"{{"plugin":true,"value":{}}}"#, self.payload()),
+        };
+        let extras = Extras {
+            ignorable: self.chance(70),
+            ..Extras::default()
+        };
+        self.emit(tag, &data, extras);
+    }
+
+    fn in_turn_outside_step(&mut self) {
+        let t = self.turn;
+        match self.rng.below(12) {
+            0..=1 => self.user_message(),
+            2 => self.tag_named(),
+            3 => self.loose_event(),
+            4 => {
+                let text = self.payload();
+                let data = format!(
+                    r#"{{"id":"c{}","role":"system","content":[{{"type":"text","text":{text}}}]}}"#,
+                    self.seq
+                );
+                self.emit("context/message", &data, Extras::default());
+            }
+            5..=6 if self.next_step > 1 || self.chance(30) => {
+                self.in_turn = false;
+                let reason = if self.chance(80) {
+                    r#"{"kind":"completed"}"#
+                } else {
+                    r#"{"kind":"x-plugin-stop","by":"test"}"#
+                };
+                self.emit(
+                    "turn/end",
+                    &format!(r#"{{"turn":{t},"reason":{reason}}}"#),
+                    Extras::default(),
+                );
+            }
+            _ => {
+                let s = self.next_step;
+                self.step = Some(s);
+                self.next_step += 1;
+                self.requested.clear();
+                self.called.clear();
+                self.emit(
+                    "step/start",
+                    &format!(r#"{{"turn":{t},"step":{s}}}"#),
+                    Extras::default(),
+                );
+            }
+        }
+    }
+
+    fn in_step(&mut self, step: u64) {
+        let t = self.turn;
+        match self.rng.below(20) {
+            0..=7 => self.chunk_run(step),
+            8..=9 if self.requested.is_empty() && self.called.is_empty() => {
+                self.names += 1;
+                let n = 1 + self.rng.below(3);
+                let ids: Vec<String> = (0..n)
+                    .map(|i| format!("call-{t}-{step}-{}-{i}", self.names))
+                    .collect();
+                let blocks: Vec<String> = ids
+                    .iter()
+                    .map(|id| {
+                        format!(
+                            r#"{{"type":"tool-call","id":"{id}","name":"run","arguments":"{{}}"}}"#
+                        )
+                    })
+                    .collect();
+                let data = format!(
+                    r#"{{"turn":{t},"step":{step},"message":{{"role":"assistant","content":[{{"type":"text","text":{}}},{}]}}}}"#,
+                    self.payload(),
+                    blocks.join(",")
+                );
+                let extras = self.surface_extras();
+                self.emit("assistant/message", &data, extras);
+                self.requested = ids;
+            }
+            10..=11 if !self.requested.is_empty() => {
+                let id = self.requested.remove(0);
+                let data = format!(
+                    r#"{{"turn":{t},"step":{step},"callId":"{id}","name":"run","arguments":"{{\"cmd\":\"ls\"}}"}}"#
+                );
+                let seq = self.seq;
+                self.emit("tool/call", &data, Extras::default());
+                self.called.push((id, seq));
+            }
+            12..=13 if !self.called.is_empty() => {
+                let (id, call_seq) = self.called.remove(0);
+                if self.chance(15) {
+                    self.closer_shaped(step, &id, Some(call_seq));
+                } else {
+                    self.tool_result(step, &id, call_seq);
+                }
+            }
+            14 if !self.requested.is_empty() && self.chance(50) => {
+                // The producer gave up on a requested call and says so in
+                // the shape recovery's closer has.
+                let id = self.requested.remove(0);
+                self.closer_shaped(step, &id, None);
+            }
+            15 => self.tag_named(),
+            16 => {
+                let data = format!(
+                    r#"{{"turn":{t},"step":{step},"replaced":{}}}"#,
+                    self.payload()
+                );
+                let mut extras = self.surface_extras();
+                let end = self.seq.saturating_sub(1);
+                let start = self.rng.below(end + 1);
+                extras.surface = Some(format!(r#"{{"op":"replace","start":{start},"end":{end}}}"#));
+                self.emit("tool/result", &data, extras);
+            }
+            17 => self.loose_event(),
+            _ => {
+                self.step = None;
+                self.requested.clear();
+                self.called.clear();
+                self.emit(
+                    "step/end",
+                    &format!(r#"{{"turn":{t},"step":{step}}}"#),
+                    Extras::default(),
+                );
+            }
+        }
+    }
+
+    fn tool_result(&mut self, step: u64, id: &str, call_seq: u64) {
+        let t = self.turn;
+        let data = format!(
+            r#"{{"turn":{t},"step":{step},"message":{{"id":"r-{id}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":{}}}]}}]}}}}"#,
+            self.plain_text()
+        );
+        let mut extras = Extras::default();
+        if self.chance(70) {
+            extras.surface = Some(r#""append""#.into());
+        }
+        if self.chance(70) {
+            extras.sources = Some(format!("[{call_seq}]"));
+        }
+        extras.surface_first = self.chance(50);
+        self.emit("tool/result", &data, extras);
+    }
+
+    /// A tool result in exactly the shape recovery's closers have (the
+    /// shape the SQLite row encoding keys its default key order on), in
+    /// either key order.
+    fn closer_shaped(&mut self, step: u64, id: &str, call_seq: Option<u64>) {
+        self.stats.closer_shaped += 1;
+        let t = self.turn;
+        let (name, code, text) = match call_seq {
+            Some(_) => (
+                "ToolOutcomeUnknownError",
+                "TOOL_OUTCOME_UNKNOWN",
+                OUTCOME_UNKNOWN_TEXT,
+            ),
+            None => ("ToolNotStartedError", "TOOL_NOT_STARTED", NOT_STARTED_TEXT),
+        };
+        let data = format!(
+            r#"{{"turn":{t},"step":{step},"message":{{"id":"interrupted-tool-result-{id}-{}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","isError":true,"content":[{{"type":"text","text":{}}}]}}]}},"error":{{"name":"{name}","code":"{code}"}}}}"#,
+            self.seq,
+            quote(text)
+        );
+        let extras = Extras {
+            ignorable: false,
+            sources: call_seq.map(|s| format!("[{s}]")),
+            surface: self.chance(90).then(|| r#""append""#.to_owned()),
+            surface_first: self.chance(50),
+        };
+        self.emit("tool/result", &data, extras);
+    }
+
+    fn run_length(&mut self) -> usize {
+        if self.chance(self.shapes.long_runs) {
+            // Exactly one row's worth now and then, else anything up to
+            // three rows.
+            return match self.rng.below(4) {
+                0 => 1_024,
+                1 => 1_025,
+                _ => 1_024 + self.rng.below(1_100) as usize,
+            };
+        }
+        match self.rng.below(100) {
+            0..=14 => 1,
+            15..=29 => 2,
+            30..=44 => 3,
+            45..=91 => 4 + self.rng.below(12) as usize,
+            _ => 16 + self.rng.below(100) as usize,
+        }
+    }
+
+    fn chunk_run(&mut self, step: u64) {
+        let t = self.turn;
+        let kind = self.rng.below(3) as usize;
+        // Runs over the 1 MiB row bound: a few members of 250 to 450 KiB.
+        let huge = self.chance(self.shapes.huge_runs);
+        let len = if huge {
+            self.stats.huge_runs += 1;
+            3 + self.rng.below(4) as usize
+        } else {
+            self.run_length()
+        };
+        let mut index = self.rng.below(3);
+        self.names += 1;
+        let mut tool_id = format!("tc-{}", self.names);
+        let name_mode = self.rng.below(3); // always, never, first member only
+        let bucket = match len {
+            1 => 0,
+            2 => 1,
+            3 => 2,
+            4..=1023 => 3,
+            _ => 4,
+        };
+        self.stats.runs[kind][bucket] += 1;
+        let cheap = len >= 1_024;
+        for member in 0..len {
+            // Now and then something that breaks the run.
+            if !cheap && member > 0 && self.chance(4) {
+                match self.rng.below(2) {
+                    0 => index += 1,
+                    _ => {
+                        self.names += 1;
+                        tool_id = format!("tc-{}", self.names);
+                    }
+                }
+            }
+            let payload = if huge {
+                quote(&"h".repeat(250_000 + self.rng.below(200_000) as usize))
+            } else if cheap {
+                ["\"x\"", "\"\"", "\"yz\""][self.rng.below(3) as usize].to_owned()
+            } else if self.chance(8) {
+                self.stats.unpackable += 1;
+                self.pick(NON_CANONICAL).to_owned()
+            } else {
+                self.payload()
+            };
+            let chunk = match kind {
+                0 | 1 => format!(
+                    r#"{{"type":"{}","index":{index},"text":{payload}}}"#,
+                    if kind == 0 {
+                        "text-delta"
+                    } else {
+                        "reasoning-delta"
+                    }
+                ),
+                _ => {
+                    let name = match name_mode {
+                        0 => r#","name":"shell""#,
+                        2 if member == 0 => r#","name":"shell""#,
+                        _ => "",
+                    };
+                    format!(
+                        r#"{{"type":"tool-call-delta","index":{index},"id":"{tool_id}"{name},"argumentsDelta":{payload}}}"#
+                    )
+                }
+            };
+            let data = if !cheap && !huge && self.chance(5) {
+                self.stats.unpackable += 1;
+                match self.rng.below(5) {
+                    0 => format!(r#"{{"step":{step},"turn":{t},"chunk":{chunk}}}"#),
+                    1 => format!(r#"{{"turn":{t}, "step":{step}, "chunk":{chunk}}}"#),
+                    2 => {
+                        let extra = chunk.trim_end_matches('}').to_owned();
+                        format!(
+                            r#"{{"turn":{t},"step":{step},"chunk":{extra},"providerMetadata":{{}}}}}}"#
+                        )
+                    }
+                    3 => format!(
+                        r#"{{"turn":{t},"step":{step},"chunk":{{"type":"finish","reason":"stop"}}}}"#
+                    ),
+                    _ => format!(
+                        r#"{{"turn":{t},"step":{step},"chunk":{{"type":"text-delta","index":-0,"text":"z"}}}}"#
+                    ),
+                }
+            } else {
+                format!(r#"{{"turn":{t},"step":{step},"chunk":{chunk}}}"#)
+            };
+            if cheap {
+                // Keep 1024+ runs cheap: small steady time steps.
+                self.time += self.rng.below(2) as i64;
+                self.time = self.time.min(MAX_SAFE_INTEGER as i64);
+                let line = format!(
+                    r#"{{"type":"assistant/chunk","seq":{},"time":{},"data":{data}}}"#,
+                    self.seq, self.time
+                );
+                let event = Event::from_json(line.as_bytes()).expect("a valid delta");
+                self.seq += 1;
+                self.pending.push_back(event);
+            } else {
+                self.emit("assistant/chunk", &data, Extras::default());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Two stores, one history
+// ---------------------------------------------------------------------------
+
+/// A scratch directory removed when dropped.
+#[derive(Debug)]
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "turnwal-differential-{}-{}-{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// How a torn tail is left in each backend's own storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TornTail {
+    /// A partial record after the last one: WAL, half of a copy of its last
+    /// record; SQLite, a row at the next seq whose JSON text ends early.
+    PartialNext,
+    /// The last event itself cut short (when it is a scalar row in SQLite;
+    /// otherwise [`TornTail::PartialNext`]): WAL, the file truncated inside its
+    /// last record; SQLite, that row's `data` cut to half its length.
+    CutLast,
+    /// The last `n` events (at most all of them) never reached the disk,
+    /// as a crash in the middle of writing a batch leaves the WAL: the WAL
+    /// file cut at a record boundary; SQLite, the rows from that seq on
+    /// deleted (a packed row across the cut replaced by rows of its kept
+    /// members, as the codec packs them).
+    DropLast(u8),
+}
+
+/// One operation applied to both stores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffOp {
+    /// Append the next `events` generated events of a session (creating it
+    /// first if needed; a session whose stored log moved on without the
+    /// generator is resumed from it first).
+    Append {
+        /// Which session.
+        session: usize,
+        /// How many events.
+        events: usize,
+    },
+    /// `Store::flush`.
+    Flush {
+        /// Which session.
+        session: usize,
+    },
+    /// `Store::close`.
+    Close {
+        /// Which session.
+        session: usize,
+    },
+    /// Drop both stores (a crash: nothing is closed) and open fresh ones
+    /// over the same storage, then [`Differential::check`].
+    Reopen,
+    /// A crash that leaves a torn tail in a session, then reopen.
+    Tear {
+        /// Which session.
+        session: usize,
+        /// How.
+        how: TornTail,
+    },
+    /// `Store::recover`.
+    Recover {
+        /// Which session.
+        session: usize,
+        /// Only report.
+        dry_run: bool,
+    },
+    /// `Store::load`.
+    Load {
+        /// Which session.
+        session: usize,
+    },
+    /// `Store::delete`.
+    Delete {
+        /// Which session.
+        session: usize,
+    },
+    /// An append both stores must refuse, changing nothing: `how` picks a
+    /// batch that starts past the next seq, one that re-sends the stored
+    /// last seq, or one that breaks the turn contract.
+    Reject {
+        /// Which session.
+        session: usize,
+        /// Which refusal.
+        how: u8,
+    },
+    /// `Store::read_from` at one seq.
+    ReadFrom {
+        /// Which session.
+        session: usize,
+        /// From where.
+        seq: u64,
+    },
+    /// [`Differential::check`].
+    Check,
+}
+
+/// Counts from a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiffStats {
+    /// Operations applied.
+    pub ops: u64,
+    /// Append batches accepted (by both).
+    pub batches: u64,
+    /// Events appended (to each store).
+    pub events: u64,
+    /// Full comparisons.
+    pub checks: u64,
+    /// `read_from` calls compared.
+    pub reads: u64,
+    /// Reopens (crashes).
+    pub reopens: u64,
+    /// Torn tails written.
+    pub tears: u64,
+    /// Repairs committed (by both).
+    pub repairs: u64,
+    /// Synthetic closers committed by those repairs.
+    pub closers: u64,
+    /// Packed rows in the SQLite database at the last check, by tag.
+    pub packed_rows: [u64; 3],
+    /// Events those packed rows hold.
+    pub packed_members: u64,
+    /// Generator coverage.
+    pub generated: RunStats,
+}
+
+/// What a [`Differential`] run drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Drives the generated content and headers.
+    pub seed: u64,
+    /// One session per entry (at most [`SESSION_IDS`]`.len()`), with its
+    /// policy.
+    pub policies: Vec<Policy>,
+    /// The costly run shapes.
+    pub shapes: Shapes,
+    /// `true`: the WAL store fsyncs every batch and SQLite runs with
+    /// `synchronous = FULL` (the default). `false`: neither fsyncs a batch
+    /// (WAL `SyncMode::Never`, SQLite `NORMAL`). Either way a receipt
+    /// reports every accepted event durable on both sides, so receipts are
+    /// compared whole.
+    pub durable: bool,
+    /// Which seqs a check reads from.
+    pub sweep: Sweep,
+}
+
+/// Which seqs [`Differential::check`] calls `read_from` at. A sweep costs
+/// the square of the log's length (every call returns the rest of the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// Every seq from 0 to length+1.
+    Every,
+    /// Every seq when there are at most this many; otherwise the first and
+    /// last eight and the rest spread evenly, this many in all, plus every
+    /// seq within one of where a packed SQLite row starts or ends (where
+    /// `read_from` seeks to a covering row). The fuzz target's bound on the
+    /// time one input takes, and the cheap path for logs of 1,024+ runs.
+    AtMost(u64),
+}
+
+impl Sweep {
+    /// The seqs to read a log of `stored` events from.
+    pub fn seqs(self, stored: u64) -> Vec<u64> {
+        let every = stored + 2;
+        match self {
+            Sweep::AtMost(k) if every > k && k >= 16 => {
+                let mut seqs: Vec<u64> = (0..8).chain(every - 8..every).collect();
+                let middle = k - 16;
+                seqs.extend((0..middle).map(|i| 8 + (i + 1) * (every - 16) / (middle + 1)));
+                seqs.sort_unstable();
+                seqs.dedup();
+                seqs
+            }
+            _ => (0..every).collect(),
+        }
+    }
+}
+
+/// Per-session bookkeeping.
+#[derive(Debug)]
+struct Session {
+    id: String,
+    header: SessionHeader,
+    policy: Policy,
+    generator: LogGen,
+    seed: u64,
+    /// Created (pending or live) in the current stores.
+    created: bool,
+    /// Materialized on disk.
+    on_disk: bool,
+    /// The stored log may have moved on without the generator (a crash,
+    /// close or repair since): resume it from the store before appending.
+    stale: bool,
+    /// A torn tail was written and not repaired since (a second tear would
+    /// damage the damage, not a log).
+    torn: bool,
+}
+
+/// A WAL store and a SQLite store in one scratch directory, driven in
+/// lockstep. Every answer is compared; a divergence panics.
+pub struct Differential {
+    scratch: Scratch,
+    wal: Store,
+    sqlite: Store,
+    wal_options: StoreOptions,
+    sqlite_options: SqliteOptions,
+    sweep: Sweep,
+    sessions: Vec<Session>,
+    rng: Rng,
+    /// Counts so far.
+    pub stats: DiffStats,
+    /// The operations applied so far (for failure messages).
+    log: Vec<String>,
+}
+
+/// Session ids used, in order: plain, a path-like one, a non-ASCII one.
+pub const SESSION_IDS: [&str; 3] = ["alpha", "team/b:1", "sé-ß 😀"];
+
+fn err_key(e: &Error) -> String {
+    match e {
+        Error::Corrupt(c) => format!("Corrupt(seq {:?})", c.seq),
+        Error::Io { op, source, .. } => format!("Io({op}, {:?})", source.kind()),
+        Error::Locked { id, .. } => format!("Locked({id})"),
+        Error::Unsupported { detail, .. } => format!("Unsupported({detail})"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// An event with everything that makes it this event: its JSON line, and
+/// the key order of `surfaceOp` when only it is present (where the line
+/// cannot show it).
+fn event_key(e: &Event) -> String {
+    let mut s = e.to_json();
+    if e.surface_op_first() && e.source_event_seqs().is_none() {
+        s.push_str(" [surfaceOp first]");
+    }
+    s
+}
+
+fn events_key(events: &[Event]) -> String {
+    let mut out = String::new();
+    for e in events {
+        out.push_str(&event_key(e));
+        out.push('\n');
+    }
+    out
+}
+
+fn view_key(v: &SessionView) -> String {
+    format!(
+        "header={} stored={} state={} cut={:?} live={}\n{}",
+        v.header.to_json(),
+        v.stored,
+        v.state,
+        v.cut.as_ref().map(|c| (c.seq, c.reason)),
+        v.live,
+        events_key(&v.events)
+    )
+}
+
+fn report_key(r: &RecoveryReport) -> String {
+    format!(
+        "state={} kept={} committed={} cut={:?}\n{}",
+        r.state,
+        r.kept,
+        r.committed,
+        r.cut.as_ref().map(|c| (c.seq, c.reason)),
+        events_key(&r.closers)
+    )
+}
+
+/// A listing row without what is the backend's own: the byte size, and the
+/// position and decoder message in a torn session's `problem` (`"<reason
+/// code> at byte N: …"` against `"<reason code> at row N: …"`), of which
+/// the reason code is compared.
+fn summary_key(s: &SessionSummary) -> String {
+    format!(
+        "{} header={:?} events={} turns={} last={:?} state={} problem={:?}",
+        s.id,
+        s.header.as_ref().map(SessionHeader::to_json),
+        s.events,
+        s.turns,
+        s.last_activity,
+        s.state,
+        s.problem
+            .as_deref()
+            .map(|p| p.split_once(" at ").map_or(p, |(code, _)| code))
+    )
+}
+
+fn key<T>(result: &Result<T>, show: impl FnOnce(&T) -> String) -> String {
+    match result {
+        Ok(v) => show(v),
+        Err(e) => format!("error {}", err_key(e)),
+    }
+}
+
+impl Differential {
+    /// Two empty stores in a fresh scratch directory.
+    pub fn new(config: &Config) -> Differential {
+        let Config {
+            seed,
+            ref policies,
+            shapes,
+            durable,
+            sweep,
+        } = *config;
+        assert!(!policies.is_empty() && policies.len() <= SESSION_IDS.len());
+        let scratch = Scratch::new();
+        let wal_options = StoreOptions {
+            sync: if durable {
+                SyncMode::Batch
+            } else {
+                SyncMode::Never
+            },
+            ..StoreOptions::default()
+        };
+        let sqlite_options = SqliteOptions {
+            synchronous: if durable {
+                Synchronous::Full
+            } else {
+                Synchronous::Normal
+            },
+            ..SqliteOptions::default()
+        };
+        let (wal, sqlite) = open_stores(&scratch.0, wal_options, &sqlite_options);
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let sessions = policies
+            .iter()
+            .enumerate()
+            .map(|(i, &policy)| {
+                let id = SESSION_IDS[i].to_owned();
+                let mut header = SessionHeader::new(id.clone(), 1_700_000_000_000 + i as u64);
+                if rng.below(2) == 0 {
+                    header.cwd = Some(format!("/work/{i}"));
+                }
+                if rng.below(3) == 0 {
+                    header.parent_session = Some("root".into());
+                    header.seed_length = Some(rng.below(5));
+                    header.origin = Some("subagent".into());
+                    header.delegation_depth = Some(1 + rng.below(3));
+                    header.agent_preset = Some("reviewer".into());
+                }
+                let seed = seed.wrapping_add(i as u64 * 0x9e37_79b9);
+                Session {
+                    id,
+                    header,
+                    policy,
+                    generator: LogGen::new(seed, policy, shapes),
+                    seed,
+                    created: false,
+                    on_disk: false,
+                    stale: false,
+                    torn: false,
+                }
+            })
+            .collect();
+        Differential {
+            scratch,
+            wal,
+            sqlite,
+            wal_options,
+            sqlite_options,
+            sweep,
+            sessions,
+            rng,
+            stats: DiffStats::default(),
+            log: Vec::new(),
+        }
+    }
+
+    /// The WAL store's directory.
+    pub fn wal_dir(&self) -> PathBuf {
+        self.scratch.0.join("wal")
+    }
+
+    /// Changes which seqs later checks read from.
+    pub fn set_sweep(&mut self, sweep: Sweep) {
+        self.sweep = sweep;
+    }
+
+    /// The SQLite database.
+    pub fn sqlite_path(&self) -> PathBuf {
+        self.scratch.0.join("sessions.db")
+    }
+
+    /// How many sessions the run drives.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn fail(&self, what: &str, wal: &str, sqlite: &str) -> ! {
+        let recent: Vec<&String> = self.log.iter().rev().take(40).collect();
+        panic!(
+            "WAL and SQLite diverge: {what}\n--- wal:\n{wal}\n--- sqlite:\n{sqlite}\n--- last operations (newest first):\n{recent:#?}"
+        );
+    }
+
+    fn same(&self, what: &str, wal: String, sqlite: String) -> String {
+        if wal != sqlite {
+            self.fail(what, &wal, &sqlite);
+        }
+        wal
+    }
+
+    /// Every session's revision in each store.
+    fn revisions(&self) -> Vec<(String, String)> {
+        let r = |s: &Store, id: &str| key(&s.revision(id), |r| format!("{r:?}"));
+        self.sessions
+            .iter()
+            .map(|s| (r(&self.wal, &s.id), r(&self.sqlite, &s.id)))
+            .collect()
+    }
+
+    /// Runs a read on both stores, compares the answers, and checks that
+    /// no revision moved.
+    fn read<T>(
+        &mut self,
+        what: &str,
+        op: impl Fn(&Store) -> Result<T>,
+        show: impl Fn(&T) -> String,
+    ) -> Result<T> {
+        let before = self.revisions();
+        let a = op(&self.wal);
+        let b = op(&self.sqlite);
+        self.same(what, key(&a, &show), key(&b, &show));
+        let after = self.revisions();
+        if after != before {
+            self.fail(
+                &format!("{what}: a read changed a revision"),
+                &format!("{before:?} -> {after:?}"),
+                "",
+            );
+        }
+        a
+    }
+
+    /// Runs a mutation of session `session` on both stores, compares the
+    /// answers, and checks that its revisions moved together (and moved,
+    /// when `expect` says so) and that no other session's moved. Returns
+    /// whether they moved.
+    fn mutate<T>(
+        &mut self,
+        what: &str,
+        session: usize,
+        op: impl Fn(&Store) -> Result<T>,
+        show: impl Fn(&T) -> String,
+        expect: impl Fn(&Result<T>) -> Option<bool>,
+    ) -> (Result<T>, bool) {
+        let before = self.revisions();
+        let a = op(&self.wal);
+        let b = op(&self.sqlite);
+        self.same(what, key(&a, &show), key(&b, &show));
+        let after = self.revisions();
+        for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+            let moved = (x.0 != y.0, x.1 != y.1);
+            let expected = if i == session {
+                expect(&a)
+            } else {
+                Some(false)
+            };
+            if moved.0 != moved.1 || expected.is_some_and(|e| e != moved.0) {
+                self.fail(
+                    &format!(
+                        "{what}: revisions of {:?} moved (wal, sqlite) = {moved:?}, expected {expected:?}",
+                        self.sessions[i].id
+                    ),
+                    &format!("{} -> {}", x.0, y.0),
+                    &format!("{} -> {}", x.1, y.1),
+                );
+            }
+        }
+        let moved = before[session].0 != after[session].0;
+        (a, moved)
+    }
+
+    /// Applies one operation to both stores and compares the results.
+    pub fn apply(&mut self, op: &DiffOp) {
+        self.stats.ops += 1;
+        self.log.push(format!("{op:?}"));
+        match *op {
+            DiffOp::Append { session, events } => self.append(session, events),
+            DiffOp::Flush { session } => {
+                let id = self.sessions[session].id.clone();
+                // A cold session is opened (and repaired) by a flush.
+                let (r, moved) = self.mutate(
+                    &format!("flush {id:?}"),
+                    session,
+                    |s| s.flush(&id),
+                    |n| format!("durable {n}"),
+                    |_| None,
+                );
+                self.after_repair(session, r.is_ok() && moved);
+            }
+            DiffOp::Close { session } => {
+                let id = self.sessions[session].id.clone();
+                let _ = self.mutate(
+                    &format!("close {id:?}"),
+                    session,
+                    |s| s.close(&id),
+                    |()| "ok".into(),
+                    |_| Some(false),
+                );
+                let s = &mut self.sessions[session];
+                s.created = false;
+                s.stale = s.on_disk;
+            }
+            DiffOp::Reopen => {
+                self.reopen();
+                self.check();
+            }
+            DiffOp::Tear { session, how } => self.tear(session, how),
+            DiffOp::Recover { session, dry_run } => {
+                let id = self.sessions[session].id.clone();
+                let (r, moved) = self.mutate(
+                    &format!("recover {id:?} dry_run={dry_run}"),
+                    session,
+                    |s| s.recover(&id, dry_run),
+                    report_key,
+                    |r| r.as_ref().ok().map(|r| r.committed),
+                );
+                if let Ok(r) = &r
+                    && r.committed
+                {
+                    self.stats.closers += r.closers.len() as u64;
+                }
+                self.after_repair(session, r.is_ok() && moved);
+            }
+            DiffOp::Load { session } => {
+                let id = self.sessions[session].id.clone();
+                let (r, moved) = self.mutate(
+                    &format!("load {id:?}"),
+                    session,
+                    |s| s.load(&id),
+                    view_key,
+                    |_| None,
+                );
+                self.after_repair(session, r.is_ok() && moved);
+            }
+            DiffOp::Delete { session } => {
+                let id = self.sessions[session].id.clone();
+                let (r, _) = self.mutate(
+                    &format!("delete {id:?}"),
+                    session,
+                    |s| s.delete(&id),
+                    |()| "ok".into(),
+                    |_| None,
+                );
+                if r.is_ok() {
+                    let s = &mut self.sessions[session];
+                    s.seed = s.seed.wrapping_add(1);
+                    let fresh = LogGen::new(s.seed, s.policy, s.generator.shapes);
+                    let stats = s.generator.stats;
+                    s.generator = LogGen { stats, ..fresh };
+                    s.created = false;
+                    s.on_disk = false;
+                    s.stale = false;
+                    s.torn = false;
+                }
+            }
+            DiffOp::Reject { session, how } => self.reject(session, how),
+            DiffOp::ReadFrom { session, seq } => {
+                let id = self.sessions[session].id.clone();
+                self.stats.reads += 1;
+                let _ = self.read(
+                    &format!("read_from {id:?} {seq}"),
+                    |s| s.read_from(&id, seq),
+                    |e| events_key(e),
+                );
+            }
+            DiffOp::Check => self.check(),
+        }
+    }
+
+    fn after_repair(&mut self, session: usize, repaired: bool) {
+        if repaired {
+            self.stats.repairs += 1;
+            self.sessions[session].stale = true;
+            self.sessions[session].torn = false;
+        }
+    }
+
+    /// Continues a session whose stored log moved on without the generator
+    /// from what is stored: opening repairs a log a crash left open, in
+    /// both stores alike.
+    fn resync(&mut self, session: usize) {
+        if !self.sessions[session].stale {
+            return;
+        }
+        let id = self.sessions[session].id.clone();
+        // Continue from what is stored: opening repairs a log a crash
+        // left open, in both stores alike.
+        let (r, moved) = self.mutate(
+            &format!("resume {id:?}"),
+            session,
+            |s| s.resume(&id),
+            |r: &Receipt| format!("{r:?}"),
+            |_| None,
+        );
+        if moved {
+            self.stats.repairs += 1;
+            self.sessions[session].torn = false;
+        }
+        r.unwrap_or_else(|e| panic!("resume {id:?} failed on both: {e}"));
+        let stored = self
+            .read(
+                &format!("read_from {id:?} 0 to resume"),
+                |s| s.read_from(&id, 0),
+                |e| events_key(e),
+            )
+            .unwrap_or_else(|e| panic!("read_from {id:?} 0 failed on both: {e}"));
+        let s = &mut self.sessions[session];
+        s.seed = s.seed.wrapping_add(1);
+        s.generator = s.generator.resume(s.seed, &stored);
+        s.stale = false;
+        s.created = true;
+    }
+
+    fn reject(&mut self, session: usize, how: u8) {
+        self.resync(session);
+        let id = self.sessions[session].id.clone();
+        let next = self.sessions[session].generator.next_seq();
+        let turn = self.sessions[session].generator.turn;
+        let event = |t: &str, seq: u64, data: &str| Event::new(t, seq, 1, data).expect("valid");
+        let batch = match how % 3 {
+            0 => vec![event("plugin/x", next + 1, "{}")],
+            1 => vec![event("plugin/x", next.checked_sub(1).unwrap_or(3), "{}")],
+            _ => vec![
+                event("plugin/x", next, "{}"),
+                event(
+                    "step/end",
+                    next + 1,
+                    &format!(r#"{{"turn":{},"step":999}}"#, turn + 7),
+                ),
+            ],
+        };
+        let (r, _) = self.mutate(
+            &format!("reject {id:?} {how}"),
+            session,
+            |s| s.append(&id, &batch),
+            |r| format!("{r:?}"),
+            |_| Some(false),
+        );
+        if r.is_ok() {
+            panic!(
+                "both stores accepted a batch they must refuse: {}",
+                events_key(&batch)
+            );
+        }
+    }
+
+    fn append(&mut self, session: usize, events: usize) {
+        let id = self.sessions[session].id.clone();
+        if events == 0 {
+            // A no-op that reports where appends continue.
+            let _ = self.mutate(
+                &format!("append {id:?} nothing"),
+                session,
+                |s| s.append(&id, &[]),
+                |r| format!("{r:?}"),
+                |_| Some(false),
+            );
+            return;
+        }
+        self.resync(session);
+        if !self.sessions[session].created && !self.sessions[session].on_disk {
+            let header = self.sessions[session].header.clone();
+            let policy = self.sessions[session].policy;
+            let (r, _) = self.mutate(
+                &format!("create {id:?}"),
+                session,
+                |s| s.create_with_policy(header.clone(), policy),
+                |()| "ok".into(),
+                |_| Some(false),
+            );
+            r.unwrap_or_else(|e| panic!("create {id:?} failed on both: {e}"));
+            self.sessions[session].created = true;
+        }
+        let batch = self.sessions[session].generator.batch(events);
+        let n = batch.len() as u64;
+        let (r, _) = self.mutate(
+            &format!(
+                "append {id:?} seqs {}..{}",
+                batch[0].seq(),
+                batch[0].seq() + n
+            ),
+            session,
+            |s| s.append(&id, &batch),
+            |r| format!("{r:?}"),
+            |_| Some(true),
+        );
+        if let Err(e) = r {
+            panic!(
+                "a generated batch was refused by both stores: {e}\n{}",
+                events_key(&batch)
+            );
+        }
+        self.stats.batches += 1;
+        self.stats.events += n;
+        let s = &mut self.sessions[session];
+        s.on_disk = true;
+        s.created = true;
+    }
+
+    /// Drops both stores without closing anything (a crash) and opens fresh
+    /// ones over the same storage.
+    pub fn reopen(&mut self) {
+        self.stats.reopens += 1;
+        let scratch = &self.scratch.0;
+        // The old stores go first: their writer locks are released.
+        let placeholder = (Store::in_memory(), Store::in_memory());
+        drop(std::mem::replace(&mut self.wal, placeholder.0));
+        drop(std::mem::replace(&mut self.sqlite, placeholder.1));
+        let (wal, sqlite) = open_stores(scratch, self.wal_options, &self.sqlite_options);
+        self.wal = wal;
+        self.sqlite = sqlite;
+        for s in &mut self.sessions {
+            s.created = false;
+            s.stale = s.on_disk;
+        }
+    }
+
+    fn tear(&mut self, session: usize, how: TornTail) {
+        let id = self.sessions[session].id.clone();
+        // The crash: both stores dropped, then the damage, then fresh ones.
+        let placeholder = (Store::in_memory(), Store::in_memory());
+        drop(std::mem::replace(&mut self.wal, placeholder.0));
+        drop(std::mem::replace(&mut self.sqlite, placeholder.1));
+        if self.sessions[session].on_disk && !self.sessions[session].torn {
+            self.sessions[session].torn = true;
+            self.stats.tears += 1;
+            let events = stored_events(&self.sqlite_path(), &id).len() as u64;
+            let synthetic = wal_synthetic_tail(&self.wal_dir(), &id, events);
+            let how = match how {
+                // SQLite cannot cut a row short in a way a crash would; the
+                // WAL's last record, if recovery wrote it, is the end of a
+                // repair, which SQLite commits whole or not at all.
+                TornTail::CutLast
+                    if synthetic.0 || !last_row_is_scalar(&self.sqlite_path(), &id) =>
+                {
+                    TornTail::PartialNext
+                }
+                // A crash inside a repair leaves the WAL with some of its
+                // closers (recovery redoes the repair: an interrupted
+                // repair); SQLite commits a repair whole or not at all. Cut
+                // before a partial repair, as if it never ran.
+                TornTail::DropLast(k) => {
+                    let mut keep = events.saturating_sub(u64::from(k));
+                    while keep > 0 && synthetic.1.get(keep as usize - 1) == Some(&true) {
+                        keep -= 1;
+                    }
+                    TornTail::DropLast(u8::try_from(events - keep).unwrap_or(u8::MAX))
+                }
+                other => other,
+            };
+            self.log.push(format!("  tear {id:?} as {how:?}"));
+            tear_wal(&self.wal_dir(), &id, how, events);
+            tear_sqlite(&self.sqlite_path(), &id, how, events);
+            // Cutting at a record boundary leaves nothing torn behind.
+            self.sessions[session].torn = !matches!(how, TornTail::DropLast(_));
+        }
+        self.reopen();
+        self.check();
+    }
+
+    /// Compares everything a reader can see, for every session: `inspect`,
+    /// `view`, `read_from` at every seq from 0 to length+1, the revision
+    /// (reads never move it), and `list`.
+    pub fn check(&mut self) {
+        self.stats.checks += 1;
+        for i in 0..self.sessions.len() {
+            let id = self.sessions[i].id.clone();
+            self.check_session(&id);
+        }
+        let _ = self.read(
+            "list",
+            |s| s.list(),
+            |list| {
+                let mut rows: Vec<String> = list.iter().map(summary_key).collect();
+                rows.sort();
+                rows.join("\n")
+            },
+        );
+        self.count_packed();
+    }
+
+    fn check_session(&mut self, id: &str) {
+        let inspected = self.read(&format!("inspect {id:?}"), |s| s.inspect(id), view_key);
+        // `view` reads in place; it must show what `inspect` shows.
+        let wal_view = self.wal.view(id);
+        let sqlite_view = self.sqlite.view(id);
+        let show_view = |v: &crate::view::LogView| {
+            let events: Vec<Event> = v.iter().map(|e| e.to_event()).collect();
+            format!(
+                "header={} stored={} state={}\n{}",
+                v.header().to_json(),
+                v.stored(),
+                v.state(),
+                events_key(&events)
+            )
+        };
+        let wal_shown = key(&wal_view, show_view);
+        self.same(
+            &format!("view {id:?}"),
+            wal_shown.clone(),
+            key(&sqlite_view, show_view),
+        );
+        if let Ok(v) = &inspected {
+            let from_inspect = format!(
+                "header={} stored={} state={}\n{}",
+                v.header.to_json(),
+                v.stored,
+                v.state,
+                events_key(&v.events)
+            );
+            if from_inspect != wal_shown {
+                self.fail(
+                    &format!("view {id:?} differs from inspect (both backends alike)"),
+                    &wal_shown,
+                    &from_inspect,
+                );
+            }
+        }
+        let stored = inspected.as_ref().map_or(0, |v| v.stored);
+        let mut seqs = self.sweep.seqs(stored);
+        if seqs.len() as u64 != stored + 2 {
+            seqs.extend(packed_edges(&self.sqlite_path(), id, stored));
+            seqs.sort_unstable();
+            seqs.dedup();
+        }
+        for seq in seqs {
+            self.stats.reads += 1;
+            let _ = self.read(
+                &format!("read_from {id:?} {seq}"),
+                |s| s.read_from(id, seq),
+                |e| events_key(e),
+            );
+        }
+    }
+
+    fn count_packed(&mut self) {
+        let Ok(conn) = rusqlite::Connection::open(self.sqlite_path()) else {
+            return;
+        };
+        let mut packed = [0; 3];
+        for (i, tag) in TAGS.iter().enumerate() {
+            packed[i] = conn
+                .query_row(
+                    "SELECT count(*) FROM events WHERE ignorable = 0 AND type = ?1",
+                    [tag],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap_or(0) as u64;
+        }
+        // A packed row holds the seqs up to the next row's.
+        // What the packed rows hold, as the codec decodes them.
+        use crate::backend::sqlite::codec::{ROW_COLUMNS, RowIn, decode_row};
+        let members: u64 = conn
+            .prepare(&format!(
+                "SELECT {ROW_COLUMNS} FROM events WHERE ignorable = 0"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([], RowIn::from_row)?
+                    .collect::<rusqlite::Result<Vec<RowIn>>>()
+            })
+            .unwrap_or_default()
+            .iter()
+            .map(|row| decode_row(row).map_or(0, |m| m.len() as u64))
+            .sum();
+        for (most, now) in self.stats.packed_rows.iter_mut().zip(packed) {
+            *most = (*most).max(now);
+        }
+        self.stats.packed_members = self.stats.packed_members.max(members);
+    }
+
+    /// The end of every run: compare; crash and compare; recover every
+    /// session (alternating `recover` and `load`) and compare; append more
+    /// to each; crash once more and compare. Returns the counts.
+    pub fn finish(mut self) -> DiffStats {
+        self.check();
+        self.apply(&DiffOp::Reopen);
+        for i in 0..self.sessions.len() {
+            let op = if i % 2 == 0 {
+                DiffOp::Recover {
+                    session: i,
+                    dry_run: false,
+                }
+            } else {
+                DiffOp::Load { session: i }
+            };
+            self.apply(&op);
+        }
+        self.check();
+        for i in 0..self.sessions.len() {
+            let n = 1 + self.rng.below(40) as usize;
+            self.apply(&DiffOp::Append {
+                session: i,
+                events: n,
+            });
+        }
+        self.apply(&DiffOp::Reopen);
+        for s in &self.sessions {
+            self.stats.generated.add(&s.generator.stats);
+        }
+        self.stats
+    }
+}
+
+fn open_stores(root: &Path, wal: StoreOptions, sqlite: &SqliteOptions) -> (Store, Store) {
+    let wal = Store::open_with_options(root.join("wal"), wal).expect("the WAL store opens");
+    let sqlite = Store::open_sqlite(
+        root.join("sessions.db"),
+        sqlite.clone(),
+        StoreOptions::default(),
+    )
+    .expect("the SQLite store opens");
+    (wal, sqlite)
+}
+
+/// Of the WAL log of `id`: whether its last record was written by a
+/// repair, and for each record whether cutting the log right after it
+/// would leave part of a repair (a synthetic closer other than the final
+/// `turn/end`) at the end.
+fn wal_synthetic_tail(root: &Path, id: &str, events: u64) -> (bool, Vec<bool>) {
+    use crate::backend::wal::format::{TRAILER_LEN, parse_head};
+    use crate::event::EventKind;
+    let path = WalBackend::open(root).expect("the WAL store").log_path(id);
+    let bytes = std::fs::read(&path).expect("the WAL log");
+    let mut heads = Vec::new();
+    let mut end = bytes.len();
+    // Walk back over the records: each ends with its length.
+    for _ in 0..events {
+        let len =
+            u32::from_le_bytes(bytes[end - TRAILER_LEN..end].try_into().expect("4 bytes")) as usize;
+        let head = parse_head(&bytes[end - len..end]).expect("a valid record");
+        heads.push(head);
+        end -= len;
+    }
+    heads.reverse();
+    let last = heads.last().is_some_and(|h| h.synthetic());
+    let partial = heads
+        .iter()
+        .map(|h| h.synthetic() && h.event_kind() != EventKind::TurnEnd)
+        .collect();
+    (last, partial)
+}
+
+/// Every seq within one of where a packed row of `id` starts or ends (up
+/// to `stored + 1`).
+fn packed_edges(db: &Path, id: &str, stored: u64) -> Vec<u64> {
+    let Ok(conn) = rusqlite::Connection::open(db) else {
+        return Vec::new();
+    };
+    let rows: Vec<(i64, bool)> = conn
+        .prepare("SELECT seq, ignorable IS 0 FROM events WHERE session_id = ?1 ORDER BY seq")
+        .and_then(|mut stmt| {
+            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .unwrap_or_default();
+    let mut edges = Vec::new();
+    for (i, &(seq, packed)) in rows.iter().enumerate() {
+        if !packed {
+            continue;
+        }
+        let end = rows.get(i + 1).map_or(stored as i64, |r| r.0);
+        for at in [seq, end] {
+            edges.extend((at - 1..=at + 1).filter(|&s| s >= 0 && s as u64 <= stored + 1));
+        }
+    }
+    edges.into_iter().map(|s| s as u64).collect()
+}
+
+fn last_row_is_scalar(db: &Path, id: &str) -> bool {
+    let conn = rusqlite::Connection::open(db).expect("the database opens");
+    conn.query_row(
+        "SELECT ignorable IS NOT 0 FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+        [id],
+        |r| r.get::<_, bool>(0),
+    )
+    .unwrap_or(false)
+}
+
+/// The stored events of `id`, read through a fresh SQLite store.
+fn stored_events(db: &Path, id: &str) -> Vec<Event> {
+    Store::open_sqlite(db, SqliteOptions::default(), StoreOptions::default())
+        .and_then(|s| s.read_from(id, 0))
+        .expect("the session reads")
+}
+
+/// Leaves a torn tail in the WAL log of `id`, which holds `events` events.
+fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
+    let path = WalBackend::open(root).expect("the WAL store").log_path(id);
+    let mut bytes = std::fs::read(&path).expect("the WAL log");
+    let n = bytes.len();
+    // Every record ends with its own length.
+    let record_len =
+        |end: usize| u32::from_le_bytes(bytes[end - 4..end].try_into().expect("4 bytes")) as usize;
+    let last = record_len(n);
+    match how {
+        TornTail::PartialNext => {
+            let half = bytes[n - last..n - last / 2].to_vec();
+            bytes.extend_from_slice(&half);
+        }
+        TornTail::CutLast => bytes.truncate(n - last / 2),
+        TornTail::DropLast(k) => {
+            let mut end = n;
+            for _ in 0..u64::from(k).min(events) {
+                end -= record_len(end);
+            }
+            bytes.truncate(end);
+        }
+    }
+    std::fs::write(&path, bytes).expect("the WAL log is writable");
+}
+
+/// Leaves a torn tail in the SQLite rows of `id`, which holds `events`
+/// events.
+fn tear_sqlite(db: &Path, id: &str, how: TornTail, events: u64) {
+    let conn = rusqlite::Connection::open(db).expect("the database opens");
+    let last: i64 = conn
+        .query_row(
+            "SELECT max(seq) FROM events WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("the session has rows");
+    match how {
+        TornTail::PartialNext => {
+            // Rows hold whole events, so the next seq is one past the
+            // last row's members.
+            let next = (events as i64).max(last + 1);
+            conn.execute(
+                "INSERT INTO events (session_id, seq, type, time, data) VALUES (?1, ?2, 'assistant/chunk', ?3, ?4)",
+                rusqlite::params![id, next, 7, r#"{"turn":1,"step":1,"chunk":{"type":"text-de"#],
+            )
+            .expect("the torn row inserts");
+        }
+        TornTail::CutLast => {
+            let data: rusqlite::types::Value = conn
+                .query_row(
+                    "SELECT data FROM events WHERE session_id = ?1 AND seq = ?2",
+                    rusqlite::params![id, last],
+                    |r| r.get(0),
+                )
+                .expect("the last row");
+            let cut = match data {
+                rusqlite::types::Value::Text(t) => {
+                    let mut end = t.len() / 2;
+                    while !t.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    rusqlite::types::Value::Text(t[..end].to_owned())
+                }
+                rusqlite::types::Value::Blob(b) => {
+                    rusqlite::types::Value::Blob(b[..b.len() / 2].to_vec())
+                }
+                other => other,
+            };
+            conn.execute(
+                "UPDATE events SET data = ?3 WHERE session_id = ?1 AND seq = ?2",
+                rusqlite::params![id, last, cut],
+            )
+            .expect("the torn row updates");
+        }
+        TornTail::DropLast(k) => {
+            use crate::backend::sqlite::codec::{self, Data, ROW_COLUMNS, RowIn};
+            let keep = events - u64::from(k).min(events);
+            // The row that holds seq `keep - 1`, if it is packed and runs
+            // past the cut, is replaced by rows of its kept members.
+            let straddling: Option<RowIn> = conn
+                .query_row(
+                    &format!(
+                        "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq < ?2 \
+                         ORDER BY seq DESC LIMIT 1"
+                    ),
+                    rusqlite::params![id, keep as i64],
+                    RowIn::from_row,
+                )
+                .ok();
+            let mut from = keep as i64;
+            let mut reinsert = Vec::new();
+            if let Some(row) = straddling.filter(RowIn::is_packed) {
+                let members = codec::decode_row(&row).expect("a stored packed row decodes");
+                let kept: Vec<Event> = members.into_iter().filter(|e| e.seq() < keep).collect();
+                from = row.seq_key();
+                reinsert = codec::encode_batch(&kept).expect("kept members encode");
+            }
+            conn.execute(
+                "DELETE FROM events WHERE session_id = ?1 AND seq >= ?2",
+                rusqlite::params![id, from],
+            )
+            .expect("the rows delete");
+            for row in reinsert {
+                let data = match row.data {
+                    Data::Text(t) => rusqlite::types::Value::Text(t),
+                    Data::Blob(b) => rusqlite::types::Value::Blob(b),
+                };
+                conn.execute(
+                    "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, \
+                     surface_op, ignorable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    rusqlite::params![
+                        id,
+                        row.seq as i64,
+                        row.event_type,
+                        row.time,
+                        data,
+                        row.source_event_seqs,
+                        row.surface_op,
+                        row.ignorable
+                    ],
+                )
+                .expect("the kept members insert");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The fuzz entry
+// ---------------------------------------------------------------------------
+
+/// Decodes an operation sequence from arbitrary bytes (at most `limit` ops)
+/// for `sessions` sessions. Every byte string decodes to something.
+pub fn decode(bytes: &[u8], sessions: usize, limit: usize) -> Vec<DiffOp> {
+    let mut ops = Vec::new();
+    let mut it = bytes.iter().copied();
+    let arg = |it: &mut dyn Iterator<Item = u8>| it.next().unwrap_or(0);
+    while ops.len() < limit {
+        let Some(code) = it.next() else { break };
+        let session = (code >> 4) as usize % sessions;
+        let op = match code % 16 {
+            0..=6 => DiffOp::Append {
+                session,
+                events: 1 + arg(&mut it) as usize % 48,
+            },
+            7 => DiffOp::Flush { session },
+            8 => DiffOp::Close { session },
+            9 => DiffOp::Reopen,
+            10 => DiffOp::Tear {
+                session,
+                how: match arg(&mut it) {
+                    a if a % 4 == 0 => TornTail::PartialNext,
+                    a if a % 4 == 1 => TornTail::CutLast,
+                    a => TornTail::DropLast(a / 4),
+                },
+            },
+            11 => DiffOp::Recover {
+                session,
+                dry_run: arg(&mut it) % 2 == 0,
+            },
+            12 => DiffOp::Load { session },
+            13 => DiffOp::Delete { session },
+            14 => DiffOp::ReadFrom {
+                session,
+                seq: u64::from(arg(&mut it)),
+            },
+            _ => match arg(&mut it) {
+                a if a < 64 => DiffOp::Append { session, events: 0 },
+                a if a < 160 => DiffOp::Reject { session, how: a },
+                _ => DiffOp::Check,
+            },
+        };
+        ops.push(op);
+    }
+    ops
+}
+
+/// Encodes ops the way [`decode`] reads them (for seed inputs). Panics on
+/// an op outside what the encoding carries: a session above 15, an append
+/// of more than 48 events, `DropLast` of more than 63, a read past seq 255,
+/// a `Reject` whose `how` is outside 64..160.
+pub fn encode(ops: &[DiffOp]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let code = |session: usize, op: u8| {
+        assert!(session < 16, "session {session} does not fit");
+        (session as u8) << 4 | op
+    };
+    for op in ops {
+        match *op {
+            DiffOp::Append { session, events: 0 } => out.extend([code(session, 15), 0]),
+            DiffOp::Append { session, events } => {
+                assert!(events <= 48, "an append of {events} events does not fit");
+                out.extend([code(session, 0), events as u8 - 1]);
+            }
+            DiffOp::Flush { session } => out.push(code(session, 7)),
+            DiffOp::Close { session } => out.push(code(session, 8)),
+            DiffOp::Reopen => out.push(9),
+            DiffOp::Tear { session, how } => {
+                let arg = match how {
+                    TornTail::PartialNext => 0,
+                    TornTail::CutLast => 1,
+                    TornTail::DropLast(n) => {
+                        assert!(n <= 63, "DropLast({n}) does not fit");
+                        n * 4 + 2
+                    }
+                };
+                out.extend([code(session, 10), arg]);
+            }
+            DiffOp::Recover { session, dry_run } => {
+                out.extend([code(session, 11), u8::from(!dry_run)]);
+            }
+            DiffOp::Load { session } => out.push(code(session, 12)),
+            DiffOp::Delete { session } => out.push(code(session, 13)),
+            DiffOp::ReadFrom { session, seq } => {
+                let seq = u8::try_from(seq).expect("a read from seq 0..=255");
+                out.extend([code(session, 14), seq]);
+            }
+            DiffOp::Reject { session, how } => {
+                assert!((64..160).contains(&how), "Reject how {how} does not fit");
+                out.extend([code(session, 15), how]);
+            }
+            DiffOp::Check => out.extend([15, 255]),
+        }
+    }
+    out
+}
+
+/// The fuzz entry for the differential target: the first byte picks the
+/// number of sessions (1 or 2) and their policies, the second the seed of
+/// the generated content; the rest decodes to up to 32 operations, run
+/// against a WAL store and a SQLite store, then [`Differential::finish`].
+/// Panics on a divergence.
+pub fn fuzz_differential(bytes: &[u8]) {
+    let head = bytes.first().copied().unwrap_or(0);
+    let seed = bytes.get(1).copied().unwrap_or(0);
+    let rest = bytes.get(2..).unwrap_or(&[]);
+    let policy = |bit: u8| {
+        if head & bit == 0 {
+            Policy::Strict
+        } else {
+            Policy::Lenient
+        }
+    };
+    let policies: Vec<Policy> = if head & 1 == 0 {
+        vec![policy(2)]
+    } else {
+        vec![policy(2), policy(4)]
+    };
+    let ops = decode(rest, policies.len(), 32);
+    let mut run = Differential::new(&Config {
+        seed: u64::from(seed),
+        policies,
+        shapes: Shapes::default(),
+        durable: false,
+        sweep: Sweep::AtMost(64),
+    });
+    for op in &ops {
+        run.apply(op);
+    }
+    run.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_logs_obey_the_contract() {
+        for seed in 0..40 {
+            for policy in [Policy::Strict, Policy::Lenient] {
+                let shapes = Shapes {
+                    long_runs: if seed % 8 == 0 { 20 } else { 0 },
+                    huge_runs: 0,
+                };
+                let mut g = LogGen::new(seed, policy, shapes);
+                let log = g.batch(600);
+                Tracker::new(policy).accept_batch(&log).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn every_byte_string_decodes() {
+        assert!(decode(&[], 2, 32).is_empty());
+        let ops = decode(
+            &[
+                0x10, 5, 7, 9, 10, 1, 10, 0, 10, 30, 11, 0, 12, 13, 14, 200, 15, 0, 15, 64, 15,
+                200, 15,
+            ],
+            2,
+            32,
+        );
+        assert_eq!(
+            ops,
+            [
+                DiffOp::Append {
+                    session: 1,
+                    events: 6
+                },
+                DiffOp::Flush { session: 0 },
+                DiffOp::Reopen,
+                DiffOp::Tear {
+                    session: 0,
+                    how: TornTail::CutLast
+                },
+                DiffOp::Tear {
+                    session: 0,
+                    how: TornTail::PartialNext
+                },
+                DiffOp::Tear {
+                    session: 0,
+                    how: TornTail::DropLast(7)
+                },
+                DiffOp::Recover {
+                    session: 0,
+                    dry_run: true
+                },
+                DiffOp::Load { session: 0 },
+                DiffOp::Delete { session: 0 },
+                DiffOp::ReadFrom {
+                    session: 0,
+                    seq: 200
+                },
+                DiffOp::Append {
+                    session: 0,
+                    events: 0
+                },
+                DiffOp::Reject {
+                    session: 0,
+                    how: 64
+                },
+                DiffOp::Check,
+                DiffOp::Append {
+                    session: 0,
+                    events: 0
+                },
+            ]
+        );
+        // At most `limit` ops.
+        assert_eq!(decode(&[9; 100], 1, 32).len(), 32);
+        // The encoding round-trips.
+        let every = [
+            DiffOp::Append {
+                session: 1,
+                events: 48,
+            },
+            DiffOp::Append {
+                session: 0,
+                events: 1,
+            },
+            DiffOp::Append {
+                session: 2,
+                events: 0,
+            },
+            DiffOp::Flush { session: 1 },
+            DiffOp::Close { session: 2 },
+            DiffOp::Reopen,
+            DiffOp::Tear {
+                session: 0,
+                how: TornTail::PartialNext,
+            },
+            DiffOp::Tear {
+                session: 1,
+                how: TornTail::CutLast,
+            },
+            DiffOp::Tear {
+                session: 2,
+                how: TornTail::DropLast(63),
+            },
+            DiffOp::Tear {
+                session: 2,
+                how: TornTail::DropLast(0),
+            },
+            DiffOp::Recover {
+                session: 0,
+                dry_run: true,
+            },
+            DiffOp::Recover {
+                session: 1,
+                dry_run: false,
+            },
+            DiffOp::Load { session: 2 },
+            DiffOp::Delete { session: 1 },
+            DiffOp::ReadFrom {
+                session: 0,
+                seq: 255,
+            },
+            DiffOp::Reject {
+                session: 1,
+                how: 64,
+            },
+            DiffOp::Reject {
+                session: 2,
+                how: 159,
+            },
+            DiffOp::Check,
+        ];
+        assert_eq!(decode(&encode(&every), 3, 64), every);
+    }
+
+    #[test]
+    fn sweeps() {
+        assert_eq!(Sweep::Every.seqs(3), [0, 1, 2, 3, 4]);
+        assert_eq!(Sweep::AtMost(64).seqs(62), (0..64).collect::<Vec<_>>());
+        let sampled = Sweep::AtMost(20).seqs(1000);
+        assert_eq!(
+            sampled,
+            [
+                0, 1, 2, 3, 4, 5, 6, 7, 205, 402, 599, 796, 994, 995, 996, 997, 998, 999, 1000,
+                1001
+            ]
+        );
+    }
+}

@@ -1,0 +1,258 @@
+//! The WAL and SQLite backends must be indistinguishable through the
+//! `Store` (issue 5, "a differential property test"). Every case runs one
+//! history against a native WAL store and a SQLite store side by side
+//! (`turnwal::crashlab::differential`, which the `differential` fuzz target
+//! shares) and requires, after every operation, the same answer from both:
+//!
+//! - appends, flushes, closes, recoveries (dry and committed), loads,
+//!   deletes, refused batches: the same result or error, and each
+//!   session's revision moving in lockstep (on every append and repair,
+//!   never on a refused batch, never for another session);
+//! - at every check (each reopen, each torn tail, the end): `inspect`,
+//!   `view` (which must also equal `inspect`), `list` (every field but the
+//!   byte size; of a torn session's `problem`, the reason code), and
+//!   `read_from` at every seq from 0 to length+1, none of which may move a
+//!   revision.
+//!
+//! Events are compared whole: type, seq, time, the exact `data` bytes,
+//! `ignorable`, `sourceEventSeqs`, `surfaceOp` and their key order.
+//!
+//! The logs are random and valid: `assistant/chunk` runs of every packed
+//! kind (text, reasoning, tool-call deltas) and length (1, 2, 3, up to 115,
+//! and in `long_runs_and_huge_members` 1,024 to 2,123 and members over the
+//! 1 MiB row bound), deltas that must stay scalar rows, run breaks, tool
+//! calls and results (some in the closers' own shape), ignorable and plain
+//! events named `text-chunks`/`reasoning-chunks`/`tool-call-chunks`,
+//! decreasing times and jumps past the safe integers, `surfaceOp` and
+//! `sourceEventSeqs` in both key orders, open final turns; split into
+//! random batches (a run split across batches packs separately in SQLite),
+//! over 1 to 3 sessions, Strict and Lenient.
+//!
+//! Crashes are fresh `Store`s over the same storage; torn tails are written
+//! into each backend's own storage (a partial next record / row, the last
+//! event cut short, the last events of a batch never written).
+//!
+//! `TURNWAL_DIFF_CASES=N` runs N random cases instead of 16 (the seeds are
+//! random per run; proptest prints a failing case's ops and seed).
+
+use proptest::prelude::*;
+use turnwal::Policy;
+use turnwal::crashlab::differential::{
+    Config, DiffOp, DiffStats, Differential, Shapes, Sweep, TornTail,
+};
+
+fn run(config: &Config, ops: &[DiffOp]) -> DiffStats {
+    let mut d = Differential::new(config);
+    for op in ops {
+        d.apply(op);
+    }
+    d.finish()
+}
+
+fn app(session: usize, events: usize) -> DiffOp {
+    DiffOp::Append { session, events }
+}
+
+/// A fixed history over three sessions (Strict, Lenient, Strict) that
+/// takes every operation, with the durable settings (WAL fsync per batch,
+/// SQLite `synchronous = FULL`).
+#[test]
+fn fixed_seed_history() {
+    use DiffOp::*;
+    let config = Config {
+        seed: 19,
+        policies: vec![Policy::Strict, Policy::Lenient, Policy::Strict],
+        shapes: Shapes::default(),
+        durable: true,
+        sweep: Sweep::Every,
+    };
+    let ops = [
+        // Partitions of 1, 2, 3 and more, interleaved across sessions.
+        app(0, 1),
+        app(0, 2),
+        app(0, 3),
+        app(1, 40),
+        app(0, 37),
+        app(2, 5),
+        app(1, 1),
+        app(2, 64),
+        Check,
+        Flush { session: 0 },
+        Close { session: 1 },
+        app(1, 9),
+        ReadFrom { session: 0, seq: 0 },
+        ReadFrom {
+            session: 0,
+            seq: 43,
+        },
+        ReadFrom {
+            session: 0,
+            seq: 10_000,
+        },
+        // A crash with turns open, then more appends (repairing first).
+        Reopen,
+        app(0, 21),
+        app(1, 2),
+        Recover {
+            session: 2,
+            dry_run: true,
+        },
+        Recover {
+            session: 2,
+            dry_run: false,
+        },
+        app(2, 30),
+        // Every torn tail, each recovered a different way.
+        Tear {
+            session: 0,
+            how: TornTail::PartialNext,
+        },
+        Recover {
+            session: 0,
+            dry_run: true,
+        },
+        Load { session: 0 },
+        Tear {
+            session: 1,
+            how: TornTail::CutLast,
+        },
+        app(1, 12),
+        Tear {
+            session: 2,
+            how: TornTail::DropLast(7),
+        },
+        Flush { session: 2 },
+        app(2, 18),
+        // Refused batches change nothing; an empty one reports.
+        Reject { session: 0, how: 0 },
+        Reject { session: 1, how: 1 },
+        Reject { session: 2, how: 2 },
+        app(2, 0),
+        // Deleted and created again (a new incarnation).
+        Delete { session: 1 },
+        Check,
+        app(1, 25),
+        app(0, 50),
+        app(1, 3),
+    ];
+    let stats = run(&config, &ops);
+    eprintln!("fixed_seed_history: {stats:?}");
+
+    // The history is fixed: these are its counts (finish adds 8 ops and
+    // 4 checks; each torn tail is a crash).
+    assert_eq!(stats.ops, ops.len() as u64 + 8, "{stats:?}");
+    assert_eq!(
+        (stats.reopens, stats.tears, stats.checks),
+        (6, 3, 10),
+        "{stats:?}"
+    );
+    // The history reached what it is for.
+    let g = &stats.generated;
+    for (kind, runs) in ["text", "reasoning", "tool-call"].iter().zip(&g.runs) {
+        assert!(runs[..4].iter().all(|&n| n > 0), "{kind} runs {runs:?}");
+    }
+    assert!(stats.packed_rows.iter().all(|&n| n > 0), "{stats:?}");
+    assert!(g.both_orders.iter().all(|&n| n > 0), "{g:?}");
+    assert!(g.unpackable > 0 && g.tag_named > 0, "{g:?}");
+    assert!(g.closer_shaped > 0 && g.decreasing_times > 0, "{g:?}");
+    assert!(stats.repairs > 0 && stats.closers > 0, "{stats:?}");
+}
+
+/// Runs of 1,024 members and more (split into rows of at most 1,024) and
+/// members of 250 to 450 KiB (rows cut at 1 MiB, members that fit in no row
+/// of three stored alone), split across batches, crashed and torn. Reading
+/// such a log at every seq costs seconds, so `read_from` runs at every seq
+/// once, after the first crash; the other checks read at 256 seqs spread
+/// over the log plus every seq next to where a packed row starts or ends.
+#[test]
+fn long_runs_and_huge_members() {
+    use DiffOp::*;
+    let config = Config {
+        seed: 0x10_2410,
+        policies: vec![Policy::Strict, Policy::Strict],
+        shapes: Shapes {
+            long_runs: 35,
+            huge_runs: 8,
+        },
+        durable: false,
+        sweep: Sweep::AtMost(256),
+    };
+    let mut d = Differential::new(&config);
+    for op in [app(0, 48), app(1, 30), app(0, 700), app(1, 40), app(0, 333)] {
+        d.apply(&op);
+    }
+    d.set_sweep(Sweep::Every);
+    d.apply(&Reopen);
+    d.set_sweep(Sweep::AtMost(256));
+    d.apply(&Tear {
+        session: 0,
+        how: TornTail::DropLast(5),
+    });
+    d.apply(&app(0, 40));
+    let stats = d.finish();
+    eprintln!("long_runs_and_huge_members: {stats:?}");
+    let g = &stats.generated;
+    assert!(g.runs.iter().any(|r| r[4] > 0), "{g:?}");
+    assert!(g.huge_runs > 0, "{g:?}");
+    assert!(stats.packed_members >= 1_024, "{stats:?}");
+}
+
+fn op(sessions: usize) -> impl Strategy<Value = DiffOp> {
+    let s = 0..sessions;
+    prop_oneof![
+        14 => (s.clone(), 0..40usize).prop_map(|(session, events)| DiffOp::Append { session, events }),
+        1 => s.clone().prop_map(|session| DiffOp::Flush { session }),
+        1 => s.clone().prop_map(|session| DiffOp::Close { session }),
+        1 => Just(DiffOp::Reopen),
+        1 => (s.clone(), 0..3u8, 0..40u8).prop_map(|(session, kind, n)| DiffOp::Tear {
+            session,
+            how: match kind {
+                0 => TornTail::CutLast,
+                1 => TornTail::PartialNext,
+                _ => TornTail::DropLast(n),
+            },
+        }),
+        1 => (s.clone(), any::<bool>()).prop_map(|(session, dry_run)| DiffOp::Recover { session, dry_run }),
+        1 => s.clone().prop_map(|session| DiffOp::Load { session }),
+        1 => s.clone().prop_map(|session| DiffOp::Delete { session }),
+        1 => (s.clone(), any::<u8>()).prop_map(|(session, how)| DiffOp::Reject { session, how }),
+        1 => (s, 0..300u64).prop_map(|(session, seq)| DiffOp::ReadFrom { session, seq }),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (Config, Vec<DiffOp>)> {
+    (any::<u64>(), prop::collection::vec(any::<bool>(), 1..=3)).prop_flat_map(|(seed, lenient)| {
+        let policies: Vec<Policy> = lenient
+            .iter()
+            .map(|&l| if l { Policy::Lenient } else { Policy::Strict })
+            .collect();
+        let n = policies.len();
+        let config = Config {
+            seed,
+            policies,
+            shapes: Shapes::default(),
+            durable: false,
+            sweep: Sweep::Every,
+        };
+        (Just(config), prop::collection::vec(op(n), 4..24))
+    })
+}
+
+fn cases() -> u32 {
+    std::env::var("TURNWAL_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// Random seeds, sessions, policies and operation sequences.
+    #[test]
+    fn random_histories((config, ops) in case()) {
+        let stats = run(&config, &ops);
+        eprintln!("random_histories: {} sessions, {} ops: {stats:?}", config.policies.len(), ops.len());
+        prop_assert!(stats.checks >= 4);
+    }
+}
