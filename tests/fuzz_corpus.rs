@@ -9,7 +9,7 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use turnwal::crashlab::{fuzz_decode, fuzz_scan, ops::fuzz_ops};
+use turnwal::crashlab::{differential::fuzz_differential, fuzz_decode, fuzz_scan, ops::fuzz_ops};
 
 /// The inputs of one target, sorted: seeds, then regressions.
 fn inputs(target: &str) -> Vec<PathBuf> {
@@ -84,4 +84,9 @@ fn ops_corpus_replays_clean() {
 #[test]
 fn decode_corpus_replays_clean() {
     replay("decode", fuzz_decode);
+}
+
+#[test]
+fn differential_corpus_replays_clean() {
+    replay("differential", fuzz_differential);
 }

@@ -1,4 +1,4 @@
-//! Writes the checked-in seed corpus of the three fuzz targets. Run it by
+//! Writes the checked-in seed corpus of the four fuzz targets. Run it by
 //! hand (never from `cargo test`) when the format or the op encoding
 //! changes, then review and commit the result:
 //!
@@ -15,7 +15,12 @@
 //!   ops: every op code, every fault kind and error, transient and
 //!   persistent, power cuts, short writes and every crash mode, under each
 //!   sync mode;
-//! - `decode/`: JSON lines for the event decoder and the append line parser.
+//! - `decode/`: JSON lines for the event decoder and the append line parser;
+//! - `differential/`: encoded operation sequences for the WAL-against-SQLite
+//!   target, checked to decode to the intended ops: appends in many
+//!   partitions, flush, close, crashes with open turns, every torn tail,
+//!   recovery (dry and committed), load, delete and re-create, refused
+//!   batches, reads past the end.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -651,6 +656,191 @@ fn decode_corpus(dir: &Path) {
     write(dir, "deep-nesting.json", deep.as_bytes());
 }
 
+fn differential_corpus(dir: &Path) {
+    use turnwal::crashlab::differential::{self, DiffOp::*, TornTail as How};
+    fs::create_dir_all(dir).unwrap();
+    let app = |session, events| Append { session, events };
+    // The first byte: bit 0 two sessions, bits 1 and 2 Lenient for each;
+    // the second byte: the content's seed.
+    let seeds: Vec<(&str, [u8; 2], Vec<differential::DiffOp>)> = vec![
+        (
+            "one-strict-session",
+            [0, 1],
+            vec![
+                app(0, 1),
+                app(0, 2),
+                app(0, 3),
+                app(0, 48),
+                app(0, 17),
+                Check,
+                app(0, 5),
+            ],
+        ),
+        (
+            "two-sessions-lenient",
+            [0b111, 2],
+            vec![
+                app(0, 9),
+                app(1, 30),
+                app(0, 48),
+                Flush { session: 1 },
+                app(1, 4),
+                Close { session: 0 },
+                app(0, 11),
+                Reopen,
+                app(1, 13),
+            ],
+        ),
+        (
+            "crash-in-open-turns",
+            [1, 3],
+            vec![
+                app(0, 20),
+                app(1, 7),
+                Reopen,
+                app(0, 6),
+                Reopen,
+                Recover {
+                    session: 1,
+                    dry_run: true,
+                },
+                app(1, 2),
+            ],
+        ),
+        (
+            "torn-partial-next",
+            [0, 4],
+            vec![
+                app(0, 40),
+                Tear {
+                    session: 0,
+                    how: How::PartialNext,
+                },
+                Recover {
+                    session: 0,
+                    dry_run: true,
+                },
+                Load { session: 0 },
+                app(0, 10),
+            ],
+        ),
+        (
+            "torn-cut-last",
+            [0, 5],
+            vec![
+                app(0, 33),
+                app(0, 3),
+                Tear {
+                    session: 0,
+                    how: How::CutLast,
+                },
+                app(0, 8),
+            ],
+        ),
+        (
+            "drop-last-batch-half",
+            [1, 6],
+            vec![
+                app(0, 48),
+                app(1, 25),
+                Tear {
+                    session: 0,
+                    how: How::DropLast(20),
+                },
+                Tear {
+                    session: 1,
+                    how: How::DropLast(3),
+                },
+                Recover {
+                    session: 0,
+                    dry_run: false,
+                },
+                Check,
+            ],
+        ),
+        (
+            "delete-and-recreate",
+            [0b11, 7],
+            vec![
+                app(0, 12),
+                app(1, 12),
+                Delete { session: 0 },
+                Check,
+                app(0, 12),
+                Reopen,
+                Delete { session: 1 },
+                app(1, 1),
+            ],
+        ),
+        (
+            "refused-batches",
+            [0, 8],
+            vec![
+                Reject {
+                    session: 0,
+                    how: 64,
+                },
+                app(0, 10),
+                Reject {
+                    session: 0,
+                    how: 65,
+                },
+                Reject {
+                    session: 0,
+                    how: 66,
+                },
+                app(0, 0),
+                Reopen,
+                Reject {
+                    session: 0,
+                    how: 67,
+                },
+                app(0, 1),
+            ],
+        ),
+        (
+            "reads-everywhere",
+            [0, 9],
+            vec![
+                app(0, 30),
+                ReadFrom { session: 0, seq: 0 },
+                ReadFrom {
+                    session: 0,
+                    seq: 29,
+                },
+                ReadFrom {
+                    session: 0,
+                    seq: 30,
+                },
+                ReadFrom {
+                    session: 0,
+                    seq: 31,
+                },
+                ReadFrom {
+                    session: 0,
+                    seq: 255,
+                },
+                Reopen,
+                ReadFrom {
+                    session: 0,
+                    seq: 15,
+                },
+            ],
+        ),
+    ];
+    for (name, head, list) in &seeds {
+        let mut bytes = head.to_vec();
+        bytes.extend(differential::encode(list));
+        let sessions = 1 + usize::from(head[0] & 1);
+        assert_eq!(
+            &differential::decode(&bytes[2..], sessions, 24),
+            list,
+            "{name} round-trips"
+        );
+        write(dir, &format!("{name}.bin"), &bytes);
+    }
+}
+
 fn main() {
     let out: PathBuf = std::env::args_os()
         .nth(1)
@@ -659,11 +849,16 @@ fn main() {
     scan_corpus(&out.join("scan"));
     ops_corpus(&out.join("ops"));
     decode_corpus(&out.join("decode"));
+    differential_corpus(&out.join("differential"));
     // Every seed runs clean through its target.
     for (target, f) in [
         ("scan", turnwal::crashlab::fuzz_scan as fn(&[u8])),
         ("ops", turnwal::crashlab::ops::fuzz_ops),
         ("decode", turnwal::crashlab::fuzz_decode),
+        (
+            "differential",
+            turnwal::crashlab::differential::fuzz_differential,
+        ),
     ] {
         let mut entries: Vec<_> = fs::read_dir(out.join(target))
             .unwrap()
