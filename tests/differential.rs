@@ -115,7 +115,7 @@ fn fixed_seed_history() {
         Load { session: 0 },
         Tear {
             session: 1,
-            how: TornTail::CutLast,
+            how: TornTail::CutLast(129),
         },
         app(1, 12),
         Tear {
@@ -208,12 +208,12 @@ fn op(sessions: usize) -> impl Strategy<Value = DiffOp> {
         1 => s.clone().prop_map(|session| DiffOp::Flush { session }),
         1 => s.clone().prop_map(|session| DiffOp::Close { session }),
         1 => Just(DiffOp::Reopen),
-        1 => (s.clone(), 0..3u8, 0..40u8).prop_map(|(session, kind, n)| DiffOp::Tear {
+        1 => (s.clone(), 0..3u8, any::<u8>()).prop_map(|(session, kind, n)| DiffOp::Tear {
             session,
             how: match kind {
-                0 => TornTail::CutLast,
+                0 => TornTail::CutLast(n),
                 1 => TornTail::PartialNext,
-                _ => TornTail::DropLast(n),
+                _ => TornTail::DropLast(n % 40),
             },
         }),
         1 => (s.clone(), any::<bool>()).prop_map(|(session, dry_run)| DiffOp::Recover { session, dry_run }),
@@ -259,5 +259,89 @@ proptest! {
         let stats = run(&config, &ops);
         eprintln!("random_histories: {} sessions, {} ops: {stats:?}", config.policies.len(), ops.len());
         prop_assert!(stats.checks >= 4);
+    }
+}
+
+/// The same torn last event in both backends — WAL: its record cut in the
+/// middle, as an interrupted write leaves it; SQLite: its row's JSON text
+/// cut short — reads as the same torn tail (`incomplete-record` at its seq)
+/// wherever the text ends: inside a string, a `true`/`false`/`null`
+/// literal or a `\u` escape. Both recover to the same log.
+#[test]
+fn a_text_cut_inside_a_literal_or_escape_is_torn_alike() {
+    use turnwal::backend::sqlite::SqliteOptions;
+    use turnwal::backend::wal::WalBackend;
+    use turnwal::{CutReason, Event, LogState, SessionHeader, Store, StoreOptions};
+
+    let cases = [
+        (r#"{"id":"u1","text":"abc"}"#, r#"{"id":"u1","text":"ab"#),
+        (r#"{"id":"u1","ok":true}"#, r#"{"id":"u1","ok":tr"#),
+        (r#"{"id":"u1","ok":false}"#, r#"{"id":"u1","ok":f"#),
+        (r#"{"id":"u1","v":null}"#, r#"{"id":"u1","v":nul"#),
+        (
+            r#"{"id":"u1","text":"\u00e9"}"#,
+            r#"{"id":"u1","text":"\u00"#,
+        ),
+        (r#"{"id":"u1","text":"\u00e9"}"#, r#"{"id":"u1","text":"\u"#),
+    ];
+    for (data, prefix) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal_dir, db) = (dir.path().join("wal"), dir.path().join("s.db"));
+        let open = || {
+            (
+                Store::open(&wal_dir).unwrap(),
+                Store::open_sqlite(&db, SqliteOptions::default(), StoreOptions::default()).unwrap(),
+            )
+        };
+        let events = [
+            Event::new("turn/start", 0, 10, r#"{"turn":1}"#).unwrap(),
+            Event::new("user/message", 1, 11, data).unwrap(),
+        ];
+        let (wal, sqlite) = open();
+        for store in [&wal, &sqlite] {
+            store.create(SessionHeader::new("s", 1)).unwrap();
+            store.append("s", &events).unwrap();
+        }
+        drop((wal, sqlite));
+
+        let log = WalBackend::open(&wal_dir).unwrap().log_path("s");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let n = bytes.len();
+        let last = u32::from_le_bytes(bytes[n - 4..].try_into().unwrap()) as usize;
+        bytes.truncate(n - last / 2);
+        std::fs::write(&log, bytes).unwrap();
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute(
+                "UPDATE events SET data = ?1 WHERE session_id = 's' AND seq = 1",
+                [prefix],
+            )
+            .unwrap();
+
+        let (wal, sqlite) = open();
+        let closer = r#"{"type":"turn/end","seq":1,"time":10,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#;
+        for (name, store) in [("wal", &wal), ("sqlite", &sqlite)] {
+            let view = store.inspect("s").unwrap();
+            let cut = view.cut.as_ref().map(|c| (c.seq, c.reason));
+            let shown: Vec<String> = view.events.iter().map(Event::to_json).collect();
+            assert_eq!(
+                (view.state, view.stored, cut),
+                (LogState::Torn, 1, Some((1, CutReason::Incomplete))),
+                "{name}, {prefix}"
+            );
+            assert_eq!(
+                shown,
+                [events[0].to_json(), closer.to_owned()],
+                "{name}, {prefix}"
+            );
+            let loaded: Vec<String> = store
+                .load("s")
+                .unwrap()
+                .events
+                .iter()
+                .map(Event::to_json)
+                .collect();
+            assert_eq!(loaded, shown, "{name}, {prefix}");
+        }
     }
 }

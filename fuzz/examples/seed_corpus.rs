@@ -732,7 +732,7 @@ fn differential_corpus(dir: &Path) {
                 app(0, 3),
                 Tear {
                     session: 0,
-                    how: How::CutLast,
+                    how: How::CutLast(129),
                 },
                 app(0, 8),
             ],

@@ -790,10 +790,14 @@ pub enum TornTail {
     /// A partial record after the last one: WAL, half of a copy of its last
     /// record; SQLite, a row at the next seq whose JSON text ends early.
     PartialNext,
-    /// The last event itself cut short (when it is a scalar row in SQLite;
-    /// otherwise [`TornTail::PartialNext`]): WAL, the file truncated inside its
-    /// last record; SQLite, that row's `data` cut to half its length.
-    CutLast,
+    /// The last event itself cut short (when it is a scalar row in SQLite
+    /// and recovery did not write it; otherwise [`TornTail::PartialNext`]):
+    /// WAL, the file truncated inside its last record; SQLite, that row's
+    /// `data` cut to its first `(len - 1) * k / 255` bytes (rounded down to
+    /// a character) for `CutLast(k)`, so anywhere from nothing to all but
+    /// the last byte: inside a key, a string, a number, a literal, a `\u`
+    /// escape, a compressed frame.
+    CutLast(u8),
     /// The last `n` events (at most all of them) never reached the disk,
     /// as a crash in the middle of writing a batch leaves the WAL: the WAL
     /// file cut at a record boundary; SQLite, the rows from that seq on
@@ -1556,7 +1560,7 @@ impl Differential {
                 // SQLite cannot cut a row short in a way a crash would; the
                 // WAL's last record, if recovery wrote it, is the end of a
                 // repair, which SQLite commits whole or not at all.
-                TornTail::CutLast
+                TornTail::CutLast(_)
                     if synthetic.0 || !last_row_is_scalar(&self.sqlite_path(), &id) =>
                 {
                     TornTail::PartialNext
@@ -1833,7 +1837,7 @@ fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
             let half = bytes[n - last..n - last / 2].to_vec();
             bytes.extend_from_slice(&half);
         }
-        TornTail::CutLast => bytes.truncate(n - last / 2),
+        TornTail::CutLast(_) => bytes.truncate(n - last / 2),
         TornTail::DropLast(k) => {
             let mut end = n;
             for _ in 0..u64::from(k).min(events) {
@@ -1867,7 +1871,7 @@ fn tear_sqlite(db: &Path, id: &str, how: TornTail, events: u64) {
             )
             .expect("the torn row inserts");
         }
-        TornTail::CutLast => {
+        TornTail::CutLast(k) => {
             let data: rusqlite::types::Value = conn
                 .query_row(
                     "SELECT data FROM events WHERE session_id = ?1 AND seq = ?2",
@@ -1875,16 +1879,17 @@ fn tear_sqlite(db: &Path, id: &str, how: TornTail, events: u64) {
                     |r| r.get(0),
                 )
                 .expect("the last row");
+            let keep = |len: usize| len.saturating_sub(1) * usize::from(k) / 255;
             let cut = match data {
                 rusqlite::types::Value::Text(t) => {
-                    let mut end = t.len() / 2;
+                    let mut end = keep(t.len());
                     while !t.is_char_boundary(end) {
                         end -= 1;
                     }
                     rusqlite::types::Value::Text(t[..end].to_owned())
                 }
                 rusqlite::types::Value::Blob(b) => {
-                    rusqlite::types::Value::Blob(b[..b.len() / 2].to_vec())
+                    rusqlite::types::Value::Blob(b[..keep(b.len())].to_vec())
                 }
                 other => other,
             };
@@ -1972,7 +1977,7 @@ pub fn decode(bytes: &[u8], sessions: usize, limit: usize) -> Vec<DiffOp> {
                 session,
                 how: match arg(&mut it) {
                     a if a % 4 == 0 => TornTail::PartialNext,
-                    a if a % 4 == 1 => TornTail::CutLast,
+                    a if a % 4 == 1 => TornTail::CutLast(a),
                     a => TornTail::DropLast(a / 4),
                 },
             },
@@ -2020,7 +2025,10 @@ pub fn encode(ops: &[DiffOp]) -> Vec<u8> {
             DiffOp::Tear { session, how } => {
                 let arg = match how {
                     TornTail::PartialNext => 0,
-                    TornTail::CutLast => 1,
+                    TornTail::CutLast(k) => {
+                        assert_eq!(k % 4, 1, "CutLast({k}) does not fit: k % 4 must be 1");
+                        k
+                    }
                     TornTail::DropLast(n) => {
                         assert!(n <= 63, "DropLast({n}) does not fit");
                         n * 4 + 2
@@ -2130,7 +2138,7 @@ mod tests {
                 DiffOp::Reopen,
                 DiffOp::Tear {
                     session: 0,
-                    how: TornTail::CutLast
+                    how: TornTail::CutLast(1)
                 },
                 DiffOp::Tear {
                     session: 0,
@@ -2190,7 +2198,7 @@ mod tests {
             },
             DiffOp::Tear {
                 session: 1,
-                how: TornTail::CutLast,
+                how: TornTail::CutLast(129),
             },
             DiffOp::Tear {
                 session: 2,

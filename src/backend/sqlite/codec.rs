@@ -1035,8 +1035,8 @@ pub fn decode_row(row: &RowIn) -> Result<Vec<Event>, RowError> {
     }
 }
 
-fn event_error(e: EventError) -> RowError {
-    let reason = if e.reason.contains("unexpected end of input") {
+fn event_error(e: EventError, data: &str) -> RowError {
+    let reason = if e.reason.contains("unexpected end of input") || ends_early(data) {
         CutReason::Incomplete
     } else {
         CutReason::Invalid
@@ -1047,12 +1047,34 @@ fn event_error(e: EventError) -> RowError {
     }
 }
 
+/// Whether `text` is JSON cut short: its first error is where the input
+/// ends, or is a `true`/`false`/`null` literal or a `\u` escape that the end
+/// of the input cut (the scanner reports those as invalid, not as the end).
+fn ends_early(text: &str) -> bool {
+    let Err(e) = RawJson::parse(text) else {
+        return false;
+    };
+    let rest = &text.as_bytes()[e.offset.min(text.len())..];
+    match e.message {
+        "unexpected end of input" => true,
+        "invalid literal" => [&b"true"[..], b"false", b"null"]
+            .iter()
+            .any(|word| word.len() > rest.len() && word.starts_with(rest)),
+        "invalid \\u escape" => {
+            rest.len() < 5
+                && rest.first() == Some(&b'u')
+                && rest[1..].iter().all(u8::is_ascii_hexdigit)
+        }
+        _ => false,
+    }
+}
+
 fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
     let seq = row_seq(row)?;
     let event_type = text(&row.event_type, "type")?;
     let time = row_time(row)?;
     let data = decode_data(&row.data, MAX_SCALAR_DATA_BYTES)?;
-    let mut event = Event::new(event_type, seq, time, &data).map_err(event_error)?;
+    let mut event = Event::new(event_type, seq, time, &data).map_err(|e| event_error(e, &data))?;
     if row.ignorable == Col::Integer(1) {
         event = event.with_ignorable();
     }
