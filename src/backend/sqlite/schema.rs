@@ -389,14 +389,16 @@ pub(super) fn check_ownership(conn: &Connection, path: &Path, checked: &mut i64)
 }
 
 /// One `sqlite_schema` row, its SQL whitespace-normalized.
-type SchemaObject = (String, String, String, String);
+pub(super) type SchemaObject = (String, String, String, String);
 
 /// Collapses every run of whitespace to one space and trims.
 pub fn normalize_sql(sql: &str) -> String {
     sql.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn schema_objects(conn: &Connection) -> rusqlite::Result<Vec<SchemaObject>> {
+/// The user objects of `sqlite_schema` (type, name, table, whitespace-
+/// normalized SQL), sorted: what the schema checks compare.
+pub(super) fn schema_objects(conn: &Connection) -> rusqlite::Result<Vec<SchemaObject>> {
     let mut stmt = conn.prepare(
         "SELECT type, name, tbl_name, sql FROM sqlite_schema \
          WHERE substr(name, 1, 7) <> 'sqlite_' ORDER BY type, name",

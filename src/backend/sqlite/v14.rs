@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use super::schema::{APPLICATION_ID, normalize_sql, policy_of};
+use super::schema::{APPLICATION_ID, policy_of, schema_objects};
 use crate::backend::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
@@ -78,24 +78,6 @@ fn sql(op: &'static str, path: &Path, e: rusqlite::Error) -> Error {
     Error::io(op, path, std::io::Error::other(e.to_string()))
 }
 
-type Object = (String, String, String, String);
-
-fn objects(conn: &Connection) -> rusqlite::Result<Vec<Object>> {
-    let mut stmt = conn.prepare(
-        "SELECT type, name, tbl_name, sql FROM sqlite_schema \
-         WHERE substr(name, 1, 7) <> 'sqlite_' ORDER BY type, name",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            normalize_sql(&r.get::<_, Option<String>>(3)?.unwrap_or_default()),
-        ))
-    })?;
-    rows.collect()
-}
-
 /// The `user_version` of an SQLite file, read without changing it; `None`
 /// when it cannot be read.
 pub fn user_version(path: &Path) -> Option<i64> {
@@ -149,9 +131,9 @@ impl Schema14Backend {
         }
         let reference = Connection::open_in_memory()
             .and_then(|c| c.execute_batch(SCHEMA_14_SQL).map(|()| c))
-            .and_then(|c| objects(&c))
+            .and_then(|c| schema_objects(&c))
             .map_err(|e| sql("build reference schema", &path, e))?;
-        let found = objects(&conn).map_err(|e| sql("read schema", &path, e))?;
+        let found = schema_objects(&conn).map_err(|e| sql("read schema", &path, e))?;
         if found != reference {
             return Err(refused(
                 &path,
