@@ -1,8 +1,11 @@
 //! Session metadata, kept outside the log.
 
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 
 use crate::event::MAX_SAFE_INTEGER;
+use crate::jsstr;
 
 /// The session format version this build reads and writes (the upstream
 /// harness's `SESSION_FORMAT_VERSION`).
@@ -80,6 +83,10 @@ impl SessionHeader {
         if self.id.is_empty() {
             return fail("session metadata id must be a non-empty string");
         }
+        for (key, value) in self.strings() {
+            jsstr::check(value)
+                .map_err(|why| HeaderError(format!("session metadata {key}: {why}")))?;
+        }
         if self.created_at > MAX_SAFE_INTEGER {
             return fail("session metadata createdAt must be a non-negative safe integer");
         }
@@ -117,44 +124,51 @@ impl SessionHeader {
         version_refusal(&self.id, self.version)
     }
 
-    /// The header as JSON, keys in the upstream order.
+    /// The header as JSON, keys in the upstream order, strings as
+    /// `JSON.stringify` writes them (a lone surrogate as `\udXXX`).
     pub fn to_json(&self) -> String {
-        let mut map = Map::new();
-        map.insert("version".into(), Value::from(self.version));
-        map.insert("id".into(), Value::from(self.id.clone()));
-        map.insert("createdAt".into(), Value::from(self.created_at));
-        let mut opt = |key: &str, value: Option<Value>| {
-            if let Some(v) = value {
-                map.insert(key.into(), v);
-            }
-        };
-        opt("cwd", self.cwd.clone().map(Value::from));
-        opt(
-            "parentSession",
-            self.parent_session.clone().map(Value::from),
-        );
-        opt("seedLength", self.seed_length.map(Value::from));
-        opt("origin", self.origin.clone().map(Value::from));
-        opt("delegationDepth", self.delegation_depth.map(Value::from));
-        opt("agentPreset", self.agent_preset.clone().map(Value::from));
-        ordered_json(&map, HEADER_KEYS)
+        let mut out = Vec::with_capacity(128);
+        out.extend_from_slice(format!("{{\"version\":{}", self.version).as_bytes());
+        push_string(&mut out, "id", Some(&self.id));
+        push_number(&mut out, "createdAt", Some(self.created_at));
+        push_string(&mut out, "cwd", self.cwd.as_ref());
+        push_string(&mut out, "parentSession", self.parent_session.as_ref());
+        push_number(&mut out, "seedLength", self.seed_length);
+        push_string(&mut out, "origin", self.origin.as_ref());
+        push_number(&mut out, "delegationDepth", self.delegation_depth);
+        push_string(&mut out, "agentPreset", self.agent_preset.as_ref());
+        out.push(b'}');
+        String::from_utf8(out).expect("JSON output is UTF-8")
+    }
+
+    /// The header's string fields that are set, with their JSON keys.
+    pub fn strings(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("id", Some(&self.id)),
+            ("cwd", self.cwd.as_ref()),
+            ("parentSession", self.parent_session.as_ref()),
+            ("origin", self.origin.as_ref()),
+            ("agentPreset", self.agent_preset.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?.as_str())))
     }
 
     /// Parses and validates a header. A foreign `version` is refused before
     /// the shape is checked, so the message says which side to upgrade.
     pub fn from_json(text: &str) -> Result<SessionHeader, HeaderError> {
-        let value: Value = serde_json::from_str(text)
+        let value: &RawValue = serde_json::from_str(text)
             .map_err(|e| HeaderError(format!("session header is not valid JSON: {e}")))?;
-        let Value::Object(map) = value else {
-            return Err(HeaderError("session header is not a JSON object".into()));
-        };
+        let map: Fields = serde_json::from_str(value.get())
+            .map_err(|_| HeaderError("session header is not a JSON object".into()))?;
         let id_text = match map.get("id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
+            Some(raw) => jsstr::from_json(raw.get())
+                .map(|id| jsstr::display(&id).into_owned())
+                .unwrap_or_else(|_| raw.get().to_owned()),
             None => String::new(),
         };
-        let version = match map.get("version") {
-            Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().unwrap_or_default(),
+        let version = match map.get("version").map(|raw| raw.get().parse::<i64>()) {
+            Some(Ok(version)) => version,
             _ => {
                 return Err(HeaderError(
                     "session metadata version must be an integer".into(),
@@ -186,6 +200,9 @@ impl SessionHeader {
         Ok(header)
     }
 }
+
+/// A header object's fields, values as written.
+type Fields<'a> = BTreeMap<String, &'a RawValue>;
 
 const HEADER_KEYS: &[&str] = &[
     "version",
@@ -227,39 +244,40 @@ pub(crate) fn version_refusal_text(id: &str, version: &str, newer: bool) -> Stri
     }
 }
 
-fn ordered_json(map: &Map<String, Value>, order: &[&str]) -> String {
-    let mut out = String::from("{");
-    for key in order {
-        if let Some(value) = map.get(*key) {
-            if out.len() > 1 {
-                out.push(',');
-            }
-            out.push_str(&Value::from(*key).to_string());
-            out.push(':');
-            out.push_str(&value.to_string());
-        }
+fn push_string(out: &mut Vec<u8>, key: &str, value: Option<&String>) {
+    if let Some(value) = value {
+        out.extend_from_slice(format!(",\"{key}\":").as_bytes());
+        jsstr::write_json(out, value);
     }
-    out.push('}');
-    out
 }
 
-fn string_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>, HeaderError> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(HeaderError(format!(
+fn push_number(out: &mut Vec<u8>, key: &str, value: Option<u64>) {
+    if let Some(value) = value {
+        out.extend_from_slice(format!(",\"{key}\":{value}").as_bytes());
+    }
+}
+
+fn string_field(map: &Fields, key: &str) -> Result<Option<String>, HeaderError> {
+    let Some(raw) = map.get(key) else {
+        return Ok(None);
+    };
+    if !raw.get().starts_with('"') {
+        return Err(HeaderError(format!(
             "session metadata {key} must be a string"
-        ))),
+        )));
     }
+    jsstr::from_json(raw.get())
+        .map(Some)
+        .map_err(|why| HeaderError(format!("session metadata {key}: {why}")))
 }
 
-fn safe_uint(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, HeaderError> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v <= MAX_SAFE_INTEGER) => {
-            Ok(n.as_u64())
-        }
-        Some(_) => Err(HeaderError(format!(
+fn safe_uint(map: &Fields, key: &str) -> Result<Option<u64>, HeaderError> {
+    let Some(raw) = map.get(key) else {
+        return Ok(None);
+    };
+    match raw.get().parse::<u64>() {
+        Ok(n) if n <= MAX_SAFE_INTEGER => Ok(Some(n)),
+        _ => Err(HeaderError(format!(
             "session metadata {key} must be a non-negative safe integer"
         ))),
     }

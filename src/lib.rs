@@ -46,6 +46,7 @@ pub mod error;
 pub mod event;
 pub mod header;
 pub mod json;
+pub mod jsstr;
 pub mod scan;
 pub mod store;
 pub mod verify;

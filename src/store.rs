@@ -229,6 +229,7 @@ impl Store {
     /// Registers a new session with a policy of its own.
     pub fn create_with_policy(&self, header: SessionHeader, policy: Policy) -> Result<()> {
         header.validate()?;
+        self.backend.check_header(&header)?;
         let slot = self.slot(&header.id);
         let mut guard = Store::lock(&slot);
         match &*guard {

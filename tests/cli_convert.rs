@@ -789,3 +789,84 @@ fn progress_is_drawn_on_a_terminal_and_erased() {
         "\rverifying 1/2: a\x1b[K\r\x1b[K\rverifying 2/2: b\x1b[K\r\x1b[K\r\x1b[K"
     );
 }
+
+/// A JSONL root written by upstream holds a session whose id and cwd carry
+/// lone UTF-16 surrogates: `ls` prints the id as its JSON string, every id
+/// argument takes that spelling back, `convert` copies it exactly into a WAL
+/// store and refuses it, naming the field, for an SQLite one.
+#[test]
+fn lone_surrogate_ids_are_printed_taken_back_and_converted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/none/after"),
+        &root,
+    );
+    let jsonl = format!("jsonl:{}", root.display());
+    let ls = turnwal(&["--store", &jsonl, "ls"], "");
+    assert_eq!(ls.status, 0, "{}", ls.stderr);
+    assert!(
+        ls.stdout
+            .lines()
+            .any(|l| l.starts_with(r#""lone\ud800id"       14      2   2809 "#)),
+        "{}",
+        ls.stdout
+    );
+    let json = turnwal(&["--store", &jsonl, "ls", "--json"], "");
+    assert!(
+        json.stdout
+            .lines()
+            .any(|l| l.starts_with(r#"{"id":"lone\ud800id","events":14,"#)),
+        "{}",
+        json.stdout
+    );
+    let id_arg = r#""lone\ud800id""#;
+    let from_jsonl = turnwal(&["--store", &jsonl, "cat", id_arg], "");
+    assert_eq!(from_jsonl.status, 0, "{}", from_jsonl.stderr);
+    assert_eq!(from_jsonl.stdout.lines().count(), 14);
+
+    let wal = tmp.path().join("wal");
+    let out = convert(Path::new(&jsonl), &wal, &[r#""lone\ud800id""#]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (
+            0,
+            "\"lone\\ud800id\": copied 14 events\nconverted 1 of 1 session\n"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(wal.join("sessions/lone~ED~A0~80id.twal").exists());
+    assert_eq!(cat(&wal, id_arg, false), from_jsonl.stdout);
+
+    let db = tmp.path().join("s.sqlite");
+    let out = convert(&wal, &db, &[]);
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    assert_eq!(out.stdout, "converted 0 of 1 session\n");
+    assert!(
+        out.stderr.starts_with("turnwal: \"lone\\ud800id\": not copied: ")
+            && out.stderr.contains(
+                r#"session header field id "lone\ud800id" holds a lone UTF-16 surrogate"#
+            ),
+        "{}",
+        out.stderr
+    );
+
+    // U+10FFFF outside a spelling is no id: refused before anything is read.
+    let bad = turnwal(&["--store", wal.to_str().unwrap(), "cat", "a\u{10FFFF}"], "");
+    assert_eq!(bad.status, 64, "{}", bad.stderr);
+    assert!(bad.stderr.contains("noncharacter"), "{}", bad.stderr);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -18,7 +18,7 @@ use serde_json::Value;
 use turnwal::backend::jsonl::records::decode_line;
 use turnwal::backend::jsonl::zstd::{decompress_frame, scan_frames};
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
-use turnwal::{Event, LogState, Policy, SessionHeader, Store, StoreOptions};
+use turnwal::{Event, LogState, Policy, SessionHeader, Store, StoreOptions, jsstr};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream")
@@ -51,20 +51,34 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The header upstream returned: an object, or (for the lone-surrogate
+/// session, which serde_json cannot hold as a value) its JSON text.
 fn header_of(meta: &Value) -> SessionHeader {
-    let s = |k: &str| meta.get(k).map(|v| v.as_str().unwrap().to_owned());
-    let n = |k: &str| meta.get(k).map(|v| v.as_u64().unwrap());
-    SessionHeader {
-        version: meta["version"].as_i64().unwrap(),
-        id: s("id").unwrap(),
-        created_at: n("createdAt").unwrap(),
-        cwd: s("cwd"),
-        parent_session: s("parentSession"),
-        seed_length: n("seedLength"),
-        origin: s("origin"),
-        delegation_depth: n("delegationDepth"),
-        agent_preset: s("agentPreset"),
+    match meta {
+        Value::String(text) => SessionHeader::from_json(text).unwrap(),
+        object => SessionHeader::from_json(&object.to_string()).unwrap(),
     }
+}
+
+/// Every recorded session of an encoding's fixture: `expected.json`'s, and
+/// the one of `expected-lone.json` (lone UTF-16 surrogates in its id, cwd,
+/// parent and preset), whose id is recorded as its JSON text.
+fn recorded(dir: &Path) -> Vec<(String, Value)> {
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+    };
+    let mut out: Vec<(String, Value)> = read("expected.json")["sessions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, want)| (id.clone(), want.clone()))
+        .collect();
+    let lone = read("expected-lone.json");
+    out.push((
+        jsstr::from_json(lone["id"].as_str().unwrap()).unwrap(),
+        lone,
+    ));
+    out
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -101,15 +115,13 @@ fn plaintext(bytes: &[u8]) -> String {
 
 fn check(compression: Compression) {
     let dir = fixtures().join(compression.config_name());
-    let expected: Value =
-        serde_json::from_str(&fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
-    let sessions = expected["sessions"].as_object().unwrap();
+    let sessions = recorded(&dir);
     assert_eq!(
         sessions.len(),
         if compression == Compression::None {
-            5
+            6
         } else {
-            4
+            5
         }
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -118,11 +130,11 @@ fn check(compression: Compression) {
     let reader = store(&before, compression);
     let mut listed: Vec<String> = reader.list().unwrap().into_iter().map(|s| s.id).collect();
     listed.sort();
-    let mut ids: Vec<String> = sessions.keys().cloned().collect();
+    let mut ids: Vec<String> = sessions.iter().map(|(id, _)| id.clone()).collect();
     ids.sort();
     assert_eq!(listed, ids);
 
-    for (id, want) in sessions {
+    for (id, want) in &sessions {
         // inspect: the balanced view, closers in memory only.
         let view = reader.inspect(id).unwrap();
         assert_eq!(view.header, header_of(&want["inspect"]["meta"]), "{id}");
@@ -152,12 +164,19 @@ fn check(compression: Compression) {
             Compression::Zstd => plaintext(&bytes),
         };
         assert_eq!(text, want["readRaw"].as_str().unwrap(), "{id}");
+        if let Some(rel) = want.get("path") {
+            // Upstream's own path: `~D800` for a lone surrogate.
+            assert_eq!(
+                path.strip_prefix(&before).unwrap(),
+                Path::new(rel.as_str().unwrap())
+            );
+        }
     }
     drop(reader);
 
     // load: the same events, and the same repaired files.
     let writer = store(&before, compression);
-    for (id, want) in sessions {
+    for (id, want) in &sessions {
         let loaded = writer.load(id).unwrap();
         assert_eq!(loaded.header, header_of(&want["load"]["meta"]), "{id}");
         assert_eq!(
@@ -213,7 +232,7 @@ fn check(compression: Compression) {
     let after = tmp.path().join("after");
     copy_dir(&dir.join("after"), &after);
     let s = store(&after, compression);
-    for (id, want) in sessions {
+    for (id, want) in &sessions {
         let view = s.inspect(id).unwrap();
         assert_eq!(view.state, LogState::Clean, "{id}");
         assert_eq!(
@@ -330,4 +349,96 @@ fn jsonl_wal_sqlite_jsonl_chain() {
         fs::read(find(&dst_root)).unwrap(),
         fs::read(find(&src_root)).unwrap()
     );
+}
+
+/// The upstream-written session whose id, cwd, parent and preset hold lone
+/// UTF-16 surrogates keeps them exact through the WAL and back to JSONL,
+/// where upstream's path (`~D800`) and header bytes come out again; SQLite,
+/// whose TEXT cannot hold them, refuses the session and names the field.
+#[test]
+fn lone_surrogates_in_header_strings_survive_wal_and_jsonl() {
+    for compression in [Compression::None, Compression::Zstd] {
+        let fixture = fixtures().join(compression.config_name());
+        let lone: Value =
+            serde_json::from_str(&fs::read_to_string(fixture.join("expected-lone.json")).unwrap())
+                .unwrap();
+        let id = jsstr::from_json(lone["id"].as_str().unwrap()).unwrap();
+        let units: Vec<u16> = "lone"
+            .encode_utf16()
+            .chain([0xD800])
+            .chain("id".encode_utf16())
+            .collect();
+        assert_eq!(jsstr::to_utf16(&id), units);
+        let src_root = fixture.join("after");
+        let src = store(&src_root, compression);
+        let header = src.inspect(&id).unwrap().header;
+        assert_eq!(header, header_of(&lone["load"]["meta"]));
+        assert_eq!(
+            jsstr::display(header.cwd.as_deref().unwrap()),
+            r"/work/\udc00dir"
+        );
+        let events = src.read_raw(&id, 0).unwrap();
+        assert_eq!(events.len(), 14);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let wal = Store::open(tmp.path().join("wal")).unwrap();
+        wal.create(header.clone()).unwrap();
+        wal.append(&id, &events).unwrap();
+        drop(wal);
+        // A fresh store: the header comes back from the WAL file.
+        let wal = Store::open(tmp.path().join("wal")).unwrap();
+        assert_eq!(wal.header(&id).unwrap(), header);
+        assert_eq!(jsons(&wal.read_raw(&id, 0).unwrap()), jsons(&events));
+        let listed = wal.list().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, id);
+        assert!(
+            tmp.path()
+                .join("wal/sessions/lone~ED~A0~80id.twal")
+                .exists()
+        );
+
+        let sqlite = Store::open_sqlite(
+            tmp.path().join("s.db"),
+            turnwal::backend::sqlite::SqliteOptions::default(),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        let err = sqlite.create(header.clone()).unwrap_err();
+        assert!(matches!(err, turnwal::Error::Unsupported { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains(
+                r#"session header field id "lone\ud800id" holds a lone UTF-16 surrogate"#
+            ),
+            "{err}"
+        );
+        assert!(sqlite.list().unwrap().is_empty());
+
+        // Back to JSONL in upstream's batches (generate.mjs, openTurnBatches,
+        // then upstream's repair): the same path and the same text.
+        let dst_root = tmp.path().join("jsonl");
+        let dst = store(&dst_root, compression);
+        dst.create(header).unwrap();
+        let carried = wal.read_raw(&id, 0).unwrap();
+        for range in [0..6, 6..10, 10..14] {
+            dst.append(&id, &carried[range]).unwrap();
+        }
+        let find = |root: &Path| {
+            JsonlBackend::open(root, compression)
+                .unwrap()
+                .find_log(&id)
+                .unwrap()
+                .unwrap()
+        };
+        let (ours, theirs) = (find(&dst_root), find(&src_root));
+        assert_eq!(
+            ours.strip_prefix(&dst_root).unwrap(),
+            theirs.strip_prefix(&src_root).unwrap()
+        );
+        let (ours, theirs) = (fs::read(ours).unwrap(), fs::read(theirs).unwrap());
+        match compression {
+            Compression::None => assert_eq!(ours, theirs),
+            Compression::Zstd => assert_eq!(plaintext(&ours), plaintext(&theirs)),
+        }
+    }
 }

@@ -122,6 +122,13 @@ pub trait Backend: Send + Sync {
         self.read_from(id, from_seq)
     }
 
+    /// Refuses a header this backend cannot store exactly. Called when a
+    /// session is registered, before anything reaches disk, so that a
+    /// harness hears of it at `create` rather than at its first append.
+    fn check_header(&self, _header: &SessionHeader) -> Result<()> {
+        Ok(())
+    }
+
     /// Materializes a new session with its first batch, atomically, and
     /// returns its writer. Fails with `AlreadyExists` when it exists.
     fn create(

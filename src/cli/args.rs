@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::output::parse_id;
 use crate::SyncMode;
 use crate::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 
@@ -229,7 +230,7 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "STORE")]
     pub to: String,
     /// The sessions to copy; every session of the source when none is named.
-    #[arg(value_name = "SESSION")]
+    #[arg(value_name = "SESSION", value_parser = parse_id)]
     pub sessions: Vec<String>,
     /// One JSON object per session (copied or not), no summary line.
     #[arg(long)]
@@ -240,6 +241,7 @@ pub struct ConvertArgs {
 #[derive(Debug, Args)]
 pub struct AppendArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// Create the session (it must not exist); without it, it must exist.
     #[arg(long)]
@@ -281,6 +283,7 @@ impl From<SyncArg> for SyncMode {
 #[derive(Debug, Args)]
 pub struct CatArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// Print only events with seq >= SEQ.
     #[arg(long, value_name = "SEQ")]
@@ -295,6 +298,7 @@ pub struct CatArgs {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The session id; every session when absent.
+    #[arg(value_parser = parse_id)]
     pub session: Option<String>,
     /// One JSON object per session.
     #[arg(long)]
@@ -305,6 +309,7 @@ pub struct VerifyArgs {
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// Show what would be cut and appended; write nothing.
     #[arg(long)]
@@ -323,6 +328,7 @@ pub struct LsArgs {
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// One JSON object.
     #[arg(long)]
@@ -333,8 +339,10 @@ pub struct StatsArgs {
 #[derive(Debug, Args)]
 pub struct ForkArgs {
     /// The session to copy from.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// The new session's id.
+    #[arg(value_parser = parse_id)]
     pub child: String,
     /// Copy events 0..=SEQ (default: all); SEQ must not be inside a turn.
     #[arg(long, value_name = "SEQ")]
@@ -345,6 +353,7 @@ pub struct ForkArgs {
 #[derive(Debug, Args)]
 pub struct RmArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
 }
 
@@ -352,6 +361,7 @@ pub struct RmArgs {
 #[derive(Debug, Args)]
 pub struct TailArgs {
     /// The session id.
+    #[arg(value_parser = parse_id)]
     pub session: String,
     /// How many of the last stored events to print.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]

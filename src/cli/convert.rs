@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::args::{ConvertArgs, SqliteArgs};
 use super::location::{self, IfMissing};
-use super::output::{CutJson, count, cut_text, display_id, json_line};
+use super::output::{CutJson, count, cut_text, display_id, id_json, json_line};
 use super::progress::Progress;
 use super::{Failure, Outcome, check_sqlite_args, exit};
 use crate::backend::SyncMode;
@@ -284,6 +284,7 @@ fn copied_text(id: &str, c: &Copied) -> String {
 /// A `convert --json` line: one per session, copied or not.
 #[derive(Serialize)]
 struct ConvertJson<'a> {
+    #[serde(serialize_with = "id_json")]
     id: &'a str,
     copied: bool,
     /// The source's state (null when it was not copied).

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::event::Event;
+use crate::jsstr;
 use crate::scan::{Cut, SessionSummary};
 use crate::verify::VerifyReport;
 
@@ -57,6 +58,7 @@ impl<'a> From<&'a Cut> for CutJson<'a> {
 /// A `verify` line in JSON.
 #[derive(Serialize)]
 pub(crate) struct VerifyJson<'a> {
+    #[serde(serialize_with = "id_json")]
     id: &'a str,
     state: &'static str,
     events: u64,
@@ -133,6 +135,7 @@ pub(crate) fn cut_text(cut: &Cut) -> String {
 /// An `ls` line in JSON.
 #[derive(Serialize)]
 pub(crate) struct SessionJson<'a> {
+    #[serde(serialize_with = "id_json")]
     id: &'a str,
     events: u64,
     turns: u64,
@@ -160,6 +163,7 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
 /// `stats` in JSON.
 #[derive(Serialize)]
 pub(crate) struct StatsJson<'a> {
+    #[serde(serialize_with = "id_json")]
     pub id: &'a str,
     pub state: &'static str,
     pub events: u64,
@@ -232,15 +236,41 @@ impl Table {
     }
 }
 
-/// A session id for text output: as is, unless it is empty or holds
-/// whitespace or control characters, which would break the layout; then
-/// JSON-quoted.
+/// A session id for text output: as is, unless it is empty, starts with a
+/// quote, holds whitespace or control characters (which would break the
+/// layout) or a lone UTF-16 surrogate (which has no UTF-8); then as the JSON
+/// string `JSON.stringify` writes, which every id argument also accepts.
 pub(crate) fn display_id(id: &str) -> Cow<'_, str> {
-    if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Cow::Owned(serde_json::to_string(id).expect("a string always serializes"))
+    if id.is_empty()
+        || id.starts_with('"')
+        || jsstr::has_lone_surrogate(id)
+        || id.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        Cow::Owned(jsstr::to_json(id))
     } else {
         Cow::Borrowed(id)
     }
+}
+
+/// Serializes a session id as the JSON string of the JavaScript string it
+/// spells (a lone surrogate as `\udXXX`), for `#[serde(serialize_with)]`.
+pub(crate) fn id_json<S: serde::Serializer>(id: &&str, ser: S) -> Result<S::Ok, S::Error> {
+    let raw = serde_json::value::RawValue::from_string(jsstr::to_json(id))
+        .expect("JSON.stringify output is JSON");
+    raw.serialize(ser)
+}
+
+/// Parses a session id argument: as given, or, when it is a JSON string
+/// literal (`'"a\ud800"'`, as `display_id` prints ids that need it), the
+/// string it denotes.
+pub(crate) fn parse_id(arg: &str) -> Result<String, String> {
+    let id = if arg.len() >= 2 && arg.starts_with('"') && arg.ends_with('"') {
+        jsstr::from_json(arg).map_err(|why| format!("{arg} is not a JSON string: {why}"))?
+    } else {
+        arg.to_owned()
+    };
+    jsstr::check(&id)?;
+    Ok(id)
 }
 
 /// Unix milliseconds as ISO-8601 UTC with milliseconds,

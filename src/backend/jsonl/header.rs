@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 
 use super::records::{js_number_text, js_safe_integer, negative_zero};
-use crate::backend::sqlite::codec::canonical_string;
-use crate::event::write_json_string;
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader, version_refusal_text};
+use crate::jsstr;
 
 /// Why a header record does not give a header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,30 +37,30 @@ pub fn header_line(h: &SessionHeader) -> String {
     out.extend_from_slice(b"{\"type\":\"session\",\"version\":");
     out.extend_from_slice(h.version.to_string().as_bytes());
     out.extend_from_slice(b",\"id\":");
-    write_json_string(&mut out, &h.id);
+    jsstr::write_json(&mut out, &h.id);
     out.extend_from_slice(b",\"createdAt\":");
     out.extend_from_slice(h.created_at.to_string().as_bytes());
     if let Some(cwd) = &h.cwd {
         out.extend_from_slice(b",\"cwd\":");
-        write_json_string(&mut out, cwd);
+        jsstr::write_json(&mut out, cwd);
     }
     if let Some(parent) = &h.parent_session {
         out.extend_from_slice(b",\"parentSession\":");
-        write_json_string(&mut out, parent);
+        jsstr::write_json(&mut out, parent);
     }
     if let Some(n) = h.seed_length {
         out.extend_from_slice(format!(",\"seedLength\":{n}").as_bytes());
     }
     if let Some(origin) = &h.origin {
         out.extend_from_slice(b",\"origin\":");
-        write_json_string(&mut out, origin);
+        jsstr::write_json(&mut out, origin);
     }
     out.extend_from_slice(
         format!(",\"delegationDepth\":{}", h.delegation_depth.unwrap_or(0)).as_bytes(),
     );
     if let Some(preset) = &h.agent_preset {
         out.extend_from_slice(b",\"agentPreset\":");
-        write_json_string(&mut out, preset);
+        jsstr::write_json(&mut out, preset);
     }
     out.push(b'}');
     String::from_utf8(out).expect("JSON output is UTF-8")
@@ -98,19 +97,15 @@ pub fn parse_header_line(line: &[u8]) -> Result<SessionHeader, HeaderProblem> {
         let Some(raw) = map.get(key) else {
             return Ok(None);
         };
-        match serde_json::from_str::<String>(raw.get()) {
-            Ok(s) => Ok(Some(s)),
-            // A JavaScript string with a lone UTF-16 surrogate: valid for
-            // upstream, not representable in this build's header.
-            Err(_) if canonical_string(raw.get()).is_some() => {
-                Err(HeaderProblem::Unsupported(format!(
-                    "session header field {key} {} holds a lone UTF-16 surrogate, which this \
-                     build cannot represent in a session header",
-                    raw.get()
-                )))
-            }
-            Err(_) => Err(not_header(&format!("{key} must be a string"))),
+        if !raw.get().starts_with('"') {
+            return Err(not_header(&format!("{key} must be a string")));
         }
+        jsstr::from_json(raw.get()).map(Some).map_err(|why| {
+            HeaderProblem::Unsupported(format!(
+                "session header field {key} {} cannot be represented: {why}",
+                raw.get()
+            ))
+        })
     };
     let id = string("id")?.ok_or_else(|| not_header("id must be a string"))?;
     let count = |key: &str| -> Result<Option<u64>, HeaderProblem> {
@@ -170,8 +165,8 @@ fn refuse_foreign_version(map: &BTreeMap<String, &RawValue>) -> Result<(), Heade
     }
     let id = match map.get("id") {
         None => "undefined".to_owned(),
-        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
-            Ok(s) => s,
+        Some(raw) => match jsstr::from_json(raw.get()) {
+            Ok(s) => jsstr::display(&s).into_owned(),
             Err(_) => raw.get().to_owned(),
         },
     };
@@ -262,15 +257,29 @@ mod tests {
     }
 
     #[test]
-    fn lone_surrogates_in_header_strings_are_refused_clearly() {
-        let line =
-            r#"{"type":"session","version":0,"id":"a\ud800","createdAt":1,"delegationDepth":0}"#;
-        assert_eq!(
-            parse_header_line(line.as_bytes()),
-            Err(HeaderProblem::Unsupported(
-                r#"session header field id "a\ud800" holds a lone UTF-16 surrogate, which this build cannot represent in a session header"#.into()
-            ))
-        );
+    fn lone_surrogates_in_header_strings_are_kept_exact() {
+        let line = r#"{"type":"session","version":0,"id":"a\ud800","createdAt":1,"cwd":"/w/\udfff","parentSession":"\udc00p","delegationDepth":0,"agentPreset":"x\ud83d"}"#;
+        let h = parse_header_line(line.as_bytes()).unwrap();
+        assert_eq!(jsstr::to_utf16(&h.id), [0x61, 0xD800]);
+        assert_eq!(jsstr::display(h.cwd.as_deref().unwrap()), r"/w/\udfff");
+        assert_eq!(header_line(&h), line);
+        // Upper-case escapes read the same and are written as JSON.stringify does.
+        let upper = line.replace(r"\ud800", r"\uD800");
+        assert_eq!(parse_header_line(upper.as_bytes()).unwrap(), h);
+        // The one string turnwal cannot hold: U+10FFFF, its spelling mark.
+        let mark = r#"{"type":"session","version":0,"id":"a\udbff\udfff","createdAt":1,"delegationDepth":0}"#;
+        match parse_header_line(mark.as_bytes()) {
+            Err(HeaderProblem::Unsupported(m)) => {
+                assert!(
+                    m.starts_with(
+                        r#"session header field id "a\udbff\udfff" cannot be represented: "#
+                    ),
+                    "{m}"
+                );
+                assert!(m.contains("U+10FFFF"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

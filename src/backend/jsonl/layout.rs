@@ -6,6 +6,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::jsstr;
+
 /// The project directory of sessions without a cwd.
 pub const NO_CWD: &str = "_no-cwd";
 
@@ -87,7 +89,7 @@ fn push_escape(out: &mut String, unit: u16) {
 /// assert!(encode_segment("").is_err());
 /// ```
 pub fn encode_segment(raw: &str) -> Result<String, String> {
-    encode_segment_units(&raw.encode_utf16().collect::<Vec<_>>())
+    encode_segment_units(&jsstr::to_utf16(raw))
 }
 
 /// [`encode_segment`] over UTF-16 code units (lone surrogates included:
@@ -166,7 +168,7 @@ pub fn decode_segment(segment: &str) -> Option<String> {
 /// assert_eq!(project_key("/").unwrap(), "--root--");
 /// ```
 pub fn project_key(cwd: &str) -> Result<String, String> {
-    project_key_units(&cwd.encode_utf16().collect::<Vec<_>>())
+    project_key_units(&jsstr::to_utf16(cwd))
 }
 
 /// [`project_key`] over UTF-16 code units.

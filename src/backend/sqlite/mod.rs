@@ -620,6 +620,10 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn check_header(&self, header: &SessionHeader) -> Result<()> {
+        refuse_lone_surrogates(&self.shared.path, header)
+    }
+
     fn create(
         &self,
         header: &SessionHeader,
@@ -627,6 +631,7 @@ impl Backend for SqliteBackend {
         batch: &[Event],
         _placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
+        self.check_header(header)?;
         let id = &header.id;
         // A collision with a session another writer holds is a collision,
         // not a lock conflict.
@@ -727,3 +732,24 @@ impl Backend for SqliteBackend {
 
 #[cfg(test)]
 mod tests;
+
+/// SQLite's TEXT is UTF-8, which has no spelling for a lone UTF-16
+/// surrogate; upstream's SQLite store silently writes U+FFFD instead. turnwal
+/// refuses, so that a session never changes its id or cwd by being stored.
+fn refuse_lone_surrogates(path: &Path, header: &SessionHeader) -> Result<()> {
+    match header
+        .strings()
+        .find(|(_, value)| crate::jsstr::has_lone_surrogate(value))
+    {
+        None => Ok(()),
+        Some((key, value)) => Err(Error::Unsupported {
+            path: path.to_owned(),
+            detail: format!(
+                "session header field {key} {} holds a lone UTF-16 surrogate, which an SQLite \
+                 store cannot hold (its TEXT is UTF-8; upstream's SQLite store would replace it \
+                 with U+FFFD): keep this session in a WAL or JSONL store",
+                crate::jsstr::to_json(value)
+            ),
+        }),
+    }
+}

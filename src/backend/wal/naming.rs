@@ -14,8 +14,10 @@ const HASHED_PREFIX: usize = 180;
 /// assert_eq!(encode_file_name("a~b c"), "a~7Eb~20c");
 /// ```
 pub fn encode_file_name(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for (i, &b) in id.as_bytes().iter().enumerate() {
+    // WTF-8: a lone UTF-16 surrogate of a JavaScript id has bytes too.
+    let bytes = crate::jsstr::to_wtf8(id);
+    let mut out = String::with_capacity(bytes.len());
+    for (i, &b) in bytes.iter().enumerate() {
         let plain = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
         if plain {
             out.push(b as char);
@@ -31,7 +33,7 @@ pub fn encode_file_name(id: &str) -> String {
     while out.as_bytes()[cut.saturating_sub(2)..cut].contains(&b'~') {
         cut -= 1;
     }
-    format!("{}~~{:016x}", &out[..cut], fnv1a64(id.as_bytes()))
+    format!("{}~~{:016x}", &out[..cut], fnv1a64(&bytes))
 }
 
 /// Decodes a file name back to its id; `None` for a hashed (long) name or a
@@ -53,7 +55,7 @@ pub fn decode_file_name(name: &str) -> Option<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).ok()
+    crate::jsstr::from_wtf8(&out)
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -72,11 +74,29 @@ mod tests {
     #[test]
     fn encoding_is_injective_and_decodes() {
         let ids = [
-            "a", "A", ".", "..", ".hidden", "a.b", "a/b", "a~2Fb", "~", "日本", "a b", "-", "_x",
+            "a",
+            "A",
+            ".",
+            "..",
+            ".hidden",
+            "a.b",
+            "a/b",
+            "a~2Fb",
+            "~",
+            "日本",
+            "a b",
+            "-",
+            "_x",
+            // JavaScript ids with lone surrogates, and the pair they are not.
+            "a\u{10FFFF}\u{100000}",
+            "a\u{10FFFF}\u{100400}",
+            "a\u{10FFFF}\u{100400}\u{10FFFF}\u{100000}",
+            "a\u{10000}",
         ];
         let names: std::collections::HashSet<String> =
             ids.iter().map(|i| encode_file_name(i)).collect();
         assert_eq!(names.len(), ids.len());
+        assert_eq!(encode_file_name(ids[13]), "a~ED~A0~80");
         for id in ids {
             let name = encode_file_name(id);
             assert!(!name.starts_with('.') && !name.contains('/'), "{name}");
