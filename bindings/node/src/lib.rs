@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, Utf16String};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
@@ -359,29 +359,37 @@ fn list(store: &Store, revisions: bool) -> Result<String, Error> {
 impl NativeStore {
     /// The stored prefix (see `load_stored`), or null when absent.
     #[napi(ts_return_type = "Promise<string | null>")]
-    pub fn load_stored(&self, id: String) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::LoadStored { id })
+    pub fn load_stored(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::LoadStored {
+            id: session_id(&id)?,
+        })
     }
 
     /// The header and the stored events from `fromSeq` on (see
     /// `load_stored_from`), or null when absent.
     #[napi(ts_return_type = "Promise<string | null>")]
-    pub fn load_stored_from(&self, id: String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
+    pub fn load_stored_from(
+        &self,
+        id: Utf16String,
+        from_seq: f64,
+    ) -> napi::Result<AsyncTask<Op>> {
         if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
             return Err(invalid(format!(
                 "fromSeq must be a non-negative safe integer, got {from_seq}"
             )));
         }
         self.op(OpKind::LoadStoredFrom {
-            id,
+            id: session_id(&id)?,
             from_seq: from_seq as u64,
         })
     }
 
     /// The revision token, or null when the session has nothing stored.
     #[napi(ts_return_type = "Promise<string | null>")]
-    pub fn revision(&self, id: String) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::Revision { id })
+    pub fn revision(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::Revision {
+            id: session_id(&id)?,
+        })
     }
 
     /// Appends a batch (one envelope per line), durable as the store's
@@ -391,13 +399,13 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<null>")]
     pub fn append(
         &self,
-        id: String,
+        id: Utf16String,
         meta: String,
         lines: String,
         materialized: bool,
     ) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::Append {
-            id,
+            id: session_id(&id)?,
             meta,
             lines,
             materialized,
@@ -411,7 +419,7 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<null>")]
     pub fn commit_repair(
         &self,
-        id: String,
+        id: Utf16String,
         stored: Option<f64>,
         cut: Option<f64>,
         closers: String,
@@ -428,7 +436,7 @@ impl NativeStore {
             }
         };
         self.op(OpKind::CommitRepair {
-            id,
+            id: session_id(&id)?,
             stored: count(stored, "stored")?,
             cut: count(cut, "cut")?,
             closers,
@@ -557,12 +565,19 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
 /// The log file a native WAL store at `root` keeps for session `id`
 /// (computed, never touched).
 #[napi]
-pub fn wal_log_path(root: String, id: String) -> String {
-    Path::new(&root)
+pub fn wal_log_path(root: String, id: Utf16String) -> napi::Result<String> {
+    Ok(Path::new(&root)
         .join("sessions")
-        .join(format!("{}{LOG_EXTENSION}", encode_file_name(&id)))
+        .join(format!("{}{LOG_EXTENSION}", encode_file_name(&session_id(&id)?)))
         .to_string_lossy()
-        .into_owned()
+        .into_owned())
+}
+
+/// A session id as JavaScript holds it, UTF-16 units and all: napi's UTF-8
+/// conversion would turn a lone surrogate into U+FFFD and so name another
+/// session. turnwal spells it exactly (`turnwal::jsstr`).
+fn session_id(units: &[u16]) -> napi::Result<String> {
+    turnwal::jsstr::from_utf16(units).map_err(|why| invalid(format!("session id: {why}")))
 }
 
 /// The turnwal library version this addon was built from.
