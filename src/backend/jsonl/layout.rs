@@ -151,9 +151,10 @@ pub fn decode_segment_units(segment: &str) -> Option<Vec<u16>> {
     Some(out)
 }
 
-/// The id a session directory name encodes, when it is valid UTF-16 text.
+/// The id a session directory name encodes (spelled as `crate::jsstr` says
+/// when it holds a lone surrogate).
 pub fn decode_segment(segment: &str) -> Option<String> {
-    String::from_utf16(&decode_segment_units(segment)?).ok()
+    jsstr::from_utf16(&decode_segment_units(segment)?).ok()
 }
 
 /// `projectKey`: the readable directory of a cwd. Runs of `/`, `\` and `:`
@@ -253,6 +254,9 @@ mod tests {
             encode_segment_units(&[0xDC00]).unwrap()
         );
         assert_eq!(decode_segment_units("~D800"), Some(vec![0xD800]));
+        let lone = decode_segment("a~D800").unwrap();
+        assert_eq!(jsstr::to_utf16(&lone), [0x61, 0xD800]);
+        assert_eq!(encode_segment(&lone).unwrap(), "a~D800");
         assert_eq!(
             decode_segment("~0041"),
             None,

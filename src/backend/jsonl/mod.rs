@@ -31,6 +31,7 @@
 pub mod header;
 pub mod layout;
 pub mod normalize;
+mod quick;
 pub mod records;
 mod scan;
 mod writer;
@@ -406,7 +407,23 @@ impl JsonlBackend {
         Ok(self.plan_at(&path, Some(id))?.map(|(plan, _)| plan))
     }
 
+    /// `list`'s line for the log at `path`: from its two ends when they
+    /// settle it (`quick`), else from a full scan.
     fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
+        let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
+        if let Some(summary) = quick::summary(path, self.compression, policy)
+            && summary
+                .header
+                .as_ref()
+                .is_some_and(|h| self.check_identity(path, h, None).is_ok())
+        {
+            return Ok(Some(summary));
+        }
+        self.full_summary(path)
+    }
+
+    /// `list`'s line for the log at `path`, from every byte of it.
+    fn full_summary(&self, path: &Path) -> Result<Option<SessionSummary>> {
         let dir_name = path
             .parent()
             .and_then(|d| d.file_name())

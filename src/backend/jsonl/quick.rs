@@ -1,0 +1,381 @@
+//! `list`'s summary of a JSONL log read from its two ends, as the WAL's
+//! listing reads its file header and last record: the header line, and the
+//! records from the last `turn/end` to the end of the file, which settle the
+//! event count, the turn, the last time and the state.
+//!
+//! Whatever the tail does not settle — a final line without a newline, a
+//! line that does not decode, a seq that does not follow, an incomplete
+//! zstd frame, a contract break, no `turn/end` within [`TAIL_BOUND`] bytes
+//! — gives `None`, and the caller scans the whole log (which reports the
+//! damage). Like the WAL's listing, this does not look for damage before the
+//! last `turn/end`: `verify` reads every byte.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::header::parse_header_line;
+use super::layout::Compression;
+use super::normalize::normalize;
+use super::records::decode_line;
+use super::scan::zstd_header;
+use super::zstd::{decompress_frame, scan_frames};
+use crate::contract::Policy;
+use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
+use crate::scan::{LogState, SessionSummary, classify_tail};
+
+/// The most bytes of records (decompressed, in zstd mode) read back from
+/// the end of a log in search of its last `turn/end`.
+const TAIL_BOUND: usize = 1 << 20;
+
+/// The longest header line read from the front of a raw log.
+const HEAD_BOUND: u64 = 64 << 10;
+
+/// A log's header and its last records: from the last `turn/end` on, or
+/// every record when the log holds no `turn/end`.
+struct Tail {
+    header: SessionHeader,
+    events: Vec<Event>,
+    file_len: u64,
+}
+
+/// The summary of the log at `path` from its ends; `None` when they do not
+/// settle it.
+pub(super) fn summary(
+    path: &Path,
+    compression: Compression,
+    policy: Policy,
+) -> Option<SessionSummary> {
+    let tail = match compression {
+        Compression::None => raw_tail(path),
+        Compression::Zstd => zstd_tail(path),
+    }?;
+    let base = tail.events.first().map_or(0, Event::seq);
+    let follows = tail
+        .events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.seq() == base + i as u64);
+    if !follows {
+        return None;
+    }
+    let events = normalize(&tail.events, &tail.header.id).ok()?;
+    let (committed, committed_turn, rest) = match events.first() {
+        Some(end) if end.kind() == EventKind::TurnEnd => {
+            (end.seq() + 1, end.facts().ok()?.turn.get()?, &events[1..])
+        }
+        _ if base == 0 => (0, 0, &events[..]),
+        _ => return None,
+    };
+    let verdict = classify_tail(policy, committed, committed_turn, rest);
+    if verdict.debris.is_some() {
+        return None;
+    }
+    Some(SessionSummary {
+        id: tail.header.id.clone(),
+        header: Some(tail.header),
+        events: committed + rest.len() as u64,
+        turns: verdict.last_turn,
+        bytes: tail.file_len,
+        last_activity: events.last().map(Event::time),
+        state: if verdict.closers.is_empty() {
+            LogState::Clean
+        } else {
+            LogState::OpenTurn
+        },
+        problem: None,
+    })
+}
+
+fn raw_tail(path: &Path) -> Option<Tail> {
+    let file = File::open(path).ok()?;
+    let file_len = file.metadata().ok()?.len();
+    let mut head = vec![0; file_len.min(HEAD_BOUND) as usize];
+    file.read_exact_at(&mut head, 0).ok()?;
+    let nl = head.iter().position(|&b| b == b'\n')?;
+    let header = parse_header_line(&head[..nl]).ok()?;
+    let records_start = nl as u64 + 1;
+    let window_start = records_start.max(file_len.saturating_sub(TAIL_BOUND as u64));
+    let mut window = vec![0; (file_len - window_start) as usize];
+    file.read_exact_at(&mut window, window_start).ok()?;
+    let whole_lines = if window_start > records_start {
+        // The window starts inside some line: from the next one on.
+        let first = window.iter().position(|&b| b == b'\n')?;
+        &window[first + 1..]
+    } else {
+        &window[..]
+    };
+    let mut back = Vec::new();
+    let found = walk_back(whole_lines, &mut back)?;
+    if !found && window_start > records_start {
+        return None;
+    }
+    Some(Tail {
+        header,
+        events: back.into_iter().rev().flatten().collect(),
+        file_len,
+    })
+}
+
+fn zstd_tail(path: &Path) -> Option<Tail> {
+    let mut bytes = Vec::new();
+    File::open(path).ok()?.read_to_end(&mut bytes).ok()?;
+    let scan = scan_frames(&bytes, usize::MAX).ok()?;
+    if scan.torn_start.is_some() || scan.frames.is_empty() {
+        return None;
+    }
+    let header = zstd_header(&bytes, path).ok()?;
+    let mut back = Vec::new();
+    let mut budget = TAIL_BOUND;
+    // Every frame walked without a `turn/end`: the events from seq 0.
+    for frame in scan.frames[1..].iter().rev() {
+        let plain = decompress_frame(&bytes[frame.clone()]).ok()?;
+        budget = budget.checked_sub(plain.len())?;
+        if walk_back(&plain, &mut back)? {
+            break;
+        }
+    }
+    Some(Tail {
+        header,
+        events: back.into_iter().rev().flatten().collect(),
+        file_len: bytes.len() as u64,
+    })
+}
+
+/// Decodes the newline-terminated lines of `block` from the last one back,
+/// pushing each line's events onto `out`, until a line holds a `turn/end`:
+/// `Some(true)` then, `Some(false)` when the block runs out first, `None`
+/// when a line does not decode or the block does not end with a newline.
+fn walk_back(block: &[u8], out: &mut Vec<Vec<Event>>) -> Option<bool> {
+    let Some((&last, body)) = block.split_last() else {
+        return Some(false);
+    };
+    if last != b'\n' {
+        return None;
+    }
+    let mut end = body.len();
+    loop {
+        let start = body[..end]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let decoded = decode_line(&body[start..end]).ok()?;
+        let holds_end = decoded.iter().any(|e| e.kind() == EventKind::TurnEnd);
+        out.push(decoded);
+        if holds_end {
+            return Some(true);
+        }
+        if start == 0 {
+            return Some(false);
+        }
+        end = start - 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::jsonl::JsonlBackend;
+    use crate::store::{Store, StoreOptions};
+
+    fn ev(event_type: &str, seq: u64, data: &str) -> Event {
+        Event::new(event_type, seq, 1_000 + seq as i64, data).unwrap()
+    }
+
+    /// Turn `n` from `seq`: a step streaming `chunks` text deltas (a packed
+    /// row when 3 or more), closed or left open.
+    fn turn(n: u64, seq: u64, chunks: u64, text: &str, close: bool) -> Vec<Event> {
+        let mut out = vec![
+            ev("turn/start", seq, &format!(r#"{{"turn":{n}}}"#)),
+            ev(
+                "step/start",
+                seq + 1,
+                &format!(r#"{{"turn":{n},"step":1}}"#),
+            ),
+        ];
+        for i in 0..chunks {
+            out.push(ev(
+                "assistant/chunk",
+                seq + 2 + i,
+                &format!(
+                    r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}{i}"}}}}"#
+                ),
+            ));
+        }
+        if close {
+            let next = seq + 2 + chunks;
+            out.push(ev("step/end", next, &format!(r#"{{"turn":{n},"step":1}}"#)));
+            out.push(ev(
+                "turn/end",
+                next + 1,
+                &format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+            ));
+        }
+        out
+    }
+
+    /// The quick summary and the full scan's, side by side.
+    fn both(backend: &JsonlBackend, path: &Path) -> (Option<String>, String) {
+        let policy = JsonlBackend::policy_at(path.parent().unwrap());
+        let quick = summary(path, backend.compression, policy).map(|s| format!("{s:?}"));
+        let full = backend.full_summary(path).unwrap().unwrap();
+        (quick, format!("{full:?}"))
+    }
+
+    struct Root {
+        _dir: tempfile::TempDir,
+        backend: Arc<JsonlBackend>,
+        store: Store,
+    }
+
+    fn root(compression: Compression) -> Root {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(JsonlBackend::open(dir.path(), compression).unwrap());
+        let store = Store::with_backend(backend.clone(), StoreOptions::default());
+        Root {
+            _dir: dir,
+            backend,
+            store,
+        }
+    }
+
+    impl Root {
+        fn session(&self, id: &str, policy: Policy, batches: &[Vec<Event>]) -> PathBuf {
+            self.store
+                .create_with_policy(SessionHeader::new(id, 1), policy)
+                .unwrap();
+            for batch in batches {
+                self.store.append(id, batch).unwrap();
+            }
+            self.store.close(id).unwrap();
+            self.backend.find_log(id).unwrap().unwrap()
+        }
+    }
+
+    #[test]
+    fn the_ends_give_what_a_full_scan_gives() {
+        for compression in [Compression::None, Compression::Zstd] {
+            let r = root(compression);
+            let mut turns = Vec::new();
+            let mut seq = 0;
+            for n in 1..=3 {
+                turns.push(turn(n, seq, 5, "w", true));
+                seq += 9;
+            }
+            let clean = r.session("clean", Policy::Strict, &turns);
+            // An open turn ending in a packed row.
+            turns.push(turn(4, seq, 6, "o", false));
+            let open = r.session("open", Policy::Strict, &turns);
+            // No turn/end at all.
+            let first = r.session("first", Policy::Strict, &[turn(1, 0, 4, "f", false)]);
+            // An ignorable plugin event after the last turn/end.
+            let plugin = Event::from_json(
+                br#"{"type":"plugin/note","seq":18,"time":7,"data":{"k":1},"ignorable":true}"#,
+            )
+            .unwrap();
+            let lenient = r.session(
+                "lenient",
+                Policy::Lenient,
+                &[turns[0].clone(), turns[1].clone(), vec![plugin]],
+            );
+            let expect = [
+                (&clean, 27, 3, LogState::Clean, 1_026),
+                (&open, 35, 4, LogState::OpenTurn, 1_034),
+                (&first, 6, 1, LogState::OpenTurn, 1_005),
+                (&lenient, 19, 2, LogState::Clean, 7),
+            ];
+            for (path, events, turns, state, time) in expect {
+                let (quick, full) = both(&r.backend, path);
+                assert_eq!(quick.as_deref(), Some(full.as_str()), "{compression:?}");
+                let s = summary(
+                    path,
+                    compression,
+                    JsonlBackend::policy_at(path.parent().unwrap()),
+                )
+                .unwrap();
+                assert_eq!(
+                    (s.events, s.turns, s.state, s.last_activity),
+                    (events, turns, state, Some(time)),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_ends_do_not_settle_is_left_to_the_full_scan() {
+        // A torn raw line.
+        let r = root(Compression::None);
+        let path = r.session("torn", Policy::Strict, &[turn(1, 0, 2, "t", true)]);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, br#"{"type":"turn/st"#).unwrap();
+        let (quick, full) = both(&r.backend, &path);
+        assert_eq!(quick, None);
+        assert!(full.contains("state: Torn"), "{full}");
+
+        // An open turn longer than the bound: its turn/end is out of reach.
+        for compression in [Compression::None, Compression::Zstd] {
+            let r = root(compression);
+            let big = "x".repeat(4_000);
+            let mut long = turn(2, 6, 400, &big, false);
+            // Text deltas differing in index do not pack: one line each.
+            for (i, e) in long.iter_mut().enumerate().skip(2) {
+                *e = ev(
+                    "assistant/chunk",
+                    e.seq(),
+                    &format!(
+                        r#"{{"turn":2,"step":1,"chunk":{{"type":"text-delta","index":{i},"text":"{big}"}}}}"#
+                    ),
+                );
+            }
+            let path = r.session("long", Policy::Strict, &[turn(1, 0, 2, "a", true), long]);
+            let (quick, full) = both(&r.backend, &path);
+            assert_eq!(quick, None, "{compression:?}");
+            assert!(full.contains("state: OpenTurn"), "{full}");
+            assert!(full.contains("events: 408"), "{full}");
+        }
+    }
+
+    /// Every log upstream wrote (tests/fixtures/upstream), damaged or not:
+    /// where the ends settle the summary it is the full scan's, and they
+    /// settle it for every undamaged one.
+    #[test]
+    fn upstream_logs_summarize_alike() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream");
+        let mut settled = 0;
+        for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
+            for side in ["before", "after"] {
+                let backend =
+                    JsonlBackend::open(fixtures.join(name).join(side), compression).unwrap();
+                for project in backend.project_dirs().unwrap() {
+                    for dir in backend.session_dirs(&project).unwrap() {
+                        let path = dir.join(compression.log_name());
+                        let (quick, full) = both(&backend, &path);
+                        if let Some(quick) = quick {
+                            assert_eq!(quick, full, "{}", path.display());
+                            settled += 1;
+                        } else {
+                            assert!(
+                                side == "before"
+                                    && (dir.ends_with("torn") || dir.ends_with("torn-head")),
+                                "{}: {full}",
+                                path.display()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // 6 raw + 5 zstd sessions on each side, less the torn ones before repair.
+        assert_eq!(settled, 22 - 4);
+    }
+}
