@@ -14,12 +14,14 @@ use serde_json::value::RawValue;
 use super::BenchResult;
 use super::workload::{self, Workload};
 use crate::SyncMode;
+use crate::backend::jsonl::{self, Compression};
 use crate::backend::sqlite::{SqliteOptions, Synchronous};
 use crate::backend::wal::{WalBackend, encode_file_name, format};
 use crate::contract::{Policy, Tracker};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::store::{Store, StoreOptions};
+use crate::view::EventRef;
 
 /// The checksum salt of the records a fixture encodes itself (a real writer
 /// draws one at random; the cost of the CRC does not depend on it).
@@ -392,11 +394,101 @@ impl ListFixture {
     }
 }
 
+/// An upstream JSONL root of many sessions, each one complete turn and an
+/// open one, written file by file with the library's encoders.
+pub struct JsonlListFixture {
+    /// The root.
+    pub dir: PathBuf,
+    /// Its encoding.
+    pub compression: Compression,
+    /// Sessions in it.
+    pub sessions: usize,
+    /// Bytes of all transcripts.
+    pub bytes: u64,
+    /// Every transcript, for the header-only baseline.
+    pub logs: Vec<PathBuf>,
+}
+
+impl JsonlListFixture {
+    /// Writes `sessions` sessions into a new root at `dir`, spread over ten
+    /// project directories.
+    pub fn build(
+        dir: &Path,
+        compression: Compression,
+        sessions: usize,
+        seed: u64,
+    ) -> BenchResult<JsonlListFixture> {
+        let mut total = 0;
+        let mut logs = Vec::with_capacity(sessions);
+        for i in 0..sessions {
+            let id = format!("session-{i:05}");
+            let mut w = Workload::new(seed.wrapping_add(i as u64));
+            let mut events = w.turn_of(20, true);
+            events.extend(w.turn_of(20, false));
+            let header = SessionHeader::new(id, 1_700_000_000_000 + i as u64)
+                .with_cwd(format!("/work/p{}", i % 10));
+            let mut head = jsonl::header::header_line(&header).into_bytes();
+            head.push(b'\n');
+            let mut records = Vec::new();
+            jsonl::records::encode_records(
+                events.iter().map(EventRef::from),
+                true,
+                b'\n',
+                &mut records,
+            );
+            records.push(b'\n');
+            let bytes = match compression {
+                Compression::None => [head, records].concat(),
+                Compression::Zstd => [
+                    jsonl::zstd::compress_frame(&head),
+                    jsonl::zstd::compress_frame(&records),
+                ]
+                .concat(),
+            };
+            let path =
+                jsonl::layout::log_path(dir, header.cwd.as_deref(), &header.id, compression)?;
+            fs::create_dir_all(path.parent().expect("a session directory"))?;
+            fs::write(&path, &bytes)?;
+            total += bytes.len() as u64;
+            logs.push(path);
+        }
+        Ok(JsonlListFixture {
+            dir: dir.to_owned(),
+            compression,
+            sessions,
+            bytes: total,
+            logs,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::LogState;
     use crate::backend::Backend;
+
+    #[test]
+    fn jsonl_list_fixtures_are_upstream_roots() {
+        let dir = super::super::ScratchDir::new().unwrap();
+        for compression in [Compression::None, Compression::Zstd] {
+            let root = dir.path().join(compression.config_name());
+            let fx = JsonlListFixture::build(&root, compression, 12, 3).unwrap();
+            let backend = jsonl::JsonlBackend::open(&root, compression).unwrap();
+            let listed = backend.list().unwrap();
+            assert_eq!(listed.len(), 12);
+            for s in &listed {
+                // The full scan agrees with the listing.
+                let scan = backend.scan(&s.id).unwrap().unwrap();
+                assert_eq!(scan.state(), LogState::OpenTurn, "{}", s.id);
+                assert_eq!(
+                    (s.state, s.events, s.turns),
+                    (scan.state(), scan.stored_len(), 2)
+                );
+            }
+            assert_eq!(fx.logs.len(), 12);
+        }
+    }
 
     #[test]
     fn fixtures_are_valid_sessions() {

@@ -10,20 +10,26 @@
 //! | [`full_load`] | `Store::view`, every `EventRef` touched | — (memory reported by [`load_memory`]) |
 //! | [`tail_read`] | `Store::read_from(len - 50)` on a large session | the same on a small session |
 //! | [`list`] | `Store::list` of a store of many sessions | — |
+//! | [`list_jsonl`] | `Store::list` of an upstream JSONL root (raw or zstd) | [`ListJsonlHeaders`]: every header alone, as upstream's `list` reads |
 //! | [`reopen`] | `Store::resume` on a fresh `Store` (a writer reopened) on a large session | the same on a small session |
 
+use std::fs::File;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::baselines;
-use super::fixtures::{AppendFixture, ListFixture, SessionFixture};
+use super::fixtures::{AppendFixture, JsonlListFixture, ListFixture, SessionFixture};
 use super::stats::Memory;
 use super::{BenchResult, Comparison, Side};
 use crate::SyncMode;
 use crate::backend::Backend;
+use crate::backend::jsonl::{self, Compression, JsonlBackend};
 use crate::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
 use crate::backend::wal::WalBackend;
 use crate::event::IncomingEvent;
+use crate::scan::LogState;
 use crate::store::{Store, StoreOptions};
 
 /// Fresh, numbered subdirectories of one side's scratch directory: every
@@ -574,6 +580,101 @@ pub fn list<'a>(fx: &ListFixture) -> Comparison<'a> {
             dir: fx.dir.clone(),
             sessions: fx.sessions,
         })],
+    }
+}
+
+/// `Store::list` on a fresh `Store` over a page-cached upstream JSONL root:
+/// every session's line (events, turns, state), read from the log's ends.
+pub struct ListJsonl {
+    dir: PathBuf,
+    compression: Compression,
+    sessions: usize,
+}
+
+impl Side for ListJsonl {
+    fn name(&self) -> &str {
+        "turnwal"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        let store = Store::with_backend(
+            Arc::new(JsonlBackend::open(&self.dir, self.compression)?),
+            StoreOptions::default(),
+        );
+        let listed = store.list()?;
+        let elapsed = start.elapsed();
+        if listed.len() != self.sessions || listed.iter().any(|s| s.state != LogState::OpenTurn) {
+            return Err(
+                format!("listed {} of {} open sessions", listed.len(), self.sessions).into(),
+            );
+        }
+        Ok(elapsed)
+    }
+}
+
+/// Upstream's own `list`: every transcript's header and nothing else (the
+/// first line, or the first frame decompressed), parsed.
+pub struct ListJsonlHeaders {
+    logs: Vec<PathBuf>,
+    compression: Compression,
+}
+
+impl Side for ListJsonlHeaders {
+    fn name(&self) -> &str {
+        "headers_only"
+    }
+
+    fn once(&mut self) -> BenchResult<Duration> {
+        let start = Instant::now();
+        for path in &self.logs {
+            let mut head = vec![0; 8192];
+            let n = File::open(path)?.read(&mut head)?;
+            head.truncate(n);
+            let line = match self.compression {
+                Compression::None => head,
+                Compression::Zstd => {
+                    let frames = jsonl::zstd::scan_frames(&head, 1).map_err(|e| e.reason)?;
+                    let first = frames.frames.first().ok_or("no header frame")?;
+                    jsonl::zstd::decompress_frame(&head[first.clone()])?
+                }
+            };
+            let end = line
+                .iter()
+                .position(|&b| b == b'\n')
+                .ok_or("no header line")?;
+            jsonl::header::parse_header_line(&line[..end]).map_err(|e| format!("{e:?}"))?;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+/// Listing an upstream JSONL root of `fx.sessions` sessions, against
+/// reading their headers alone (what upstream's `list` returns).
+pub fn list_jsonl<'a>(fx: &JsonlListFixture) -> Comparison<'a> {
+    Comparison {
+        name: format!(
+            "list_{}/{}",
+            match fx.compression {
+                Compression::None => "jsonl",
+                Compression::Zstd => "jsonl_zstd",
+            },
+            count_label(fx.sessions as u64)
+        ),
+        events: 0,
+        bytes: fx.bytes,
+        ops: Some((fx.sessions as u64, "sessions")),
+        sides: vec![
+            Box::new(ListJsonl {
+                dir: fx.dir.clone(),
+                compression: fx.compression,
+                sessions: fx.sessions,
+            }),
+            Box::new(ListJsonlHeaders {
+                logs: fx.logs.clone(),
+                compression: fx.compression,
+            }),
+        ],
     }
 }
 
