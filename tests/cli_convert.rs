@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use support::{T0, append, cat, convert, ev, header, lines, on, turn, turnwal};
+use support::{T0, append, cat, convert, copy_tree, ev, header, lines, on, turn, turnwal};
 
 fn log_path(store: &Path, id: &str) -> PathBuf {
     store.join("sessions").join(format!("{id}.twal"))
@@ -844,7 +844,8 @@ fn lone_surrogate_ids_are_printed_taken_back_and_converted() {
     assert_eq!(out.status, 4, "{}", out.stderr);
     assert_eq!(out.stdout, "converted 0 of 1 session\n");
     assert!(
-        out.stderr.starts_with("turnwal: \"lone\\ud800id\": not copied: ")
+        out.stderr
+            .starts_with("turnwal: \"lone\\ud800id\": not copied: ")
             && out.stderr.contains(
                 r#"session header field id "lone\ud800id" holds a lone UTF-16 surrogate"#
             ),
@@ -853,20 +854,10 @@ fn lone_surrogate_ids_are_printed_taken_back_and_converted() {
     );
 
     // U+10FFFF outside a spelling is no id: refused before anything is read.
-    let bad = turnwal(&["--store", wal.to_str().unwrap(), "cat", "a\u{10FFFF}"], "");
+    let bad = turnwal(
+        &["--store", wal.to_str().unwrap(), "cat", "a\u{10FFFF}"],
+        "",
+    );
     assert_eq!(bad.status, 64, "{}", bad.stderr);
     assert!(bad.stderr.contains("noncharacter"), "{}", bad.stderr);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }

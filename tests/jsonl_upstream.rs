@@ -3,18 +3,23 @@
 //! `@deepseek-ai/dsh-session-persistence-jsonl` 0.1.0-rc.8 on Node 22, some
 //! cut the way a crash cuts them, with what upstream's `inspect`, `readFrom`,
 //! `readRaw` and `load` returned for each (`expected.json`), and the roots
-//! after upstream's own `load` repaired them (`after/`).
+//! after upstream's own `load` repaired them (`after/`). One session holds
+//! lone UTF-16 surrogates in its id, cwd, parent and preset; its record is
+//! `expected-lone.json`, its strings kept as JSON text.
 //!
 //! turnwal must return the same: the same header, the same events byte for
 //! byte (chunk rows expanded, legacy shapes normalized, closers derived),
 //! the same suffixes, the same decoded text; and its repair must leave the
 //! same file (raw: byte-identical; zstd: the same frames' text).
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use support::copy_tree;
 use turnwal::backend::jsonl::records::decode_line;
 use turnwal::backend::jsonl::zstd::{decompress_frame, scan_frames};
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
@@ -22,19 +27,6 @@ use turnwal::{Event, LogState, Policy, SessionHeader, Store, StoreOptions, jsstr
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -126,7 +118,7 @@ fn check(compression: Compression) {
     );
     let tmp = tempfile::tempdir().unwrap();
     let before = tmp.path().join("before");
-    copy_dir(&dir.join("before"), &before);
+    copy_tree(&dir.join("before"), &before);
     let reader = store(&before, compression);
     let mut listed: Vec<String> = reader.list().unwrap().into_iter().map(|s| s.id).collect();
     listed.sort();
@@ -230,7 +222,7 @@ fn check(compression: Compression) {
 
     // Upstream's repaired roots read clean in turnwal.
     let after = tmp.path().join("after");
-    copy_dir(&dir.join("after"), &after);
+    copy_tree(&dir.join("after"), &after);
     let s = store(&after, compression);
     for (id, want) in &sessions {
         let view = s.inspect(id).unwrap();

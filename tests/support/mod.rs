@@ -157,3 +157,17 @@ pub fn open(store: &Path) -> Store {
 pub fn header(store: &Path, id: &str) -> SessionHeader {
     open(store).inspect(id).unwrap().header
 }
+
+/// Copies a directory tree (a fixture root into a temporary one).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
