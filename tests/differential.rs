@@ -1,8 +1,13 @@
-//! The WAL and SQLite backends must be indistinguishable through the
+//! The WAL, SQLite and JSONL backends must be indistinguishable through the
 //! `Store` (issue 5, "a differential property test"). Every case runs one
-//! history against a native WAL store and a SQLite store side by side
-//! (`turnwal::crashlab::differential`, which the `differential` fuzz target
-//! shares) and requires, after every operation, the same answer from both:
+//! history against a native WAL store, a SQLite store and the JSONL stores
+//! its `Config` names (raw `session.jsonl`, zstd `session.jsonl.zstd`)
+//! side by side (`turnwal::crashlab::differential`, which the
+//! `differential` fuzz target shares) and requires, after every operation,
+//! the same answer from each, within the JSONL rules the module docs of
+//! `crashlab::differential` list (no event named like a packed tag, the
+//! header's stored `delegationDepth: 0`, the default key order of a lone
+//! `surfaceOp`, torn tails as upstream's writer leaves them):
 //!
 //! - appends, flushes, closes, recoveries (dry and committed), loads,
 //!   deletes, refused batches: the same result or error, and each
@@ -32,11 +37,16 @@
 //! into each backend's own storage (a partial next record / row, the last
 //! event cut short, the last events of a batch never written).
 //!
+//! `fixed_seed_history` runs both JSONL compressions, the random cases one
+//! in three each (none, raw, zstd, by seed), `long_runs_and_huge_members`
+//! none and `long_runs_and_huge_members_through_jsonl` both.
+//!
 //! `TURNWAL_DIFF_CASES=N` runs N random cases instead of 16 (the seeds are
 //! random per run; proptest prints a failing case's ops and seed).
 
 use proptest::prelude::*;
 use turnwal::Policy;
+use turnwal::backend::jsonl::Compression;
 use turnwal::crashlab::differential::{
     Config, DiffOp, DiffStats, Differential, Shapes, Sweep, TornTail,
 };
@@ -66,6 +76,7 @@ fn fixed_seed_history() {
         durable: true,
         sweep: Sweep::Every,
         scratch: None,
+        jsonl: vec![Compression::None, Compression::Zstd],
     };
     let ops = [
         // Partitions of 1, 2, 3 and more, interleaved across sessions.
@@ -154,7 +165,8 @@ fn fixed_seed_history() {
     }
     assert!(stats.packed_rows.iter().all(|&n| n > 0), "{stats:?}");
     assert!(g.both_orders.iter().all(|&n| n > 0), "{g:?}");
-    assert!(g.unpackable > 0 && g.tag_named > 0, "{g:?}");
+    assert!(g.unpackable > 0, "{g:?}");
+    assert!(stats.jsonl_packed_rows.iter().all(|&n| n > 0), "{stats:?}");
     assert!(g.closer_shaped > 0 && g.decreasing_times > 0, "{g:?}");
     assert!(stats.repairs > 0 && stats.closers > 0, "{stats:?}");
 }
@@ -180,6 +192,7 @@ fn long_runs_and_huge_members() {
         durable: false,
         sweep: Sweep::AtMost(96),
         scratch: None,
+        jsonl: Vec::new(),
     };
     let mut d = Differential::new(&config);
     for op in [app(0, 30), app(1, 30), app(0, 1_200), app(1, 40)] {
@@ -199,6 +212,48 @@ fn long_runs_and_huge_members() {
     assert!(g.runs.iter().any(|r| r[4] > 0), "{g:?}");
     assert!(g.huge_runs > 0, "{g:?}");
     assert_eq!(stats.largest_row, 1_024, "{stats:?}");
+}
+
+/// Long runs through the JSONL stores (raw and zstd) beside the WAL and
+/// SQLite: JSONL packs a run of any length into one line (SQLite cuts rows
+/// at 1,024 members), so a 2,000-member run is one line. Members of 250 to
+/// 450 KiB are left out: a JSONL `read_from` parses the whole transcript,
+/// and reading a multi-MiB transcript at every check's seqs costs 10 s in a
+/// debug build. Two sessions, every check reading at 48 seqs spread over
+/// the log plus every seq next to a packed row's edge (of SQLite's rows and
+/// of JSONL's lines).
+#[test]
+fn long_runs_and_huge_members_through_jsonl() {
+    use DiffOp::*;
+    let config = Config {
+        seed: 0x10_2411,
+        policies: vec![Policy::Strict, Policy::Lenient],
+        shapes: Shapes {
+            long_runs: 35,
+            huge_runs: 0,
+            lean: true,
+        },
+        durable: false,
+        sweep: Sweep::AtMost(48),
+        scratch: None,
+        jsonl: vec![Compression::None, Compression::Zstd],
+    };
+    let mut d = Differential::new(&config);
+    for op in [app(0, 30), app(1, 30), app(0, 1_200), app(1, 40)] {
+        d.apply(&op);
+    }
+    d.apply(&Reopen);
+    d.apply(&Tear {
+        session: 0,
+        how: TornTail::DropLast(5),
+    });
+    d.apply(&app(0, 40));
+    let stats = d.finish();
+    eprintln!("long_runs_and_huge_members_through_jsonl: {stats:?}");
+    let g = &stats.generated;
+    assert!(g.runs.iter().any(|r| r[4] > 0), "{g:?}");
+    assert_eq!(stats.largest_row, 1_024, "{stats:?}");
+    assert!(stats.jsonl_largest_row > 1_024, "{stats:?}");
 }
 
 fn op(sessions: usize) -> impl Strategy<Value = DiffOp> {
@@ -238,6 +293,13 @@ fn case() -> impl Strategy<Value = (Config, Vec<DiffOp>)> {
             durable: false,
             sweep: Sweep::Every,
             scratch: None,
+            // One case in three without JSONL: the generator then also
+            // names events like packed row tags.
+            jsonl: match seed % 3 {
+                0 => Vec::new(),
+                1 => vec![Compression::None],
+                _ => vec![Compression::Zstd],
+            },
         };
         (Just(config), prop::collection::vec(op(n), 4..24))
     })
@@ -377,5 +439,107 @@ fn source_event_seqs_spelling_survives_both_backends() {
         store.append("s", &events).unwrap();
         let back = store.read_from("s", 2).unwrap();
         assert_eq!(back[0].to_json(), line, "{name}");
+    }
+}
+
+/// KNOWN DIVERGENCE, reported and not fixed here (the fix belongs to the
+/// `Store`/JSONL backend): a JSONL session created without
+/// `delegationDepth` stores `"delegationDepth":0` (docs/JSONL.md, "The
+/// header line"), and every read from disk returns `Some(0)`; but while
+/// the session is open in this `Store` (`live`), `inspect`, `view` and
+/// `list` return the header as given to `create`, `None`. The same
+/// session's header so changes across a crash, and differs from what
+/// another process reading the same file sees at the same moment. The
+/// differential generator gives every header a `delegationDepth` when a
+/// JSONL store takes part. `cargo test --test differential -- --ignored`
+/// shows it.
+#[test]
+#[ignore = "known divergence: a live JSONL session reports delegation_depth None, a reopened one Some(0)"]
+fn jsonl_header_depth_is_the_same_live_and_reopened() {
+    use std::sync::Arc;
+    use turnwal::backend::jsonl::JsonlBackend;
+    use turnwal::{Event, SessionHeader, Store, StoreOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let backend = JsonlBackend::open(dir.path(), Compression::None).unwrap();
+        Store::with_backend(Arc::new(backend), StoreOptions::default())
+    };
+    let store = open();
+    store
+        .create(SessionHeader::new("s", 1).with_cwd("/w"))
+        .unwrap();
+    store
+        .append(
+            "s",
+            &[Event::new("turn/start", 0, 10, r#"{"turn":1}"#).unwrap()],
+        )
+        .unwrap();
+    let live = store.inspect("s").unwrap().header;
+    let other = open().inspect("s").unwrap().header;
+    assert_eq!(
+        (live.delegation_depth, other.delegation_depth),
+        (Some(0), Some(0)),
+        "live: {}, read by another store: {}",
+        live.to_json(),
+        other.to_json()
+    );
+}
+
+/// KNOWN DIVERGENCE, reported and not fixed here (the fix belongs to the
+/// JSONL backend): an event whose type is a packed-row tag (`text-chunks`,
+/// `reasoning-chunks`, `tool-call-chunks`; a plugin may name one so, and
+/// the WAL and SQLite store it) is accepted by a JSONL store's `append`,
+/// but JSONL cannot hold it (docs/JSONL.md, "Records": the reader takes
+/// its line for a malformed packed row), so the acknowledged batch turns
+/// the log unreadable: once a `turn/end` follows it, the whole session is
+/// refused as corrupt. The append should refuse it, naming the seq, with
+/// nothing written (as any other event a backend cannot store is refused).
+/// The differential generator names such events `plugin/<tag>` when a
+/// JSONL store takes part. `cargo test --test differential -- --ignored`
+/// shows it.
+#[test]
+#[ignore = "known divergence: JSONL acknowledges an event named like a packed tag, then cannot read the log"]
+fn jsonl_refuses_an_event_named_like_a_packed_tag_or_keeps_it() {
+    use std::sync::Arc;
+    use turnwal::backend::jsonl::JsonlBackend;
+    use turnwal::{Event, SessionHeader, Store, StoreOptions};
+
+    for compression in [Compression::None, Compression::Zstd] {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = JsonlBackend::open(dir.path(), compression).unwrap();
+        let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+        store.create(SessionHeader::new("s", 1)).unwrap();
+        let tagged = Event::from_json(
+            br#"{"type":"text-chunks","seq":1,"time":11,"data":{"plugin":true},"ignorable":true}"#,
+        )
+        .unwrap();
+        let events = [
+            Event::new("turn/start", 0, 10, r#"{"turn":1}"#).unwrap(),
+            tagged,
+            Event::new(
+                "turn/end",
+                2,
+                12,
+                r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+            )
+            .unwrap(),
+        ];
+        match store.append("s", &events) {
+            // Refused: nothing may have been written.
+            Err(_) => assert!(store.read_from("s", 0).unwrap_or_default().is_empty()),
+            // Acknowledged: it must read back, here and after a crash.
+            Ok(_) => {
+                drop(store);
+                let backend = JsonlBackend::open(dir.path(), compression).unwrap();
+                let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+                let back = store.read_from("s", 0);
+                assert_eq!(
+                    back.as_ref().map_err(ToString::to_string),
+                    Ok(&events.to_vec()),
+                    "{compression:?}: an acknowledged batch does not read back"
+                );
+            }
+        }
     }
 }

@@ -1,27 +1,29 @@
-//! The differential check of the two durable backends: the same operations
-//! run against a native WAL store and a SQLite store, and every answer must
-//! be the same (docs/RELIABILITY.md, "Differential").
+//! The differential check of the backends: the same operations run against
+//! a native WAL store, a SQLite store and (when the [`Config`] asks) the
+//! upstream JSONL store raw (`session.jsonl`), zstd (`session.jsonl.zstd`)
+//! or both, and every answer must be the same as the WAL's
+//! (docs/RELIABILITY.md, "Differential").
 //!
-//! - [`LogGen`] generates valid logs built to exercise the SQLite row
-//!   encoding: `assistant/chunk` runs of every packed kind (text, reasoning,
-//!   tool-call deltas) and length (1, 2, 3, longer, now and then 1024+ and
-//!   runs over the 1 MiB row bound), deltas that must stay scalar rows
-//!   (keys reordered, whitespace, escapes `JSON.stringify` would not write,
-//!   extra keys), run breaks (index, tool id, `name` presence, time jumps
-//!   past the safe integers), decreasing times, tool calls and results
-//!   (including producer-written results shaped like recovery's closers),
-//!   `surfaceOp`/`sourceEventSeqs` in both key orders, ignorable and plain
-//!   events named like the packed tags, plugin events, large payloads; and,
-//!   under `Lenient`, events between turns.
-//! - [`Differential`] holds a WAL store and a SQLite store in a scratch
-//!   directory and applies [`DiffOp`]s to both: appends in any partition,
-//!   flush, close, reopen (fresh `Store`s over the same storage: a crash),
-//!   torn tails written into each backend's own storage, recover, load,
-//!   delete, reads. After every operation it compares the results, and
-//!   [`Differential::check`] compares everything a reader can see:
-//!   `inspect`, `view`, `verify`, `list`, `read_from` at every seq from 0
-//!   to length+1, and that reads leave the revision alone while appends
-//!   and repairs move both backends' revisions in lockstep.
+//! - [`LogGen`] generates valid logs built to exercise the SQLite and JSONL
+//!   row encodings: `assistant/chunk` runs of every packed kind (text,
+//!   reasoning, tool-call deltas) and length (1, 2, 3, longer, now and then
+//!   1024+ and runs over the 1 MiB row bound), deltas that must stay scalar
+//!   rows (keys reordered, whitespace, escapes `JSON.stringify` would not
+//!   write, extra keys), run breaks (index, tool id, `name` presence, time
+//!   jumps past the safe integers), decreasing times, tool calls and
+//!   results (including producer-written results shaped like recovery's
+//!   closers), `surfaceOp`/`sourceEventSeqs` in both key orders, ignorable
+//!   and plain events named like the packed tags, plugin events, large
+//!   payloads; and, under `Lenient`, events between turns.
+//! - [`Differential`] holds the stores in a scratch directory and applies
+//!   [`DiffOp`]s to each: appends in any partition, flush, close, reopen
+//!   (fresh `Store`s over the same storage: a crash), torn tails written
+//!   into each backend's own storage, recover, load, delete, reads. After
+//!   every operation it compares the results, and [`Differential::check`]
+//!   compares everything a reader can see: `inspect`, `view`, `verify`,
+//!   `list`, `read_from` at every seq from 0 to length+1, and that reads
+//!   leave the revision alone while appends and repairs move every
+//!   backend's revision in lockstep.
 //!
 //! Events are compared by their full content: type, seq, time, the exact
 //! `data` bytes, `ignorable`, `sourceEventSeqs` and `surfaceOp` text and
@@ -30,25 +32,61 @@
 //! for it (of `list`'s `problem`, the reason code is compared), revision
 //! token text (only whether it moved).
 //!
-//! Two limits of the model, both because SQLite commits a transaction
-//! whole: a torn tail never splits the closers of a WAL repair (a crash
-//! inside a WAL repair has no SQLite counterpart; `recovery.rs` and the
-//! crash lab test it on the WAL), and a cut never falls inside a packed
-//! row (the WAL would lose one event, SQLite the row). `sourceEventSeqs` is
-//! generated in the only spelling SQLite keeps (`[1,2]`, no whitespace;
-//! see `tests/differential.rs::source_event_seqs_spelling_survives_both_backends`).
+//! Limits of the model, each a rule of a backend, not a tolerance:
 //!
-//! A divergence panics with both answers and the operation, which is what
-//! the property test (`tests/differential.rs`) and the fuzz target
+//! - SQLite commits a transaction whole, so a torn tail never splits the
+//!   closers of a WAL repair (a crash inside a WAL repair has no SQLite
+//!   counterpart; `recovery.rs` and the crash lab test it on the WAL), and
+//!   a cut never falls inside a packed row or line: a crash would lose the
+//!   whole row in SQLite and the whole line in JSONL, one event in the WAL.
+//!   `CutLast` on a log whose last row or JSONL line is packed tears a
+//!   partial next record instead; `DropLast` across a packed row or line
+//!   replaces it with its kept members, packed as a batch of them would be.
+//! - `sourceEventSeqs` is generated in the only spelling SQLite keeps
+//!   (`[1,2]`, no whitespace; see
+//!   `tests/differential.rs::source_event_seqs_spelling_survives_both_backends`).
+//! - JSONL (docs/JSONL.md): a JSONL log cannot hold an event whose type is
+//!   a packed tag (`text-chunks`, …), so with a JSONL store the generator
+//!   names those events `plugin/<tag>` (a JSONL store acknowledges such an
+//!   event and then cannot read its log:
+//!   `tests/differential.rs::jsonl_refuses_an_event_named_like_a_packed_tag_or_keeps_it`).
+//!   A JSONL header always stores `delegationDepth` (0 when none was
+//!   given), and a line holding `surfaceOp` without `sourceEventSeqs`
+//!   cannot show their key order (the reader takes the default for the
+//!   event's shape): the WAL's answers are compared with both applied
+//!   ([`Kind`]); and since a live JSONL session reports the header as
+//!   created, without the 0 (`jsonl_header_depth_is_the_same_live_and_reopened`),
+//!   the generator gives every header a `delegationDepth` in JSONL runs.
+//!   Every generated event reads through JSONL's read-time normalization
+//!   unchanged (no `trigger`, no legacy `turn/end` reasons or message
+//!   shapes, no retired types; unknown `turn/end` kinds pass as they are).
+//! - JSONL torn tails are written as upstream's writer could leave them:
+//!   raw, a fragment of a line without its newline (`PartialNext`: half a
+//!   copy of the last line; `CutLast(k)`: the last line cut to 1 to all of
+//!   its bytes); zstd, a torn final frame, built as two blocks (the lines
+//!   to keep, a flush, then the rest) and cut inside the second, so
+//!   upstream's reader recovers exactly the complete records before the
+//!   cut (`CutLast`: every line of the last batch but the last;
+//!   `PartialNext`: alternately all of the last batch, rewritten by the
+//!   repair through a temp file, or a torn frame of nothing after it).
+//!   `DropLast` on zstd re-compresses the frame it cuts with its kept
+//!   lines (the log a smaller batch would have left: a crash inside a
+//!   frame leaves a torn frame, which `CutLast` covers).
+//!
+//! A divergence panics with every answer (for long ones, the lines that
+//! differ from the WAL's) and the recent operations, which is what the
+//! property test (`tests/differential.rs`) and the fuzz target
 //! (`fuzz/fuzz_targets/differential.rs`, through [`fuzz_differential`])
 //! report.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::workload::Rng;
 use crate::backend::SyncMode;
+use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::{SqliteOptions, Synchronous};
 use crate::backend::wal::WalBackend;
 use crate::contract::{NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, Policy, Tracker};
@@ -143,6 +181,10 @@ pub struct LogGen {
     called: Vec<(String, u64)>,
     pending: VecDeque<Event>,
     names: u64,
+    /// Name the events [`LogGen`] would name like a packed tag
+    /// `plugin/<tag>` instead: a JSONL store cannot hold an event whose
+    /// type is `text-chunks`, `reasoning-chunks` or `tool-call-chunks`.
+    no_row_tags: bool,
     /// What was generated so far.
     pub stats: RunStats,
 }
@@ -225,8 +267,18 @@ impl LogGen {
             called: Vec::new(),
             pending: VecDeque::new(),
             names: 0,
+            no_row_tags: false,
             stats: RunStats::default(),
         }
+    }
+
+    /// This generator, naming no event like a packed JSONL/SQLite row tag
+    /// (`plugin/text-chunks` instead of `text-chunks`, …): what a run with
+    /// a JSONL store generates, since a JSONL log cannot hold such an event
+    /// (docs/JSONL.md, "Records").
+    pub fn without_row_tags(mut self) -> LogGen {
+        self.no_row_tags = true;
+        self
     }
 
     /// A generator continuing `log`, which must be balanced (no turn open),
@@ -248,6 +300,7 @@ impl LogGen {
         }
         g.turn = u64::from(tracker.placement().turn);
         g.stats = self.stats;
+        g.no_row_tags = self.no_row_tags;
         g
     }
 
@@ -461,8 +514,15 @@ impl LogGen {
     /// with `ignorable = 1`) or a plain plugin event (`ignorable` NULL),
     /// with data that may even look like a packed row's.
     fn tag_named(&mut self) {
-        self.stats.tag_named += 1;
         let tag = self.pick(&TAGS);
+        let plugin;
+        let tag = if self.no_row_tags {
+            plugin = format!("plugin/{tag}");
+            plugin.as_str()
+        } else {
+            self.stats.tag_named += 1;
+            tag
+        };
         let data = match self.rng.below(3) {
             0 => format!(
                 r#"{{"turn":{},"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}"#,
@@ -912,6 +972,13 @@ pub struct DiffStats {
     pub packed_members: u64,
     /// The most events one packed row held.
     pub largest_row: u64,
+    /// Packed lines in the JSONL logs at the last check (the most of any
+    /// JSONL store), by tag.
+    pub jsonl_packed_rows: [u64; 3],
+    /// Events those packed lines hold.
+    pub jsonl_packed_members: u64,
+    /// The most events one packed JSONL line held.
+    pub jsonl_largest_row: u64,
     /// Generator coverage.
     pub generated: RunStats,
 }
@@ -937,6 +1004,10 @@ pub struct Config {
     /// Where the scratch directory goes; `None`: the system's temporary
     /// directory.
     pub scratch: Option<PathBuf>,
+    /// The JSONL stores taking part (raw, zstd, both or none), each opened
+    /// with the WAL's `SyncMode`. With any, the generator names no event
+    /// like a packed row tag ([`LogGen::without_row_tags`]).
+    pub jsonl: Vec<Compression>,
 }
 
 /// Which seqs [`Differential::check`] calls `read_from` at. A sweep costs
@@ -991,12 +1062,50 @@ struct Session {
     torn: bool,
 }
 
-/// A WAL store and a SQLite store in one scratch directory, driven in
-/// lockstep. Every answer is compared; a divergence panics.
+/// Whether two answers are the same (the flag: the second is a JSONL
+/// store's, see [`Kind::reads_as_jsonl`]).
+type SameAs<T> = dyn Fn(&Result<T>, &Result<T>, bool) -> bool;
+
+/// One backend of a [`Differential`] run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The native WAL (the reference every other answer is compared with).
+    Wal,
+    /// SQLite.
+    Sqlite,
+    /// The upstream JSONL logs, raw or zstd.
+    Jsonl(Compression),
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Wal => "wal",
+            Kind::Sqlite => "sqlite",
+            Kind::Jsonl(Compression::None) => "jsonl",
+            Kind::Jsonl(Compression::Zstd) => "jsonl+zstd",
+        }
+    }
+
+    /// Whether this backend's answers are compared with the WAL's as a
+    /// JSONL store gives them (docs/JSONL.md): a header stored without
+    /// `delegationDepth` reads back with `delegationDepth: 0` ("The header
+    /// line"), and an event with `surfaceOp` but no `sourceEventSeqs` reads
+    /// back in the key order its shape has by default ("Records"; see
+    /// `as_jsonl_reads`), so the WAL's answer is compared with those
+    /// applied.
+    fn reads_as_jsonl(self) -> bool {
+        matches!(self, Kind::Jsonl(_))
+    }
+}
+
+/// A WAL store, a SQLite store and 0 to 2 JSONL stores (raw, zstd) in one
+/// scratch directory, driven in lockstep. Every answer is compared with
+/// the WAL's; a divergence panics.
 pub struct Differential {
     scratch: Scratch,
-    wal: Store,
-    sqlite: Store,
+    /// The stores, the WAL first.
+    stores: Vec<(Kind, Store)>,
     wal_options: StoreOptions,
     sqlite_options: SqliteOptions,
     sweep: Sweep,
@@ -1034,35 +1143,83 @@ fn event_key(e: &Event) -> String {
     s
 }
 
-fn events_key(events: &[Event]) -> String {
+/// An event as a JSONL store reads it back: a line holding `surfaceOp`
+/// without `sourceEventSeqs` cannot show their key order, so the reader
+/// takes the order the event would have been built with (`surfaceOp` first
+/// for a tool result in recovery's closer shape; docs/JSONL.md, "Records";
+/// `records::decode_line`).
+fn as_jsonl_reads(e: &Event) -> std::borrow::Cow<'_, Event> {
+    use crate::backend::sqlite::codec::surface_first_by_default;
+    match (e.surface_op(), e.source_event_seqs()) {
+        (Some(op), None)
+            if e.surface_op_first() != surface_first_by_default(e.event_type(), e.data().get()) =>
+        {
+            let mut read = e.clone();
+            read.set_extras(e.ignorable(), None, Some(op.clone()), !e.surface_op_first());
+            std::borrow::Cow::Owned(read)
+        }
+        _ => std::borrow::Cow::Borrowed(e),
+    }
+}
+
+/// Whether `theirs` is `ours`, as a JSONL store would read `ours` back
+/// when `jsonl`.
+fn same_events(ours: &[Event], theirs: &[Event], jsonl: bool) -> bool {
+    ours.len() == theirs.len()
+        && ours.iter().zip(theirs).all(|(a, b)| {
+            if jsonl {
+                *as_jsonl_reads(a) == *b
+            } else {
+                a == b
+            }
+        })
+}
+
+fn events_key(events: &[Event], jsonl: bool) -> String {
     let mut out = String::new();
     for e in events {
-        out.push_str(&event_key(e));
+        let e = if jsonl {
+            as_jsonl_reads(e)
+        } else {
+            std::borrow::Cow::Borrowed(e)
+        };
+        out.push_str(&event_key(&e));
         out.push('\n');
     }
     out
 }
 
-fn view_key(v: &SessionView) -> String {
+/// A header's JSON; with `fill`, as a JSONL store stores it (a missing
+/// `delegationDepth` is 0).
+fn header_key(h: &SessionHeader, fill: bool) -> String {
+    if fill && h.delegation_depth.is_none() {
+        let mut h = h.clone();
+        h.delegation_depth = Some(0);
+        return h.to_json();
+    }
+    h.to_json()
+}
+
+fn view_key(v: &SessionView, fill: bool) -> String {
     format!(
         "header={} stored={} state={} cut={:?} live={}\n{}",
-        v.header.to_json(),
+        header_key(&v.header, fill),
         v.stored,
         v.state,
         v.cut.as_ref().map(|c| (c.seq, c.reason)),
         v.live,
-        events_key(&v.events)
+        events_key(&v.events, fill)
     )
 }
 
-fn report_key(r: &RecoveryReport) -> String {
+fn report_key(r: &RecoveryReport, jsonl: bool) -> String {
     format!(
         "state={} kept={} committed={} cut={:?}\n{}",
         r.state,
         r.kept,
         r.committed,
         r.cut.as_ref().map(|c| (c.seq, c.reason)),
-        events_key(&r.closers)
+        events_key(&r.closers, jsonl)
     )
 }
 
@@ -1070,11 +1227,11 @@ fn report_key(r: &RecoveryReport) -> String {
 /// position and decoder message in a torn session's `problem` (`"<reason
 /// code> at byte N: …"` against `"<reason code> at row N: …"`), of which
 /// the reason code is compared.
-fn summary_key(s: &SessionSummary) -> String {
+fn summary_key(s: &SessionSummary, fill: bool) -> String {
     format!(
         "{} header={:?} events={} turns={} last={:?} state={} problem={:?}",
         s.id,
-        s.header.as_ref().map(SessionHeader::to_json),
+        s.header.as_ref().map(|h| header_key(h, fill)),
         s.events,
         s.turns,
         s.last_activity,
@@ -1102,8 +1259,11 @@ impl Differential {
             durable,
             sweep,
             ref scratch,
+            ref jsonl,
         } = *config;
         assert!(!policies.is_empty() && policies.len() <= SESSION_IDS.len());
+        let mut kinds = vec![Kind::Wal, Kind::Sqlite];
+        kinds.extend(jsonl.iter().map(|&c| Kind::Jsonl(c)));
         let scratch = Scratch::new(&scratch.clone().unwrap_or_else(std::env::temp_dir));
         let wal_options = StoreOptions {
             sync: if durable {
@@ -1121,7 +1281,8 @@ impl Differential {
             },
             ..SqliteOptions::default()
         };
-        let (wal, sqlite) = open_stores(&scratch.0, wal_options, &sqlite_options);
+        let stores = open_stores(&scratch.0, &kinds, wal_options, &sqlite_options);
+        let no_row_tags = !jsonl.is_empty();
         let mut rng = Rng::new(seed ^ 0x5eed);
         let sessions = policies
             .iter()
@@ -1139,12 +1300,20 @@ impl Differential {
                     header.delegation_depth = Some(1 + rng.below(3));
                     header.agent_preset = Some("reviewer".into());
                 }
+                // A live JSONL session reports the header as created, one
+                // read from disk `delegationDepth: 0` (tests/differential.rs::
+                // jsonl_header_depth_is_the_same_live_and_reopened).
+                if no_row_tags {
+                    header.delegation_depth.get_or_insert(0);
+                }
                 let seed = seed.wrapping_add(i as u64 * 0x9e37_79b9);
+                let mut generator = LogGen::new(seed, policy, shapes);
+                generator.no_row_tags = no_row_tags;
                 Session {
                     id,
                     header,
                     policy,
-                    generator: LogGen::new(seed, policy, shapes),
+                    generator,
                     seed,
                     created: false,
                     on_disk: false,
@@ -1155,8 +1324,7 @@ impl Differential {
             .collect();
         Differential {
             scratch,
-            wal,
-            sqlite,
+            stores,
             wal_options,
             sqlite_options,
             sweep,
@@ -1183,43 +1351,143 @@ impl Differential {
         self.scratch.0.join("sessions.db")
     }
 
+    /// The root of the JSONL store in `compression`.
+    pub fn jsonl_root(&self, compression: Compression) -> PathBuf {
+        self.scratch.0.join(match compression {
+            Compression::None => "jsonl-raw",
+            Compression::Zstd => "jsonl-zstd",
+        })
+    }
+
+    /// The JSONL compressions taking part.
+    fn jsonl_kinds(&self) -> Vec<Compression> {
+        self.stores
+            .iter()
+            .filter_map(|(k, _)| match k {
+                Kind::Jsonl(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// How many sessions the run drives.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
     }
 
-    fn fail(&self, what: &str, wal: &str, sqlite: &str) -> ! {
+    fn fail(&self, what: &str, answers: &[(Kind, String)]) -> ! {
         let recent: Vec<&String> = self.log.iter().rev().take(40).collect();
-        panic!(
-            "WAL and SQLite diverge: {what}\n--- wal:\n{wal}\n--- sqlite:\n{sqlite}\n--- last operations (newest first):\n{recent:#?}"
-        );
+        // Long answers: the lines that differ from the first answer's.
+        let clip = |l: &str| -> String {
+            if l.len() <= 400 {
+                return l.to_owned();
+            }
+            let mut end = 400;
+            while !l.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}… ({} bytes)", &l[..end], l.len())
+        };
+        let mut shown = String::new();
+        let first: Vec<&str> = answers
+            .first()
+            .map_or("", |a| a.1.as_str())
+            .lines()
+            .collect();
+        for (i, (kind, answer)) in answers.iter().enumerate() {
+            let lines: Vec<&str> = answer.lines().collect();
+            if i == 0 && answer.len() > 4_000 {
+                shown.push_str(&format!(
+                    "--- {} ({} lines; the first):\n{}\n",
+                    kind.name(),
+                    lines.len(),
+                    clip(lines.first().copied().unwrap_or(""))
+                ));
+                continue;
+            }
+            if answer.len() <= 4_000 {
+                let all: Vec<String> = lines.iter().take(60).map(|l| clip(l)).collect();
+                shown.push_str(&format!("--- {}:\n{}\n", kind.name(), all.join("\n")));
+                continue;
+            }
+            shown.push_str(&format!(
+                "--- {} ({} lines; those that differ):\n",
+                kind.name(),
+                lines.len()
+            ));
+            let n = lines.len().max(first.len());
+            for at in (0..n).filter(|&j| lines.get(j) != first.get(j)).take(6) {
+                let (a, b) = (lines.get(at).copied(), first.get(at).copied());
+                // From a little before where the two lines part.
+                let (a, b) = (a.unwrap_or("(none)"), b.unwrap_or("(none)"));
+                let mut from = a
+                    .bytes()
+                    .zip(b.bytes())
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(a.len().min(b.len()))
+                    .saturating_sub(80);
+                while !a.is_char_boundary(from) || !b.is_char_boundary(from) {
+                    from -= 1;
+                }
+                shown.push_str(&format!(
+                    "  line {at} (from byte {from}): {}\n  first answer:  {}\n",
+                    clip(&a[from..]),
+                    clip(&b[from..]),
+                ));
+            }
+        }
+        panic!("backends diverge: {what}\n{shown}--- last operations (newest first):\n{recent:#?}");
     }
 
-    fn same(&self, what: &str, wal: String, sqlite: String) -> String {
-        if wal != sqlite {
-            self.fail(what, &wal, &sqlite);
+    /// Compares the answers `results` of every store (in store order) with
+    /// the WAL's: `show(answer, fill)` must give the same text for each,
+    /// where `fill` asks to show the WAL's answer as a JSONL store gives
+    /// it (see [`Kind::reads_as_jsonl`]). Panics with every answer otherwise.
+    fn compare<T>(&self, what: &str, results: &[Result<T>], show: impl Fn(&T, bool) -> String) {
+        let shown: Vec<(Kind, String)> = self
+            .stores
+            .iter()
+            .zip(results)
+            .map(|((kind, _), r)| (*kind, key(r, |v| show(v, false))))
+            .collect();
+        for (i, (kind, answer)) in shown.iter().enumerate().skip(1) {
+            let expected = if kind.reads_as_jsonl() {
+                key(&results[0], |v| show(v, true))
+            } else {
+                shown[0].1.clone()
+            };
+            if *answer != expected {
+                let mut answers = shown.clone();
+                if expected != shown[0].1 {
+                    answers.insert(1, (shown[0].0, format!("(as {}) {expected}", kind.name())));
+                }
+                self.fail(&format!("{what} ({} differs)", shown[i].0.name()), &answers);
+            }
         }
-        wal
     }
 
     /// Every session's revision in each store.
-    fn revisions(&self) -> Vec<(String, String)> {
-        let r = |s: &Store, id: &str| key(&s.revision(id), |r| format!("{r:?}"));
+    fn revisions(&self) -> Vec<Vec<String>> {
         self.sessions
             .iter()
-            .map(|s| (r(&self.wal, &s.id), r(&self.sqlite, &s.id)))
+            .map(|s| {
+                self.stores
+                    .iter()
+                    .map(|(_, store)| key(&store.revision(&s.id), |r| format!("{r:?}")))
+                    .collect()
+            })
             .collect()
     }
 
-    /// Runs a read on both stores, compares the answers, and checks that
+    /// Runs a read on every store, compares the answers, and checks that
     /// no revision moved.
     fn read<T>(
         &mut self,
         what: &str,
         op: impl Fn(&Store) -> Result<T>,
-        show: impl Fn(&T) -> String,
+        show: impl Fn(&T, bool) -> String,
     ) -> Result<T> {
-        self.read_with(what, op, |a, b| key(a, &show) == key(b, &show), &show)
+        self.read_with(what, op, None, show)
     }
 
     /// [`Differential::read`] for a list of events, compared as values
@@ -1233,12 +1501,14 @@ impl Differential {
         self.read_with(
             what,
             op,
-            |a, b| match (a, b) {
-                (Ok(a), Ok(b)) => a == b,
-                (Err(a), Err(b)) => err_key(a) == err_key(b),
-                _ => false,
-            },
-            |e| events_key(e),
+            Some(
+                &|a: &Result<Vec<Event>>, b: &Result<Vec<Event>>, jsonl: bool| match (a, b) {
+                    (Ok(a), Ok(b)) => same_events(a, b, jsonl),
+                    (Err(a), Err(b)) => err_key(a) == err_key(b),
+                    _ => false,
+                },
+            ),
+            |e, jsonl| events_key(e, jsonl),
         )
     }
 
@@ -1246,67 +1516,74 @@ impl Differential {
         &mut self,
         what: &str,
         op: impl Fn(&Store) -> Result<T>,
-        equal: impl Fn(&Result<T>, &Result<T>) -> bool,
-        show: impl Fn(&T) -> String,
+        equal: Option<&SameAs<T>>,
+        show: impl Fn(&T, bool) -> String,
     ) -> Result<T> {
         // Inside a check the revisions are compared once around all its
         // reads.
         let before = (!self.in_check).then(|| self.revisions());
-        let a = op(&self.wal);
-        let b = op(&self.sqlite);
-        if !equal(&a, &b) {
-            self.fail(what, &key(&a, &show), &key(&b, &show));
+        let mut results: Vec<Result<T>> = self.stores.iter().map(|(_, s)| op(s)).collect();
+        match equal {
+            Some(equal)
+                if self.stores[1..]
+                    .iter()
+                    .zip(&results[1..])
+                    .all(|((kind, _), r)| equal(&results[0], r, kind.reads_as_jsonl())) => {}
+            _ => self.compare(what, &results, &show),
         }
         if let Some(before) = before {
             let after = self.revisions();
             if after != before {
                 self.fail(
                     &format!("{what}: a read changed a revision"),
-                    &format!("{before:?} -> {after:?}"),
-                    "",
+                    &[(Kind::Wal, format!("{before:?} -> {after:?}"))],
                 );
             }
         }
-        a
+        results.swap_remove(0)
     }
 
-    /// Runs a mutation of session `session` on both stores, compares the
+    /// Runs a mutation of session `session` on every store, compares the
     /// answers, and checks that its revisions moved together (and moved,
     /// when `expect` says so) and that no other session's moved. Returns
-    /// whether they moved.
+    /// the WAL's answer and whether the revisions moved.
     fn mutate<T>(
         &mut self,
         what: &str,
         session: usize,
         op: impl Fn(&Store) -> Result<T>,
-        show: impl Fn(&T) -> String,
+        show: impl Fn(&T, bool) -> String,
         expect: impl Fn(&Result<T>) -> Option<bool>,
     ) -> (Result<T>, bool) {
         let before = self.revisions();
-        let a = op(&self.wal);
-        let b = op(&self.sqlite);
-        self.same(what, key(&a, &show), key(&b, &show));
+        let mut results: Vec<Result<T>> = self.stores.iter().map(|(_, s)| op(s)).collect();
+        self.compare(what, &results, &show);
         let after = self.revisions();
         for (i, (x, y)) in before.iter().zip(&after).enumerate() {
-            let moved = (x.0 != y.0, x.1 != y.1);
+            let moved: Vec<bool> = x.iter().zip(y).map(|(a, b)| a != b).collect();
             let expected = if i == session {
-                expect(&a)
+                expect(&results[0])
             } else {
                 Some(false)
             };
-            if moved.0 != moved.1 || expected.is_some_and(|e| e != moved.0) {
+            if moved.iter().any(|&m| m != moved[0]) || expected.is_some_and(|e| e != moved[0]) {
+                let answers: Vec<(Kind, String)> = self
+                    .stores
+                    .iter()
+                    .zip(x.iter().zip(y))
+                    .map(|((kind, _), (a, b))| (*kind, format!("{a} -> {b}")))
+                    .collect();
                 self.fail(
                     &format!(
-                        "{what}: revisions of {:?} moved (wal, sqlite) = {moved:?}, expected {expected:?}",
+                        "{what}: revisions of {:?} moved {moved:?} (in store order), expected {expected:?}",
                         self.sessions[i].id
                     ),
-                    &format!("{} -> {}", x.0, y.0),
-                    &format!("{} -> {}", x.1, y.1),
+                    &answers,
                 );
             }
         }
-        let moved = before[session].0 != after[session].0;
-        (a, moved)
+        let moved = before[session][0] != after[session][0];
+        (results.swap_remove(0), moved)
     }
 
     /// Applies one operation to both stores and compares the results.
@@ -1322,7 +1599,7 @@ impl Differential {
                     &format!("flush {id:?}"),
                     session,
                     |s| s.flush(&id),
-                    |n| format!("durable {n}"),
+                    |n, _| format!("durable {n}"),
                     |_| None,
                 );
                 self.after_repair(session, r.is_ok() && moved);
@@ -1333,7 +1610,7 @@ impl Differential {
                     &format!("close {id:?}"),
                     session,
                     |s| s.close(&id),
-                    |()| "ok".into(),
+                    |(), _| "ok".into(),
                     |_| Some(false),
                 );
                 let s = &mut self.sessions[session];
@@ -1378,15 +1655,19 @@ impl Differential {
                     &format!("delete {id:?}"),
                     session,
                     |s| s.delete(&id),
-                    |()| "ok".into(),
+                    |(), _| "ok".into(),
                     |_| None,
                 );
                 if r.is_ok() {
                     let s = &mut self.sessions[session];
                     s.seed = s.seed.wrapping_add(1);
                     let fresh = LogGen::new(s.seed, s.policy, s.generator.shapes);
-                    let stats = s.generator.stats;
-                    s.generator = LogGen { stats, ..fresh };
+                    let (stats, no_row_tags) = (s.generator.stats, s.generator.no_row_tags);
+                    s.generator = LogGen {
+                        stats,
+                        no_row_tags,
+                        ..fresh
+                    };
                     s.created = false;
                     s.on_disk = false;
                     s.stale = false;
@@ -1427,7 +1708,7 @@ impl Differential {
             &format!("resume {id:?}"),
             session,
             |s| s.resume(&id),
-            |r: &Receipt| format!("{r:?}"),
+            |r: &Receipt, _| format!("{r:?}"),
             |_| None,
         );
         if moved {
@@ -1469,13 +1750,13 @@ impl Differential {
             &format!("reject {id:?} {how}"),
             session,
             |s| s.append(&id, &batch),
-            |r| format!("{r:?}"),
+            |r, _| format!("{r:?}"),
             |_| Some(false),
         );
         if r.is_ok() {
             panic!(
                 "both stores accepted a batch they must refuse: {}",
-                events_key(&batch)
+                events_key(&batch, false)
             );
         }
     }
@@ -1488,7 +1769,7 @@ impl Differential {
                 &format!("append {id:?} nothing"),
                 session,
                 |s| s.append(&id, &[]),
-                |r| format!("{r:?}"),
+                |r, _| format!("{r:?}"),
                 |_| Some(false),
             );
             return;
@@ -1501,7 +1782,7 @@ impl Differential {
                 &format!("create {id:?}"),
                 session,
                 |s| s.create_with_policy(header.clone(), policy),
-                |()| "ok".into(),
+                |(), _| "ok".into(),
                 |_| Some(false),
             );
             r.unwrap_or_else(|e| panic!("create {id:?} failed on both: {e}"));
@@ -1517,13 +1798,13 @@ impl Differential {
             ),
             session,
             |s| s.append(&id, &batch),
-            |r| format!("{r:?}"),
+            |r, _| format!("{r:?}"),
             |_| Some(true),
         );
         if let Err(e) = r {
             panic!(
                 "a generated batch was refused by both stores: {e}\n{}",
-                events_key(&batch)
+                events_key(&batch, false)
             );
         }
         self.stats.batches += 1;
@@ -1533,30 +1814,39 @@ impl Differential {
         s.created = true;
     }
 
-    /// Drops both stores without closing anything (a crash) and opens fresh
-    /// ones over the same storage.
+    /// Drops every store without closing anything (a crash) and opens
+    /// fresh ones over the same storage.
     pub fn reopen(&mut self) {
         self.stats.reopens += 1;
-        let scratch = &self.scratch.0;
-        // The old stores go first: their writer locks are released.
-        let placeholder = (Store::in_memory(), Store::in_memory());
-        drop(std::mem::replace(&mut self.wal, placeholder.0));
-        drop(std::mem::replace(&mut self.sqlite, placeholder.1));
-        let (wal, sqlite) = open_stores(scratch, self.wal_options, &self.sqlite_options);
-        self.wal = wal;
-        self.sqlite = sqlite;
+        self.drop_stores();
+        self.stores = open_stores(
+            &self.scratch.0,
+            &self.kinds(),
+            self.wal_options,
+            &self.sqlite_options,
+        );
         for s in &mut self.sessions {
             s.created = false;
             s.stale = s.on_disk;
         }
     }
 
+    fn kinds(&self) -> Vec<Kind> {
+        self.stores.iter().map(|(k, _)| *k).collect()
+    }
+
+    /// Drops the stores (their writer locks are released first), leaving
+    /// placeholders.
+    fn drop_stores(&mut self) {
+        for (_, store) in &mut self.stores {
+            drop(std::mem::replace(store, Store::in_memory()));
+        }
+    }
+
     fn tear(&mut self, session: usize, how: TornTail) {
         let id = self.sessions[session].id.clone();
-        // The crash: both stores dropped, then the damage, then fresh ones.
-        let placeholder = (Store::in_memory(), Store::in_memory());
-        drop(std::mem::replace(&mut self.wal, placeholder.0));
-        drop(std::mem::replace(&mut self.sqlite, placeholder.1));
+        // The crash: every store dropped, then the damage, then fresh ones.
+        self.drop_stores();
         let events = if self.sessions[session].on_disk && !self.sessions[session].torn {
             stored_events(&self.sqlite_path(), &id).len() as u64
         } else {
@@ -1566,12 +1856,19 @@ impl Differential {
         if events > 0 {
             self.stats.tears += 1;
             let synthetic = wal_synthetic_tail(&self.wal_dir(), &id, events);
+            let jsonl = self.jsonl_kinds();
             let how = match how {
                 // SQLite cannot cut a row short in a way a crash would; the
                 // WAL's last record, if recovery wrote it, is the end of a
-                // repair, which SQLite commits whole or not at all.
+                // repair, which SQLite commits whole or not at all. A JSONL
+                // line holding a packed row would lose every member with
+                // it (a cut never falls inside a packed row).
                 TornTail::CutLast(_)
-                    if synthetic.0 || !last_row_is_scalar(&self.sqlite_path(), &id) =>
+                    if synthetic.0
+                        || !last_row_is_scalar(&self.sqlite_path(), &id)
+                        || jsonl.iter().any(|&c| {
+                            JsonlFile::read(&self.jsonl_root(c), c, &id).last_line_is_packed()
+                        }) =>
                 {
                     TornTail::PartialNext
                 }
@@ -1591,6 +1888,9 @@ impl Differential {
             self.log.push(format!("  tear {id:?} as {how:?}"));
             tear_wal(&self.wal_dir(), &id, how, events);
             tear_sqlite(&self.sqlite_path(), &id, how, events);
+            for c in jsonl {
+                JsonlFile::read(&self.jsonl_root(c), c, &id).tear(how, events);
+            }
             // Cutting at a record boundary leaves nothing torn behind.
             self.sessions[session].torn = !matches!(how, TornTail::DropLast(_));
         }
@@ -1613,8 +1913,8 @@ impl Differential {
         let _ = self.read(
             "list",
             |s| s.list(),
-            |list| {
-                let mut rows: Vec<String> = list.iter().map(summary_key).collect();
+            |list, fill| {
+                let mut rows: Vec<String> = list.iter().map(|s| summary_key(s, fill)).collect();
                 rows.sort();
                 rows.join("\n")
             },
@@ -1624,8 +1924,7 @@ impl Differential {
         if after != before {
             self.fail(
                 "check: a read (inspect, view, read_from or list) changed a revision",
-                &format!("{before:?} -> {after:?}"),
-                "",
+                &[(Kind::Wal, format!("{before:?} -> {after:?}"))],
             );
         }
         self.count_packed();
@@ -1634,44 +1933,39 @@ impl Differential {
     fn check_session(&mut self, id: &str) {
         let inspected = self.read(&format!("inspect {id:?}"), |s| s.inspect(id), view_key);
         // `view` reads in place; it must show what `inspect` shows.
-        let wal_view = self.wal.view(id);
-        let sqlite_view = self.sqlite.view(id);
-        let show_view = |v: &crate::view::LogView| {
+        let views: Vec<Result<crate::view::LogView>> =
+            self.stores.iter().map(|(_, s)| s.view(id)).collect();
+        let show_view = |v: &crate::view::LogView, fill: bool| {
             let events: Vec<Event> = v.iter().map(|e| e.to_event()).collect();
             format!(
                 "header={} stored={} state={}\n{}",
-                v.header().to_json(),
+                header_key(v.header(), fill),
                 v.stored(),
                 v.state(),
-                events_key(&events)
+                events_key(&events, fill)
             )
         };
-        let wal_shown = key(&wal_view, show_view);
-        self.same(
-            &format!("view {id:?}"),
-            wal_shown.clone(),
-            key(&sqlite_view, show_view),
-        );
+        self.compare(&format!("view {id:?}"), &views, show_view);
+        let wal_shown = key(&views[0], |v| show_view(v, false));
         if let Ok(v) = &inspected {
             let from_inspect = format!(
                 "header={} stored={} state={}\n{}",
                 v.header.to_json(),
                 v.stored,
                 v.state,
-                events_key(&v.events)
+                events_key(&v.events, false)
             );
             if from_inspect != wal_shown {
                 self.fail(
-                    &format!("view {id:?} differs from inspect (both backends alike)"),
-                    &wal_shown,
-                    &from_inspect,
+                    &format!("view {id:?} differs from inspect (every backend alike)"),
+                    &[(Kind::Wal, wal_shown), (Kind::Wal, from_inspect)],
                 );
             }
         }
         let _ = self.read(
             &format!("verify {id:?}"),
             |s| s.verify(id),
-            |r| {
+            |r, _| {
                 format!(
                     "state={} events={} turns={} cut={:?} closers={} problem={:?}",
                     r.state,
@@ -1687,6 +1981,11 @@ impl Differential {
         let mut seqs = self.sweep.seqs(stored);
         if seqs.len() as u64 != stored + 2 {
             seqs.extend(packed_edges(&self.sqlite_path(), id, stored));
+            for c in self.jsonl_kinds() {
+                if let Some(file) = JsonlFile::read_as_is(&self.jsonl_root(c), c, id, true) {
+                    seqs.extend(file.packed_edges(stored));
+                }
+            }
             seqs.sort_unstable();
             seqs.dedup();
         }
@@ -1732,6 +2031,26 @@ impl Differential {
             *most = (*most).max(now);
         }
         self.stats.packed_members = self.stats.packed_members.max(members);
+        for c in self.jsonl_kinds() {
+            let mut rows = [0; 3];
+            let mut held = 0;
+            for s in &self.sessions {
+                let root = self.jsonl_root(c);
+                let Some(file) = JsonlFile::read_as_is(&root, c, &s.id, true) else {
+                    continue;
+                };
+                let (r, h, largest) = file.packed();
+                self.stats.jsonl_largest_row = self.stats.jsonl_largest_row.max(largest);
+                for (a, b) in rows.iter_mut().zip(r) {
+                    *a += b;
+                }
+                held += h;
+            }
+            for (most, now) in self.stats.jsonl_packed_rows.iter_mut().zip(rows) {
+                *most = (*most).max(now);
+            }
+            self.stats.jsonl_packed_members = self.stats.jsonl_packed_members.max(held);
+        }
     }
 
     /// The end of every run: compare; crash and compare; recover every
@@ -1767,15 +2086,301 @@ impl Differential {
     }
 }
 
-fn open_stores(root: &Path, wal: StoreOptions, sqlite: &SqliteOptions) -> (Store, Store) {
-    let wal = Store::open_with_options(root.join("wal"), wal).expect("the WAL store opens");
-    let sqlite = Store::open_sqlite(
-        root.join("sessions.db"),
-        sqlite.clone(),
-        StoreOptions::default(),
-    )
-    .expect("the SQLite store opens");
-    (wal, sqlite)
+fn open_stores(
+    root: &Path,
+    kinds: &[Kind],
+    wal: StoreOptions,
+    sqlite: &SqliteOptions,
+) -> Vec<(Kind, Store)> {
+    kinds
+        .iter()
+        .map(|&kind| {
+            let store = match kind {
+                Kind::Wal => {
+                    Store::open_with_options(root.join("wal"), wal).expect("the WAL store opens")
+                }
+                Kind::Sqlite => Store::open_sqlite(
+                    root.join("sessions.db"),
+                    sqlite.clone(),
+                    StoreOptions::default(),
+                )
+                .expect("the SQLite store opens"),
+                Kind::Jsonl(c) => {
+                    let dir = root.join(match c {
+                        Compression::None => "jsonl-raw",
+                        Compression::Zstd => "jsonl-zstd",
+                    });
+                    let backend = JsonlBackend::open(dir, c).expect("the JSONL store opens");
+                    Store::with_backend(Arc::new(backend), wal)
+                }
+            };
+            (kind, store)
+        })
+        .collect()
+}
+
+/// A JSONL transcript taken apart: the bytes kept as they are (the header
+/// line; in zstd mode its frame), then one batch per later zstd frame (raw
+/// mode: the whole body as one batch), each its frame's bytes and
+/// plaintext lines.
+struct JsonlFile {
+    path: PathBuf,
+    compression: Compression,
+    head: Vec<u8>,
+    /// (the frame's bytes, its lines without their newlines); raw: no
+    /// frame bytes.
+    batches: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+}
+
+/// The complete lines of `plain`; a final fragment is dropped when
+/// `torn` allows one.
+fn split_lines(plain: &[u8], torn: bool) -> Vec<Vec<u8>> {
+    let mut lines: Vec<Vec<u8>> = plain.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    let fragment = lines.pop().expect("split gives one piece at least");
+    assert!(torn || fragment.is_empty(), "a batch ends a line");
+    lines
+}
+
+fn members(line: &[u8]) -> Vec<Event> {
+    crate::backend::jsonl::records::decode_line(line).expect("a stored JSONL line decodes")
+}
+
+/// One zstd frame holding `first`, then (after a flush: a block boundary)
+/// `second`, cut inside what follows `first`: never before its first byte
+/// nor after its last but one (`k` picks where, 0 to 255). Upstream's
+/// reader of a torn final frame gets back exactly `first` (and at most a
+/// part of `second` without its newline, if it was stored raw).
+fn torn_frame(first: &[u8], second: &[u8], k: u8) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).expect("a zstd encoder");
+    enc.include_checksum(true).expect("the checksum flag");
+    enc.write_all(first).expect("compressing into memory");
+    enc.flush().expect("a block boundary");
+    let l1 = enc.get_ref().len();
+    enc.write_all(second).expect("compressing into memory");
+    let mut frame = enc.finish().expect("the frame ends");
+    let rest = frame.len() - 4 - l1;
+    assert!(rest >= 2, "a block follows the flush");
+    frame.truncate(l1 + 1 + (rest - 2) * usize::from(k) / 255);
+    frame
+}
+
+impl JsonlFile {
+    /// The transcript of `id`, which must be there and must not be torn.
+    fn read(root: &Path, compression: Compression, id: &str) -> JsonlFile {
+        JsonlFile::read_as_is(root, compression, id, false).expect("the JSONL log exists")
+    }
+
+    /// The transcript of `id` if there is one; with `torn`, a torn tail is
+    /// left out (a final fragment, a torn final frame).
+    fn read_as_is(
+        root: &Path,
+        compression: Compression,
+        id: &str,
+        torn: bool,
+    ) -> Option<JsonlFile> {
+        let path = JsonlBackend::open(root, compression)
+            .and_then(|b| b.find_log(id))
+            .expect("the JSONL store opens")?;
+        let bytes = std::fs::read(&path).expect("the JSONL log reads");
+        let (head, batches) = match compression {
+            Compression::None => {
+                let end = bytes
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .expect("a header line")
+                    + 1;
+                (
+                    bytes[..end].to_vec(),
+                    vec![(Vec::new(), split_lines(&bytes[end..], torn))],
+                )
+            }
+            Compression::Zstd => {
+                use crate::backend::jsonl::zstd::{decompress_frame, scan_frames};
+                let scan = scan_frames(&bytes, usize::MAX).expect("the frames scan");
+                assert!(torn || scan.torn_start.is_none(), "the log is not torn yet");
+                let frames: Vec<Vec<u8>> = scan
+                    .frames
+                    .iter()
+                    .map(|r| bytes[r.clone()].to_vec())
+                    .collect();
+                let batches = frames[1..]
+                    .iter()
+                    .map(|f| {
+                        let plain = decompress_frame(f).expect("a frame decompresses");
+                        (f.clone(), split_lines(&plain, false))
+                    })
+                    .collect();
+                (frames[0].clone(), batches)
+            }
+        };
+        Some(JsonlFile {
+            path,
+            compression,
+            head,
+            batches,
+        })
+    }
+
+    fn last_line(&self) -> &[u8] {
+        self.batches
+            .iter()
+            .rev()
+            .find_map(|(_, lines)| lines.last())
+            .expect("a log with events has lines")
+    }
+
+    fn last_line_is_packed(&self) -> bool {
+        members(self.last_line()).len() > 1
+    }
+
+    /// Every seq within one of where a packed row starts or ends.
+    fn packed_edges(&self, stored: u64) -> Vec<u64> {
+        let mut edges = Vec::new();
+        for (_, lines) in &self.batches {
+            for line in lines {
+                let m = members(line);
+                if m.len() > 1 {
+                    for at in [m[0].seq(), m[0].seq() + m.len() as u64] {
+                        edges.extend((at.saturating_sub(1)..=at + 1).filter(|&s| s <= stored + 1));
+                    }
+                }
+            }
+        }
+        edges
+    }
+
+    /// Packed rows (lines of more than one member) by tag, and the members
+    /// they hold.
+    fn packed(&self) -> ([u64; 3], u64, u64) {
+        let mut rows = [0; 3];
+        let mut held = 0;
+        let mut largest = 0;
+        for (_, lines) in &self.batches {
+            for line in lines {
+                let m = members(line).len() as u64;
+                if m > 1 {
+                    let text = String::from_utf8_lossy(&line[..line.len().min(40)]).into_owned();
+                    if let Some(i) = TAGS.iter().position(|t| text.contains(&format!("\"{t}\""))) {
+                        rows[i] += 1;
+                    }
+                    held += m;
+                    largest = largest.max(m);
+                }
+            }
+        }
+        (rows, held, largest)
+    }
+
+    fn write(&self, body: &[u8]) {
+        let mut bytes = self.head.clone();
+        bytes.extend_from_slice(body);
+        std::fs::write(&self.path, bytes).expect("the JSONL log is writable");
+    }
+
+    /// The file's bytes after the head, with the last batch replaced by
+    /// `last` (raw: `last` is its plaintext; zstd: its frame bytes).
+    fn with_last(&self, last: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        let n = self.batches.len();
+        if self.compression == Compression::Zstd {
+            for (frame, _) in &self.batches[..n - 1] {
+                body.extend_from_slice(frame);
+            }
+        }
+        body.extend_from_slice(last);
+        body
+    }
+
+    fn last_plain(&self, lines: usize) -> Vec<u8> {
+        let (_, last) = self.batches.last().expect("a batch");
+        let mut out = Vec::new();
+        for line in &last[..lines] {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+        out
+    }
+
+    /// Leaves a torn tail in this log of `events` events.
+    fn tear(&self, how: TornTail, events: u64) {
+        let last_lines = self.batches.last().map_or(0, |(_, l)| l.len());
+        let mut line = self.last_line().to_vec();
+        line.push(b'\n');
+        match (how, self.compression) {
+            (TornTail::PartialNext, Compression::None) => {
+                // Half of a copy of the last line, without its newline.
+                let mut body = self.last_plain(last_lines);
+                body.extend_from_slice(&line[..(line.len() - 1).div_ceil(2)]);
+                self.write(&self.with_last(&body));
+            }
+            (TornTail::PartialNext, Compression::Zstd) => {
+                // Alternately: a torn frame of a copy of the last line after
+                // the last frame (nothing to recover), or the last frame
+                // itself torn after all its lines (every one recovered).
+                let (frame, last) = self.batches.last().expect("a batch");
+                let body = if events.is_multiple_of(2) {
+                    let mut body = self.with_last(frame);
+                    body.extend_from_slice(&torn_frame(&[], &line, 128));
+                    body
+                } else {
+                    self.with_last(&torn_frame(&self.last_plain(last.len()), &line, 128))
+                };
+                self.write(&body);
+            }
+            (TornTail::CutLast(k), Compression::None) => {
+                let mut body = self.last_plain(last_lines - 1);
+                let len = line.len() - 1;
+                body.extend_from_slice(&line[..1 + (len - 1) * usize::from(k) / 255]);
+                self.write(&self.with_last(&body));
+            }
+            (TornTail::CutLast(k), Compression::Zstd) => {
+                let before = self.last_plain(last_lines - 1);
+                self.write(&self.with_last(&torn_frame(&before, &line, k)));
+            }
+            (TornTail::DropLast(k), _) => {
+                let keep = events - u64::from(k).min(events);
+                let mut body = Vec::new();
+                for (frame, lines) in &self.batches {
+                    let mut plain = Vec::new();
+                    let mut whole = true;
+                    for line in lines {
+                        let m = members(line);
+                        let first = m[0].seq();
+                        if first >= keep {
+                            whole = false;
+                            break;
+                        }
+                        if first + m.len() as u64 > keep {
+                            // A packed row across the cut: its kept members,
+                            // packed as a batch of them would be.
+                            let kept: Vec<Event> =
+                                m.into_iter().filter(|e| e.seq() < keep).collect();
+                            plain.extend_from_slice(&crate::backend::jsonl::records::encode_batch(
+                                &kept, true,
+                            ));
+                            whole = false;
+                            break;
+                        }
+                        plain.extend_from_slice(line);
+                        plain.push(b'\n');
+                    }
+                    match self.compression {
+                        Compression::None => body.extend_from_slice(&plain),
+                        Compression::Zstd if whole => body.extend_from_slice(frame),
+                        Compression::Zstd if !plain.is_empty() => body.extend_from_slice(
+                            &crate::backend::jsonl::zstd::compress_frame(&plain),
+                        ),
+                        Compression::Zstd => {}
+                    }
+                    if !whole {
+                        break;
+                    }
+                }
+                self.write(&body);
+            }
+        }
+    }
 }
 
 /// Of the WAL log of `id`: whether its last record was written by a
@@ -2083,8 +2688,10 @@ pub fn encode(ops: &[DiffOp]) -> Vec<u8> {
 
 /// The fuzz entry for the differential target: the first byte picks the
 /// number of sessions (1 or 2) and their policies, the second the seed of
-/// the generated content; the rest decodes to up to 32 operations, run
-/// against a WAL store and a SQLite store (in `/dev/shm` when it exists),
+/// the generated content and (by its value mod 3) the JSONL store taking
+/// part: none, raw or zstd; the rest decodes to up to 24 operations, run
+/// against a WAL store, a SQLite store and that JSONL store (in `/dev/shm`
+/// when it exists),
 /// then [`Differential::finish`], reading at most 24 seqs per session at a
 /// check ([`Sweep::AtMost`]). Panics on a divergence.
 pub fn fuzz_differential(bytes: &[u8]) {
@@ -2115,6 +2722,13 @@ pub fn fuzz_differential(bytes: &[u8]) {
         sweep: Sweep::AtMost(24),
         // A RAM file system where there is one: 3 to 4 times the runs.
         scratch: Some(PathBuf::from("/dev/shm")).filter(|p| p.is_dir()),
+        // The seed picks the JSONL store: none (so the generator still
+        // names events like packed tags), raw or zstd.
+        jsonl: match seed % 3 {
+            0 => Vec::new(),
+            1 => vec![Compression::None],
+            _ => vec![Compression::Zstd],
+        },
     });
     for op in &ops {
         run.apply(op);
@@ -2136,8 +2750,21 @@ mod tests {
                     lean: seed % 2 == 0,
                 };
                 let mut g = LogGen::new(seed, policy, shapes);
+                if seed % 2 == 1 {
+                    g = g.without_row_tags();
+                }
                 let log = g.batch(600);
                 Tracker::new(policy).accept_batch(&log).unwrap();
+                // JSONL's read-time normalization leaves every generated
+                // event as it is.
+                let normalized = crate::backend::jsonl::normalize::normalize(&log, "s").unwrap();
+                assert!(
+                    normalized == log,
+                    "seed {seed}: normalization changed an event"
+                );
+                if seed % 2 == 1 {
+                    assert!(log.iter().all(|e| !TAGS.contains(&e.event_type())));
+                }
             }
         }
     }
