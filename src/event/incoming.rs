@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 
 use super::{
-    Event, EventError, MAX_SAFE_INTEGER, RawJson, TypeName, abbreviate, check_seq,
-    check_source_event_seqs, check_surface_op, check_time, type_name, validate_type_name,
+    Event, EventError, MAX_SAFE_INTEGER, RawJson, TypeName, abbreviate,
+    canonical_source_event_seqs, check_seq, check_source_event_seqs, check_surface_op, check_time,
+    type_name, validate_type_name,
 };
 use crate::json::{Facts, JsonError, Num, Scanner};
 
@@ -279,7 +280,11 @@ impl IncomingEvent {
                 )));
             }
         };
-        let source_event_seqs = env.source_event_seqs.map(RawJson::trusted);
+        let source_event_seqs = env
+            .source_event_seqs
+            .map(canonical_source_event_seqs)
+            .transpose()
+            .map_err(tag)?;
         let surface_op = env.surface_op.map(RawJson::trusted);
         if let Some(raw) = &surface_op {
             check_surface_op(raw).map_err(tag)?;

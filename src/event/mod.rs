@@ -540,6 +540,22 @@ fn check_surface_op(raw: &RawJson) -> Result<(), String> {
 }
 
 /// `sourceEventSeqs` holds unique, earlier, non-negative safe integers.
+/// `sourceEventSeqs` as `JSON.stringify` writes it (`[1,2]`): whitespace
+/// and any other spelling of the same integers dropped, so that every
+/// backend stores and returns the same text (SQLite keeps the list as
+/// varints, upstream's JSONL as `JSON.stringify` wrote it).
+pub(crate) fn canonical_source_event_seqs(raw: &str) -> Result<RawJson, String> {
+    let seqs: Vec<u64> = serde_json::from_str(raw).map_err(|_| {
+        format!(
+            "sourceEventSeqs must be an array of non-negative safe integers, got {}",
+            abbreviate(raw)
+        )
+    })?;
+    Ok(RawJson::trusted(
+        serde_json::to_string(&seqs).expect("a u64 list always serializes"),
+    ))
+}
+
 fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), String> {
     let seqs: Vec<u64> = serde_json::from_str(raw.get()).map_err(|_| {
         format!(
@@ -656,6 +672,31 @@ mod tests {
             let back = Event::from_json(e.to_json().as_bytes()).unwrap();
             assert_eq!(back.data().get(), data);
             assert_eq!(back, e);
+        }
+    }
+
+    #[test]
+    fn source_event_seqs_take_their_canonical_spelling_and_keep_their_place() {
+        let line = br#"{"type":"user/message","seq":3,"time":1,"data":{},"surfaceOp":"append","sourceEventSeqs":[ 0 ,
+ 2,1 ]}"#;
+        let e = Event::from_json(line).unwrap();
+        assert_eq!(e.source_event_seqs().unwrap().get(), "[0,2,1]");
+        assert_eq!(
+            e.to_json(),
+            r#"{"type":"user/message","seq":3,"time":1,"data":{},"surfaceOp":"append","sourceEventSeqs":[0,2,1]}"#
+        );
+        for (bad, why) in [
+            (r#"[1.0]"#, "non-negative safe integers"),
+            (r#"[-1]"#, "non-negative safe integers"),
+            (r#""1""#, "non-negative safe integers"),
+            (r#"[3]"#, "not earlier than seq 3"),
+            (r#"[1,1]"#, "appears twice"),
+        ] {
+            let line = format!(
+                r#"{{"type":"user/message","seq":3,"time":1,"data":{{}},"sourceEventSeqs":{bad}}}"#
+            );
+            let err = Event::from_json(line.as_bytes()).unwrap_err();
+            assert!(err.to_string().contains(why), "{bad}: {err}");
         }
     }
 
