@@ -39,7 +39,8 @@
 //!
 //! `fixed_seed_history` runs both JSONL compressions, the random cases one
 //! in three each (none, raw, zstd, by seed), `long_runs_and_huge_members`
-//! none and `long_runs_and_huge_members_through_jsonl` both.
+//! none, `long_runs_and_huge_members_through_jsonl` and
+//! `torn_tails_through_jsonl` both.
 //!
 //! `TURNWAL_DIFF_CASES=N` runs N random cases instead of 16 (the seeds are
 //! random per run; proptest prints a failing case's ops and seed).
@@ -256,6 +257,68 @@ fn long_runs_and_huge_members_through_jsonl() {
     assert!(stats.jsonl_largest_row > 1_024, "{stats:?}");
 }
 
+/// Torn tails through both JSONL compressions, more of them than random
+/// cases give: each kind at cut points from the first byte to the last,
+/// after batches of many sizes (a zstd `CutLast` tears the last batch's
+/// frame after its other lines, which recovery keeps; a `PartialNext`
+/// alternately tears the whole last frame, every line kept, or adds a torn
+/// frame of nothing; a `DropLast` cuts packed lines and frames).
+#[test]
+fn torn_tails_through_jsonl() {
+    use DiffOp::*;
+    let mut tears = 0;
+    for seed in 0..6u64 {
+        let config = Config {
+            seed: 0x7ea5 + seed,
+            policies: vec![Policy::Strict, Policy::Lenient],
+            shapes: Shapes {
+                lean: true,
+                ..Shapes::default()
+            },
+            durable: seed % 2 == 0,
+            sweep: Sweep::Every,
+            scratch: None,
+            jsonl: vec![Compression::None, Compression::Zstd],
+        };
+        let k = (seed * 51) as u8;
+        let ops = [
+            app(0, 20 + seed as usize * 7),
+            app(1, 1 + seed as usize * 5),
+            Tear {
+                session: 0,
+                how: TornTail::CutLast(k),
+            },
+            app(0, 9),
+            Tear {
+                session: 1,
+                how: TornTail::PartialNext,
+            },
+            Load { session: 1 },
+            app(1, 2 + seed as usize),
+            Tear {
+                session: 0,
+                how: TornTail::DropLast(seed as u8 * 3 + 1),
+            },
+            app(0, 30),
+            Tear {
+                session: 1,
+                how: TornTail::CutLast(255 - k),
+            },
+            Recover {
+                session: 1,
+                dry_run: false,
+            },
+            Tear {
+                session: 0,
+                how: TornTail::PartialNext,
+            },
+        ];
+        let stats = run(&config, &ops);
+        tears += stats.tears;
+    }
+    assert!(tears >= 30, "{tears} torn tails");
+}
+
 fn op(sessions: usize) -> impl Strategy<Value = DiffOp> {
     let s = 0..sessions;
     prop_oneof![
@@ -319,7 +382,7 @@ proptest! {
     #[test]
     fn random_histories((config, ops) in case()) {
         let stats = run(&config, &ops);
-        eprintln!("random_histories: {} sessions, {} ops: {stats:?}", config.policies.len(), ops.len());
+        eprintln!("random_histories: {} sessions, jsonl {:?}, {} ops: {stats:?}", config.policies.len(), config.jsonl, ops.len());
         prop_assert!(stats.checks >= 4);
     }
 }

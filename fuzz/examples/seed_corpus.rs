@@ -17,10 +17,11 @@
 //!   sync mode;
 //! - `decode/`: JSON lines for the event decoder and the append line parser;
 //! - `differential/`: encoded operation sequences for the WAL-against-SQLite
-//!   target, checked to decode to the intended ops: appends in many
-//!   partitions, flush, close, crashes with open turns, every torn tail,
-//!   recovery (dry and committed), load, delete and re-create, refused
-//!   batches, reads past the end.
+//!   (and JSONL) target, checked to decode to the intended ops: appends in
+//!   many partitions, flush, close, crashes with open turns, every torn
+//!   tail, recovery (dry and committed), load, delete and re-create,
+//!   refused batches, reads past the end. Their seed bytes pick the JSONL
+//!   store taking part (seed mod 3: none, raw, zstd), three seeds each.
 
 use std::fs;
 use std::path::{Path, PathBuf};
