@@ -42,9 +42,9 @@
 //!   `CutLast` on a log whose last row or JSONL line is packed tears a
 //!   partial next record instead; `DropLast` across a packed row or line
 //!   replaces it with its kept members, packed as a batch of them would be.
-//! - `sourceEventSeqs` is generated in the only spelling SQLite keeps
-//!   (`[1,2]`, no whitespace; see
-//!   `tests/differential.rs::source_event_seqs_spelling_survives_both_backends`).
+//! - `sourceEventSeqs` is generated in its canonical spelling (`[1,2]`,
+//!   the only one SQLite keeps); parsing gives any other spelling that one
+//!   (`tests/differential.rs::source_event_seqs_spelling_is_the_same_in_every_backend`).
 //! - JSONL (docs/JSONL.md): a JSONL log cannot hold an event whose type is
 //!   a packed tag (`text-chunks`, …), so with a JSONL store the generator
 //!   names those events `plugin/<tag>` (a JSONL store acknowledges such an
