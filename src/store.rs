@@ -229,7 +229,7 @@ impl Store {
     /// Registers a new session with a policy of its own.
     pub fn create_with_policy(&self, header: SessionHeader, policy: Policy) -> Result<()> {
         header.validate()?;
-        self.backend.check_header(&header)?;
+        let header = self.backend.admit_header(header)?;
         let slot = self.slot(&header.id);
         let mut guard = Store::lock(&slot);
         match &*guard {
@@ -307,6 +307,7 @@ impl Store {
                 Tracker::new(*policy).require_known_types(self.options.require_known_types);
             check_start(id, &tracker, events)?;
             let placements = tracker.accept_batch(events)?;
+            self.backend.admit_batch(events)?;
             let writer = self.backend.create(header, *policy, events, &placements)?;
             let live = Live {
                 header: header.clone(),
@@ -318,7 +319,7 @@ impl Store {
             return Ok(receipt);
         }
         let live = self.live(id, &mut guard)?.0;
-        live.append(id, events, self.options.sync)
+        live.append(id, events, self.options.sync, &*self.backend)
     }
 
     /// Opens `id` for appending in this store, as its first append would
@@ -995,10 +996,17 @@ impl Live {
         }
     }
 
-    fn append(&mut self, id: &str, events: &[Event], sync: SyncMode) -> Result<Receipt> {
+    fn append(
+        &mut self,
+        id: &str,
+        events: &[Event],
+        sync: SyncMode,
+        backend: &dyn Backend,
+    ) -> Result<Receipt> {
         check_start(id, &self.tracker, events)?;
         let mut tracker = self.tracker.clone();
         let placements = tracker.accept_batch(events)?;
+        backend.admit_batch(events)?;
         let durable = self.writer.append(events, &placements, sync)?;
         self.tracker = tracker;
         Ok(Receipt {

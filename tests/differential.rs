@@ -522,19 +522,12 @@ fn source_event_seqs_spelling_is_the_same_in_every_backend() {
     drop(stores);
 }
 
-/// KNOWN DIVERGENCE, reported and not fixed here (the fix belongs to the
-/// `Store`/JSONL backend): a JSONL session created without
-/// `delegationDepth` stores `"delegationDepth":0` (docs/JSONL.md, "The
-/// header line"), and every read from disk returns `Some(0)`; but while
-/// the session is open in this `Store` (`live`), `inspect`, `view` and
-/// `list` return the header as given to `create`, `None`. The same
-/// session's header so changes across a crash, and differs from what
-/// another process reading the same file sees at the same moment. The
-/// differential generator gives every header a `delegationDepth` when a
-/// JSONL store takes part. `cargo test --test differential -- --ignored`
-/// shows it.
+/// A JSONL session created without `delegationDepth` stores
+/// `"delegationDepth":0` (docs/JSONL.md, "The header line"); the session
+/// shows that 0 while it is live in the creating `Store` too, as a reader
+/// of the file (or the same store after a crash) finds it. Found by the
+/// differential test, where the live header was the one given to `create`.
 #[test]
-#[ignore = "known divergence: a live JSONL session reports delegation_depth None, a reopened one Some(0)"]
 fn jsonl_header_depth_is_the_same_live_and_reopened() {
     use std::sync::Arc;
     use turnwal::backend::jsonl::JsonlBackend;
@@ -566,60 +559,70 @@ fn jsonl_header_depth_is_the_same_live_and_reopened() {
     );
 }
 
-/// KNOWN DIVERGENCE, reported and not fixed here (the fix belongs to the
-/// JSONL backend): an event whose type is a packed-row tag (`text-chunks`,
-/// `reasoning-chunks`, `tool-call-chunks`; a plugin may name one so, and
-/// the WAL and SQLite store it) is accepted by a JSONL store's `append`,
-/// but JSONL cannot hold it (docs/JSONL.md, "Records": the reader takes
-/// its line for a malformed packed row), so the acknowledged batch turns
-/// the log unreadable: once a `turn/end` follows it, the whole session is
-/// refused as corrupt. The append should refuse it, naming the seq, with
-/// nothing written (as any other event a backend cannot store is refused).
-/// The differential generator names such events `plugin/<tag>` when a
-/// JSONL store takes part. `cargo test --test differential -- --ignored`
-/// shows it.
+/// An event whose type is a packed-row tag (`text-chunks`,
+/// `reasoning-chunks`, `tool-call-chunks`; a plugin may name one so, and the
+/// WAL and SQLite store it) cannot be held by JSONL: upstream's reader takes
+/// its line for a malformed packed row. A JSONL store refuses the batch,
+/// naming the seq and the type, with nothing written — at the first append
+/// and at a later one. Found by the differential test, where the store
+/// acknowledged the batch and then refused the whole log as corrupt.
 #[test]
-#[ignore = "known divergence: JSONL acknowledges an event named like a packed tag, then cannot read the log"]
-fn jsonl_refuses_an_event_named_like_a_packed_tag_or_keeps_it() {
+fn jsonl_refuses_an_event_named_like_a_packed_tag() {
     use std::sync::Arc;
     use turnwal::backend::jsonl::JsonlBackend;
-    use turnwal::{Event, SessionHeader, Store, StoreOptions};
+    use turnwal::{Error, Event, SessionHeader, Store, StoreOptions};
 
-    for compression in [Compression::None, Compression::Zstd] {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = JsonlBackend::open(dir.path(), compression).unwrap();
-        let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
-        store.create(SessionHeader::new("s", 1)).unwrap();
-        let tagged = Event::from_json(
-            br#"{"type":"text-chunks","seq":1,"time":11,"data":{"plugin":true},"ignorable":true}"#,
+    let end = |seq| {
+        Event::new(
+            "turn/end",
+            seq,
+            12,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
         )
-        .unwrap();
-        let events = [
-            Event::new("turn/start", 0, 10, r#"{"turn":1}"#).unwrap(),
-            tagged,
-            Event::new(
-                "turn/end",
-                2,
-                12,
-                r#"{"turn":1,"reason":{"kind":"completed"}}"#,
-            )
-            .unwrap(),
-        ];
-        match store.append("s", &events) {
-            // Refused: nothing may have been written.
-            Err(_) => assert!(store.read_from("s", 0).unwrap_or_default().is_empty()),
-            // Acknowledged: it must read back, here and after a crash.
-            Ok(_) => {
-                drop(store);
+        .unwrap()
+    };
+    for compression in [Compression::None, Compression::Zstd] {
+        for tag in ["text-chunks", "reasoning-chunks", "tool-call-chunks"] {
+            let dir = tempfile::tempdir().unwrap();
+            let open = || {
                 let backend = JsonlBackend::open(dir.path(), compression).unwrap();
-                let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
-                let back = store.read_from("s", 0);
-                assert_eq!(
-                    back.as_ref().map_err(ToString::to_string),
-                    Ok(&events.to_vec()),
-                    "{compression:?}: an acknowledged batch does not read back"
+                Store::with_backend(Arc::new(backend), StoreOptions::default())
+            };
+            let store = open();
+            store.create(SessionHeader::new("s", 1)).unwrap();
+            let start = Event::new("turn/start", 0, 10, r#"{"turn":1}"#).unwrap();
+            let tagged = |seq: u64| {
+                Event::from_json(
+                    format!(
+                        r#"{{"type":"{tag}","seq":{seq},"time":11,"data":{{"plugin":true}},"ignorable":true}}"#
+                    )
+                    .as_bytes(),
+                )
+                .unwrap()
+            };
+            let refused = |err: Error, seq: u64| {
+                let text = err.to_string();
+                assert!(matches!(err, Error::Event(_)), "{text}");
+                assert!(
+                    text.contains(&format!("seq {seq}"))
+                        && text.contains(&format!("cannot hold an event of type \"{tag}\"")),
+                    "{text}"
                 );
-            }
+            };
+            // The first batch: nothing is materialized.
+            let err = store
+                .append("s", &[start.clone(), tagged(1), end(2)])
+                .unwrap_err();
+            refused(err, 1);
+            assert!(open().list().unwrap().is_empty());
+            // A later batch: the log keeps what it had, and goes on.
+            store.append("s", std::slice::from_ref(&start)).unwrap();
+            let err = store.append("s", &[tagged(1), end(2)]).unwrap_err();
+            refused(err, 1);
+            store.append("s", &[end(1)]).unwrap();
+            drop(store);
+            let back = open().read_from("s", 0).unwrap();
+            assert_eq!(back, vec![start, end(1)], "{compression:?} {tag}");
         }
     }
 }

@@ -122,10 +122,18 @@ pub trait Backend: Send + Sync {
         self.read_from(id, from_seq)
     }
 
-    /// Refuses a header this backend cannot store exactly. Called when a
-    /// session is registered, before anything reaches disk, so that a
-    /// harness hears of it at `create` rather than at its first append.
-    fn check_header(&self, _header: &SessionHeader) -> Result<()> {
+    /// The header as this backend will store it, or the refusal of one it
+    /// cannot store exactly. Called when a session is registered, before
+    /// anything reaches disk, so that a harness hears of a refusal at
+    /// `create`, and a live session shows the header a reader will find.
+    fn admit_header(&self, header: SessionHeader) -> Result<SessionHeader> {
+        Ok(header)
+    }
+
+    /// Refuses a batch holding an event this backend could write but not
+    /// read back as it was given. Called after the turn contract accepts the
+    /// batch and before any of it is written.
+    fn admit_batch(&self, _batch: &[Event]) -> Result<()> {
         Ok(())
     }
 

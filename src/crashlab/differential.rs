@@ -46,17 +46,15 @@
 //!   the only one SQLite keeps); parsing gives any other spelling that one
 //!   (`tests/differential.rs::source_event_seqs_spelling_is_the_same_in_every_backend`).
 //! - JSONL (docs/JSONL.md): a JSONL log cannot hold an event whose type is
-//!   a packed tag (`text-chunks`, …), so with a JSONL store the generator
-//!   names those events `plugin/<tag>` (a JSONL store acknowledges such an
-//!   event and then cannot read its log:
-//!   `tests/differential.rs::jsonl_refuses_an_event_named_like_a_packed_tag_or_keeps_it`).
-//!   A JSONL header always stores `delegationDepth` (0 when none was
-//!   given), and a line holding `surfaceOp` without `sourceEventSeqs`
-//!   cannot show their key order (the reader takes the default for the
-//!   event's shape): the WAL's answers are compared with both applied
-//!   ([`Kind`]); and since a live JSONL session reports the header as
-//!   created, without the 0 (`jsonl_header_depth_is_the_same_live_and_reopened`),
-//!   the generator gives every header a `delegationDepth` in JSONL runs.
+//!   a packed tag (`text-chunks`, …) — a JSONL store refuses the batch,
+//!   naming the seq (`tests/differential.rs::jsonl_refuses_an_event_named_like_a_packed_tag`)
+//!   — so with a JSONL store the generator names those events
+//!   `plugin/<tag>`. A JSONL header always stores `delegationDepth` (0
+//!   when none was given; a live session shows it too:
+//!   `jsonl_header_depth_is_the_same_live_and_reopened`), and a line
+//!   holding `surfaceOp` without `sourceEventSeqs` cannot show their key
+//!   order (the reader takes the default for the event's shape): the WAL's
+//!   answers are compared with both applied ([`Kind`]).
 //!   Every generated event reads through JSONL's read-time normalization
 //!   unchanged (no `trigger`, no legacy `turn/end` reasons or message
 //!   shapes, no retired types; unknown `turn/end` kinds pass as they are).
@@ -1299,12 +1297,6 @@ impl Differential {
                     header.origin = Some("subagent".into());
                     header.delegation_depth = Some(1 + rng.below(3));
                     header.agent_preset = Some("reviewer".into());
-                }
-                // A live JSONL session reports the header as created, one
-                // read from disk `delegationDepth: 0` (tests/differential.rs::
-                // jsonl_header_depth_is_the_same_live_and_reopened).
-                if no_row_tags {
-                    header.delegation_depth.get_or_insert(0);
                 }
                 let seed = seed.wrapping_add(i as u64 * 0x9e37_79b9);
                 let mut generator = LogGen::new(seed, policy, shapes);

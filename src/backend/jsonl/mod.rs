@@ -50,7 +50,7 @@ use super::{Backend, LogWriter, Stored};
 use crate::backend::wal::storage::{FsStorage, LockGuard, Storage, random_u64};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
-use crate::event::Event;
+use crate::event::{Event, EventError};
 use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary};
 
@@ -662,6 +662,32 @@ pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
 impl Backend for JsonlBackend {
     fn location(&self) -> String {
         self.root.display().to_string()
+    }
+
+    /// The header line always holds `delegationDepth` (0 for a top-level
+    /// session, as upstream's writer stores it), so a live session shows the
+    /// 0 a reader of the file will find.
+    fn admit_header(&self, mut header: SessionHeader) -> Result<SessionHeader> {
+        header.delegation_depth.get_or_insert(0);
+        Ok(header)
+    }
+
+    /// An event whose type is a packed-row tag would read back as a
+    /// malformed packed row (upstream's format cannot tell them apart), so it
+    /// is refused before anything is written; the WAL and SQLite hold it.
+    fn admit_batch(&self, batch: &[Event]) -> Result<()> {
+        match batch.iter().find(|e| records::is_row_tag(e.event_type())) {
+            None => Ok(()),
+            Some(e) => Err(Error::Event(
+                EventError::new(format!(
+                    "a JSONL store cannot hold an event of type {:?}: that is a packed-row tag, \
+                     and its line would read back as a malformed packed row",
+                    e.event_type()
+                ))
+                .at_seq(e.seq())
+                .of_type(e.event_type()),
+            )),
+        }
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>> {

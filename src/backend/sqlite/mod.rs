@@ -620,8 +620,9 @@ impl Backend for SqliteBackend {
         })
     }
 
-    fn check_header(&self, header: &SessionHeader) -> Result<()> {
-        refuse_lone_surrogates(&self.shared.path, header)
+    fn admit_header(&self, header: SessionHeader) -> Result<SessionHeader> {
+        refuse_lone_surrogates(&self.shared.path, &header)?;
+        Ok(header)
     }
 
     fn create(
@@ -631,7 +632,7 @@ impl Backend for SqliteBackend {
         batch: &[Event],
         _placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
-        self.check_header(header)?;
+        refuse_lone_surrogates(&self.shared.path, header)?;
         let id = &header.id;
         // A collision with a session another writer holds is a collision,
         // not a lock conflict.
