@@ -368,11 +368,7 @@ impl NativeStore {
     /// The header and the stored events from `fromSeq` on (see
     /// `load_stored_from`), or null when absent.
     #[napi(ts_return_type = "Promise<string | null>")]
-    pub fn load_stored_from(
-        &self,
-        id: Utf16String,
-        from_seq: f64,
-    ) -> napi::Result<AsyncTask<Op>> {
+    pub fn load_stored_from(&self, id: Utf16String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
         if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
             return Err(invalid(format!(
                 "fromSeq must be a non-negative safe integer, got {from_seq}"
@@ -568,7 +564,10 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
 pub fn wal_log_path(root: String, id: Utf16String) -> napi::Result<String> {
     Ok(Path::new(&root)
         .join("sessions")
-        .join(format!("{}{LOG_EXTENSION}", encode_file_name(&session_id(&id)?)))
+        .join(format!(
+            "{}{LOG_EXTENSION}",
+            encode_file_name(&session_id(&id)?)
+        ))
         .to_string_lossy()
         .into_owned())
 }
