@@ -200,6 +200,42 @@ pub(crate) fn classify_tail(
     }
 }
 
+/// A whole log's decoded events split at the commit point (after the last
+/// `turn/end`): how many events it covers, the turns started before it, and
+/// the contract's verdict on the events after it.
+pub(crate) struct Split {
+    /// Events up to and including the last `turn/end`.
+    pub committed: usize,
+    /// Turns started among them.
+    pub committed_turn: u64,
+    /// How the events after the commit point split.
+    pub verdict: TailVerdict,
+}
+
+/// Splits a whole decoded log (every event from seq 0) at its commit point
+/// and classifies the rest, as every backend that decodes a whole log does.
+pub(crate) fn split_log(policy: Policy, events: &[Event]) -> Split {
+    let committed = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::TurnEnd)
+        .map_or(0, |i| i + 1);
+    let committed_turn = events[..committed]
+        .iter()
+        .filter(|e| e.kind() == EventKind::TurnStart)
+        .count() as u64;
+    let verdict = classify_tail(
+        policy,
+        committed as u64,
+        committed_turn,
+        &events[committed..],
+    );
+    Split {
+        committed,
+        committed_turn,
+        verdict,
+    }
+}
+
 /// One session in a listing.
 #[derive(Debug, Clone)]
 pub struct SessionSummary {

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Backend, LogWriter, Stored, SyncMode};
 use crate::contract::{Placement, Policy};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind};
+use crate::event::Event;
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, classify_tail};
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, split_log};
 
 /// Sessions held in memory.
 #[derive(Debug, Clone, Default)]
@@ -50,16 +50,12 @@ impl MemoryBackend {
 
 /// Classifies an in-memory event list exactly as a file scan would.
 pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Event]) -> Scan {
-    let committed = events
-        .iter()
-        .rposition(|e| e.kind() == EventKind::TurnEnd)
-        .map_or(0, |i| i + 1);
-    let committed_turn = events[..committed]
-        .iter()
-        .filter(|e| e.kind() == EventKind::TurnStart)
-        .count() as u64;
+    let Split {
+        committed,
+        committed_turn,
+        verdict,
+    } = split_log(policy, events);
     let tail = &events[committed..];
-    let verdict = classify_tail(policy, committed as u64, committed_turn, tail);
     let cut = verdict.debris.as_ref().map(|v| Cut {
         offset: (committed + verdict.kept) as u64,
         seq: (committed + verdict.kept) as u64,

@@ -24,7 +24,7 @@ use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, classify_tail};
+use crate::scan::{Cut, CutReason, Scan, Split, split_log};
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
 /// it) and the events it holds.
@@ -404,20 +404,11 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
             ),
         )
     })?;
-    let committed = events
-        .iter()
-        .rposition(|e| e.kind() == EventKind::TurnEnd)
-        .map_or(0, |i| i + 1);
-    let committed_turn = events[..committed]
-        .iter()
-        .filter(|e| e.kind() == EventKind::TurnStart)
-        .count() as u64;
-    let verdict = classify_tail(
-        policy,
-        committed as u64,
+    let Split {
+        committed,
         committed_turn,
-        &events[committed..],
-    );
+        verdict,
+    } = split_log(policy, &events);
     let kept = committed + verdict.kept;
     let mut cut_reason = torn;
     let rewrite_start = if let Some(v) = &verdict.debris {

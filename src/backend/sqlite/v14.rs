@@ -21,9 +21,9 @@ use super::schema::{APPLICATION_ID, policy_of, schema_objects};
 use crate::backend::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
-use crate::event::{Event, EventKind, MAX_SAFE_INTEGER, RawJson};
+use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, classify_tail};
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, split_log};
 
 /// `PRAGMA user_version` of the older schema.
 pub const USER_VERSION_14: i64 = 14;
@@ -349,20 +349,11 @@ impl Schema14Backend {
             }
         }
         let policy: Policy = policy_of(&session.incarnation);
-        let committed = events
-            .iter()
-            .rposition(|e| e.kind() == EventKind::TurnEnd)
-            .map_or(0, |i| i + 1);
-        let committed_turn = events[..committed]
-            .iter()
-            .filter(|e| e.kind() == EventKind::TurnStart)
-            .count() as u64;
-        let verdict = classify_tail(
-            policy,
-            committed as u64,
+        let Split {
+            committed,
             committed_turn,
-            &events[committed..],
-        );
+            verdict,
+        } = split_log(policy, &events);
         let kept = committed + verdict.kept;
         if let Some(v) = &verdict.debris {
             cut = Some(Cut {
