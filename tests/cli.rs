@@ -2,6 +2,8 @@
 //! The outputs and exit statuses are a contract scripts rely on, so these
 //! tests compare them exactly.
 
+mod support;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -11,87 +13,26 @@ use std::thread;
 use std::time::Duration;
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
-const T0: i64 = 1_700_000_000_000;
+use support::{BIN, Output, T0, command, ev, lines, on, run_cmd, turn_saying};
 
 /// How long an ack that should arrive may take (slow, shared CI machines).
 const ACK_WAIT: Duration = Duration::from_secs(20);
 /// How long to watch for an ack that must not arrive.
 const SILENCE: Duration = Duration::from_millis(300);
 
+/// `turnwal --store STORE` without `$TURNWAL_STORE`, to add arguments to.
 fn turnwal(store: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_remove("TURNWAL_STORE").arg("--store").arg(store);
-    cmd
-}
-
-struct Output {
-    status: i32,
-    stdout: String,
-    stderr: String,
+    command(&["--store", store.to_str().unwrap()])
 }
 
 fn run(store: &Path, args: &[&str], stdin: &str) -> Output {
-    run_cmd(turnwal(store).args(args), stdin)
+    on(store, args, stdin)
 }
 
-fn run_cmd(cmd: &mut Command, stdin: &str) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn turnwal");
-    let mut pipe = child.stdin.take().unwrap();
-    let input = stdin.to_owned();
-    let writer = thread::spawn(move || {
-        // A command that stops reading early (a rejected line) closes the pipe.
-        let _ = pipe.write_all(input.as_bytes());
-    });
-    let out = child.wait_with_output().expect("wait for turnwal");
-    writer.join().unwrap();
-    Output {
-        status: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-/// An event line as the CLI prints it (and as producers may send it).
-fn ev(event_type: &str, seq: u64, time: i64, data: &str) -> String {
-    format!(r#"{{"type":"{event_type}","seq":{seq},"time":{time},"data":{data}}}"#)
-}
-
-/// A complete turn of six events, seqs from `seq0`, times from `t0`.
+/// A complete turn of six events, seqs from `seq0`, times from `t0` (the
+/// texts this file's exact outputs were written for).
 fn turn(n: u64, seq0: u64, t0: i64) -> Vec<String> {
-    let data = [
-        ("turn/start", format!(r#"{{"turn":{n}}}"#)),
-        (
-            "user/message",
-            format!(r#"{{"id":"u{n}","text":"hello {n}"}}"#),
-        ),
-        ("step/start", format!(r#"{{"turn":{n},"step":1}}"#)),
-        (
-            "assistant/chunk",
-            format!(
-                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"hi"}}}}"#
-            ),
-        ),
-        ("step/end", format!(r#"{{"turn":{n},"step":1}}"#)),
-        (
-            "turn/end",
-            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
-        ),
-    ];
-    data.iter()
-        .enumerate()
-        .map(|(i, (t, d))| ev(t, seq0 + i as u64, t0 + i as i64, d))
-        .collect()
-}
-
-fn lines(events: &[String]) -> String {
-    events.iter().map(|e| format!("{e}\n")).collect()
+    turn_saying(n, seq0, t0, &format!("hello {n}"), "hi")
 }
 
 fn acks(seqs: std::ops::Range<u64>) -> String {

@@ -30,7 +30,12 @@ pub fn command(args: &[&str]) -> Command {
 
 /// Runs `turnwal ARGS` with `stdin`, without `$TURNWAL_STORE`.
 pub fn turnwal(args: &[&str], stdin: &str) -> Output {
-    let mut child = command(args)
+    run_cmd(&mut command(args), stdin)
+}
+
+/// Runs a prepared command with `stdin` and waits for it.
+pub fn run_cmd(cmd: &mut Command, stdin: &str) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -39,11 +44,12 @@ pub fn turnwal(args: &[&str], stdin: &str) -> Output {
     let mut pipe = child.stdin.take().unwrap();
     let input = stdin.to_owned();
     // Fed from another thread: the command's output may fill its pipe
-    // before all input is written.
+    // before all input is written, and a command that stops reading early
+    // (a rejected line) closes it.
     let writer = std::thread::spawn(move || {
         let _ = pipe.write_all(input.as_bytes());
     });
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait_with_output().expect("wait for turnwal");
     writer.join().unwrap();
     Output {
         status: out.status.code().expect("exited, not killed"),
@@ -89,17 +95,22 @@ pub fn acks(seqs: std::ops::Range<u64>) -> String {
 
 /// A complete turn of six events, seqs from `seq0`, times from `t0`.
 pub fn turn(n: u64, seq0: u64, t0: i64) -> Vec<String> {
+    turn_saying(n, seq0, t0, &format!("hi {n}"), "x")
+}
+
+/// [`turn`] with the user's text and the one assistant delta given.
+pub fn turn_saying(n: u64, seq0: u64, t0: i64, user: &str, delta: &str) -> Vec<String> {
     let data = [
         ("turn/start", format!(r#"{{"turn":{n}}}"#)),
         (
             "user/message",
-            format!(r#"{{"id":"u{n}","text":"hi {n}"}}"#),
+            format!(r#"{{"id":"u{n}","text":"{user}"}}"#),
         ),
         ("step/start", format!(r#"{{"turn":{n},"step":1}}"#)),
         (
             "assistant/chunk",
             format!(
-                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x"}}}}"#
+                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{delta}"}}}}"#
             ),
         ),
         ("step/end", format!(r#"{{"turn":{n},"step":1}}"#)),
