@@ -61,6 +61,19 @@ fn turn(seq: u64, turn: u64, chunks: u64, end: bool) -> Vec<Event> {
     out
 }
 
+/// A SQLite store in a fresh temporary directory holding session `a`,
+/// appended batch by batch (the directory lives as long as the guard).
+fn with_session(batches: &[Vec<Event>]) -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let s = store(&path);
+    s.create(SessionHeader::new("a", 1)).unwrap();
+    for batch in batches {
+        s.append("a", batch).unwrap();
+    }
+    (dir, path, s)
+}
+
 fn file_bytes(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
@@ -262,11 +275,7 @@ fn foreign_databases_are_refused_before_anything_changes() {
 
 #[test]
 fn ownership_is_checked_again_at_every_mutation() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true)]);
     let other = open_0600(&path).unwrap();
     other.execute_batch("PRAGMA user_version = 18").unwrap();
     let err = s.append("a", &turn(4, 2, 0, true)).unwrap_err();
@@ -331,12 +340,7 @@ fn chunk_runs_pack_per_batch_and_earlier_rows_never_change() {
 
 #[test]
 fn a_bad_row_before_the_last_turn_end_is_corruption() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
-    s.append("a", &turn(4, 2, 0, true)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true), turn(4, 2, 0, true)]);
     drop(s);
     open_0600(&path)
         .unwrap()
@@ -395,12 +399,7 @@ fn a_bad_row_before_the_last_turn_end_is_corruption() {
 
 #[test]
 fn bad_rows_after_the_last_turn_end_are_a_torn_tail_that_repair_deletes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
-    s.append("a", &turn(4, 2, 1, false)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true), turn(4, 2, 1, false)]);
     drop(s);
     // A valid-looking row after a gap, then garbage: all of it is torn.
     raw_insert(&path, "a", 8, "user/message", "{}", None);
@@ -445,12 +444,7 @@ fn bad_rows_after_the_last_turn_end_are_a_torn_tail_that_repair_deletes() {
 
 #[test]
 fn a_malformed_packed_tail_is_one_removable_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
-    s.append("a", &turn(4, 2, 5, false)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true), turn(4, 2, 5, false)]);
     drop(s);
     open_0600(&path)
         .unwrap()
@@ -485,11 +479,7 @@ fn a_malformed_packed_tail_is_one_removable_row() {
 
 #[test]
 fn debris_after_the_commit_point_is_cut_under_strict() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true)]);
     drop(s);
     // A plugin event between turns, written around the contract check.
     raw_insert(&path, "a", 4, "plan/mode", "{}", None);
@@ -587,12 +577,7 @@ fn a_stale_writer_is_refused_and_the_winner_untouched() {
 
 #[test]
 fn a_stale_repair_is_refused_and_the_winner_untouched() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
-    s.append("a", &turn(4, 2, 0, false)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true), turn(4, 2, 0, false)]);
     drop(s);
     raw_insert(&path, "a", 6, "assistant/chunk", "{", None);
     let backend = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
@@ -617,11 +602,7 @@ fn a_stale_repair_is_refused_and_the_winner_untouched() {
 
 #[test]
 fn an_append_waits_for_a_writer_holding_begin_immediate() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let s = store(&path);
-    s.create(SessionHeader::new("a", 1)).unwrap();
-    s.append("a", &turn(0, 1, 0, true)).unwrap();
+    let (_dir, path, s) = with_session(&[turn(0, 1, 0, true)]);
     let holder = {
         let path = path.clone();
         let (tx, rx) = std::sync::mpsc::channel();
