@@ -19,11 +19,12 @@ const RATIOS: [&str; 7] = [
 ];
 
 /// The further keys of the `ratios` map: turnwal's SQLite backend, no target.
-const SQLITE_RATIOS: [&str; 4] = [
+const SQLITE_RATIOS: [&str; 5] = [
     "append_vs_turnwal_sqlite",
     "durable_vs_turnwal_sqlite",
     "scan_vs_turnwal_sqlite",
     "sqlite_backend_durable_vs_sqlite",
+    "sqlite_backend_append_vs_sqlite",
 ];
 
 /// The further keys of the ingest comparison, no target: the engine's parse
@@ -48,6 +49,7 @@ const SIDES: [(&str, &[&str]); 4] = [
             "raw_write",
             "jsonl_write",
             "turnwal_sqlite_normal",
+            "sqlite_normal",
         ],
     ),
     (
@@ -165,6 +167,12 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
             "durable_turns",
             "turnwal_sqlite_full",
             "sqlite_full",
+        ),
+        (
+            "sqlite_backend_append_vs_sqlite",
+            "append_buffered",
+            "turnwal_sqlite_normal",
+            "sqlite_normal",
         ),
     ] {
         let ratio = median(comparison, base) / median(comparison, side);

@@ -227,6 +227,9 @@ pub struct Sqlite<'a> {
     fx: &'a AppendFixture,
     runs: Runs,
     latencies: Vec<Duration>,
+    /// `FULL` (durable turns) or `NORMAL` (buffered appends).
+    synchronous: &'static str,
+    name: &'static str,
 }
 
 /// The table a harness would keep events in.
@@ -244,12 +247,26 @@ const INSERT: &str =
     "INSERT INTO events (session, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)";
 
 impl<'a> Sqlite<'a> {
-    /// Writes into fresh databases under `scratch`.
+    /// Writes into fresh databases under `scratch`, `synchronous=FULL`:
+    /// every committed turn is durable (`sqlite_full`).
     pub fn new(fx: &'a AppendFixture, scratch: &Path) -> Sqlite<'a> {
         Sqlite {
             fx,
             runs: Runs::new(scratch, "sqlite"),
             latencies: Vec::new(),
+            synchronous: "FULL",
+            name: "sqlite_full",
+        }
+    }
+
+    /// The same with `synchronous=NORMAL`, SQLite's setting for buffered
+    /// writes in WAL mode (`sqlite_normal`).
+    pub fn normal(fx: &'a AppendFixture, scratch: &Path) -> Sqlite<'a> {
+        Sqlite {
+            runs: Runs::new(scratch, "sqlite_normal"),
+            synchronous: "NORMAL",
+            name: "sqlite_normal",
+            ..Sqlite::new(fx, scratch)
         }
     }
 
@@ -275,7 +292,7 @@ impl<'a> Sqlite<'a> {
 
 impl Side for Sqlite<'_> {
     fn name(&self) -> &str {
-        "sqlite_full"
+        self.name
     }
 
     fn once(&mut self) -> BenchResult<Duration> {
@@ -285,7 +302,7 @@ impl Side for Sqlite<'_> {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(format!("SQLite refused WAL mode ({mode})").into());
         }
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", self.synchronous)?;
         conn.execute(SCHEMA, [])?;
         // The first turn creates the WAL, as turnwal's materializes its log.
         Sqlite::insert(&mut conn, &self.fx.id, &self.fx.first)?;

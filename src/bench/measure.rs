@@ -3,7 +3,7 @@
 //!
 //! | comparison | turnwal | baselines |
 //! |---|---|---|
-//! | [`append`] | `Store::append`, `--sync never`, one batch per turn, validated events | [`baselines::RawWrite`], [`baselines::JsonlWrite`], turnwal on SQLite (`synchronous=NORMAL`) |
+//! | [`append`] | `Store::append`, `--sync never`, one batch per turn, validated events | [`baselines::RawWrite`], [`baselines::JsonlWrite`], turnwal on SQLite (`synchronous=NORMAL`), bare SQLite inserting the same rows ([`baselines::Sqlite::normal`]) |
 //! | [`ingest`] | `IncomingEvent::parse` + `complete` + `Store::append` (the `turnwal append` path) | [`baselines::JsonValidate`] |
 //! | [`durable`] | `Store::append`, `--sync turn` (one fdatasync per turn) | [`baselines::RawFsync`], [`baselines::Sqlite`], turnwal on SQLite (`synchronous=FULL`) |
 //! | [`scan`] | `Backend::scan` of a page-cached log | [`baselines::MmapCrc`], [`baselines::JsonlParse`]; in `turnwal bench`, also [`SqliteScan`] of the same session in the SQLite backend |
@@ -235,6 +235,7 @@ pub fn append<'a>(fx: &'a AppendFixture, scratch: &Path) -> Comparison<'a> {
                 Feed::Buffered,
                 Engine::Sqlite(Synchronous::Normal),
             )),
+            Box::new(baselines::Sqlite::normal(fx, scratch)),
         ],
     }
 }
