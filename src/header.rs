@@ -73,6 +73,28 @@ impl SessionHeader {
     /// Checks every field. A foreign `version` is reported separately by
     /// [`SessionHeader::check_version`], which readers call first.
     pub fn validate(&self) -> Result<(), HeaderError> {
+        self.validate_stored()?;
+        self.validate_cwd()
+    }
+
+    /// `cwd`, when set, is an absolute path: one that starts with `/`, as
+    /// Node's `path.isAbsolute` says on the POSIX systems turnwal runs on
+    /// (upstream's session store checks it there, and so refuses a Windows
+    /// `C:\dir` on Linux).
+    pub fn validate_cwd(&self) -> Result<(), HeaderError> {
+        match &self.cwd {
+            Some(cwd) if !cwd.starts_with('/') => Err(HeaderError(format!(
+                "session metadata cwd must be an absolute path, got {:?}",
+                jsstr::display(cwd)
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every check but [`SessionHeader::validate_cwd`]: what upstream's
+    /// persistence layer checks when it parses a stored header (its reads of
+    /// a stored suffix accept any cwd; its `inspect` and `load` do not).
+    pub fn validate_stored(&self) -> Result<(), HeaderError> {
         let fail = |msg: &str| Err(HeaderError(msg.to_owned()));
         if self.version != SESSION_FORMAT_VERSION {
             return Err(HeaderError(format!(
@@ -89,13 +111,6 @@ impl SessionHeader {
         }
         if self.created_at > MAX_SAFE_INTEGER {
             return fail("session metadata createdAt must be a non-negative safe integer");
-        }
-        if let Some(cwd) = &self.cwd
-            && !is_absolute_path(cwd)
-        {
-            return Err(HeaderError(format!(
-                "session metadata cwd must be an absolute path, got {cwd:?}"
-            )));
         }
         if let Some(parent) = &self.parent_session
             && parent.is_empty()
@@ -283,18 +298,6 @@ fn safe_uint(map: &Fields, key: &str) -> Result<Option<u64>, HeaderError> {
     }
 }
 
-/// POSIX absolute paths, and the Windows forms a harness on Windows writes
-/// (`C:\dir`, `C:/dir`, `\\server\share`).
-fn is_absolute_path(path: &str) -> bool {
-    let b = path.as_bytes();
-    path.starts_with('/')
-        || path.starts_with("\\\\")
-        || (b.len() >= 3
-            && b[0].is_ascii_alphabetic()
-            && b[1] == b':'
-            && matches!(b[2], b'\\' | b'/'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,12 +324,12 @@ mod tests {
             SessionHeader::from_json(r#"{"version":0,"id":"a","createdAt":1,"x":1}"#).unwrap_err();
         assert!(err.0.contains("unknown field \"x\""));
         assert!(SessionHeader::new("", 1).validate().is_err());
-        assert!(
-            SessionHeader::new("a", 1)
-                .with_cwd("C:\\work")
-                .validate()
-                .is_ok()
-        );
+        // Node's path.isAbsolute on POSIX, where upstream runs the check.
+        for cwd in ["C:\\work", "C:/work", "\\\\server\\share", "~/x", ""] {
+            let err = SessionHeader::new("a", 1).with_cwd(cwd).validate().unwrap_err();
+            assert!(err.0.contains("must be an absolute path"), "{cwd}: {err}");
+            assert!(SessionHeader::new("a", 1).with_cwd(cwd).validate_stored().is_ok());
+        }
     }
 
     #[test]

@@ -200,9 +200,21 @@ pub(crate) fn classify_tail(
     }
 }
 
+/// How the events after the commit point are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailRule {
+    /// turnwal's: the turn contract runs over them, and the first event that
+    /// breaks it is debris, cut with everything after it.
+    Contract,
+    /// The upstream reader's (its JSONL and SQLite stores): every decoded
+    /// event is kept whatever the contract says, and an open final turn
+    /// gets `interruptedTurnClosers` of what is there.
+    KeepAll,
+}
+
 /// A whole log's decoded events split at the commit point (after the last
 /// `turn/end`): how many events it covers, the turns started before it, and
-/// the contract's verdict on the events after it.
+/// the verdict on the events after it.
 pub(crate) struct Split {
     /// Events up to and including the last `turn/end`.
     pub committed: usize,
@@ -213,8 +225,8 @@ pub(crate) struct Split {
 }
 
 /// Splits a whole decoded log (every event from seq 0) at its commit point
-/// and classifies the rest, as every backend that decodes a whole log does.
-pub(crate) fn split_log(policy: Policy, events: &[Event]) -> Split {
+/// and judges the rest by `rule`.
+pub(crate) fn split_log(policy: Policy, events: &[Event], rule: TailRule) -> Split {
     let committed = events
         .iter()
         .rposition(|e| e.kind() == EventKind::TurnEnd)
@@ -223,12 +235,22 @@ pub(crate) fn split_log(policy: Policy, events: &[Event]) -> Split {
         .iter()
         .filter(|e| e.kind() == EventKind::TurnStart)
         .count() as u64;
-    let verdict = classify_tail(
-        policy,
-        committed as u64,
-        committed_turn,
-        &events[committed..],
-    );
+    let tail = &events[committed..];
+    let mut verdict = classify_tail(policy, committed as u64, committed_turn, tail);
+    if rule == TailRule::KeepAll && verdict.debris.is_some() {
+        let last_turn = tail
+            .iter()
+            .rev()
+            .find(|e| e.kind() == EventKind::TurnStart)
+            .and_then(|e| e.facts().ok()?.turn.get())
+            .unwrap_or(committed_turn);
+        verdict = TailVerdict {
+            kept: tail.len(),
+            debris: None,
+            closers: interrupted_turn_closers(tail),
+            last_turn,
+        };
+    }
     Split {
         committed,
         committed_turn,

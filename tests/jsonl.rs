@@ -384,11 +384,6 @@ fn header_validation_on_disk() {
 "#,
             "corrupt session log: first line is not a session header (createdAt must be a non-negative safe integer)",
         ),
-        (
-            r#"{"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0,"cwd":"rel"}
-"#,
-            "invalid session header: session metadata cwd must be an absolute path, got \"rel\"",
-        ),
     ];
     let path = root.path().join("_no-cwd/h/session.jsonl");
     for (text, reason) in cases {
@@ -409,6 +404,45 @@ fn header_validation_on_disk() {
             ),
             ("h", LogState::Corrupt, true)
         );
+    }
+    // A relative (or Windows) cwd, in its own project directory: upstream's
+    // persistence reads the log (`readFrom`, `readRaw`), its session store
+    // refuses `inspect` and `load` (Node's path.isAbsolute on POSIX).
+    fs::remove_dir_all(root.path().join("_no-cwd")).unwrap();
+    for cwd in ["rel", "C:\\work\\agent"] {
+        let header = format!(
+            r#"{{"type":"session","version":0,"id":"h","createdAt":1,"cwd":{},"delegationDepth":0}}"#,
+            serde_json::to_string(cwd).unwrap()
+        );
+        let line = ev("turn/start", 0, 1, r#"{"turn":1}"#).to_json();
+        let rel = log_path(Path::new(""), Some(cwd), "h", Compression::None).unwrap();
+        let path = write_raw(
+            root.path(),
+            rel.to_str().unwrap(),
+            &format!("{header}\n{line}\n"),
+        );
+        let store = root.store();
+        let c = corruption(store.inspect("h"));
+        assert_eq!((c.path.clone(), c.offset, c.seq), (path.clone(), 0, None));
+        assert_eq!(
+            c.reason,
+            format!(
+                "invalid session header: session metadata cwd must be an absolute path, got {cwd:?}"
+            )
+        );
+        assert!(store.load("h").is_err());
+        assert_eq!(
+            store.read_from("h", 0).unwrap(),
+            vec![ev("turn/start", 0, 1, r#"{"turn":1}"#)]
+        );
+        assert_eq!(store.read_raw("h", 0).unwrap().len(), 1);
+        let listed = store.list().unwrap();
+        assert_eq!(
+            (listed[0].state, listed[0].header.is_none()),
+            (LogState::Corrupt, true)
+        );
+        drop(store);
+        fs::remove_file(&path).unwrap();
     }
     // A foreign future header with an alien shape is unsupported, not corrupt,
     // and names the raw log; a non-string id is named as JavaScript would.
@@ -601,6 +635,80 @@ fn scanner_rules_for_bad_lines() {
         (view.stored, view.state, view.events.len()),
         (0, LogState::Clean, 0)
     );
+}
+
+/// After the commit point upstream's reader keeps every decoded event, the
+/// turn contract notwithstanding: a `tool/result` whose `tool/call` was never
+/// logged stays (the harness's invariants would have refused it; a writer
+/// without them can leave it), and the open turn's closers are those of
+/// what is there — the answered call gets no closer. A WAL store under the
+/// same policy refuses such a batch at append (and cuts it as debris in a
+/// tail).
+#[test]
+fn a_tail_that_breaks_the_contract_is_kept_as_upstream_keeps_it() {
+    let root = Root::new(Compression::None);
+    let turn2 = [
+        ev("turn/start", 6, 7, r#"{"turn":2}"#),
+        ev("step/start", 7, 8, r#"{"turn":2,"step":1}"#),
+        ev(
+            "assistant/message",
+            8,
+            9,
+            r#"{"turn":2,"step":1,"message":{"id":"a8","role":"assistant","content":[{"type":"tool-call","id":"call-x","name":"ls","arguments":"{}"}]}}"#,
+        ),
+        Event::from_json(
+            br#"{"type":"tool/result","seq":9,"time":10,"data":{"turn":2,"step":1,"message":{"id":"r9","role":"user","source":{"kind":"tool","callId":"call-x"},"content":[{"type":"tool-result","toolCallId":"call-x","content":[]}]}},"surfaceOp":"append"}"#,
+        )
+        .unwrap(),
+    ];
+    let mut text =
+        r#"{"type":"session","version":0,"id":"k","createdAt":1,"delegationDepth":0}"#.to_owned();
+    for e in one_turn().iter().chain(&turn2) {
+        text.push('\n');
+        text.push_str(&e.to_json());
+    }
+    text.push('\n');
+    let path = write_raw(root.path(), "_no-cwd/k/session.jsonl", &text);
+    let store = root.store();
+    let view = store.inspect("k").unwrap();
+    assert_eq!(
+        (view.state, view.stored, view.cut.is_none()),
+        (LogState::OpenTurn, 10, true)
+    );
+    let closers: Vec<String> = view.events[10..].iter().map(Event::to_json).collect();
+    assert_eq!(
+        closers,
+        [
+            r#"{"type":"step/end","seq":10,"time":10,"data":{"turn":2,"step":1}}"#,
+            r#"{"type":"turn/end","seq":11,"time":10,"data":{"turn":2,"reason":{"kind":"interrupted"}}}"#,
+        ]
+    );
+    assert_eq!(store.read_from("k", 9).unwrap(), vec![turn2[3].clone()]);
+    // load repairs in place: the file gains the two closers and nothing else.
+    store.load("k").unwrap();
+    let after = fs::read_to_string(&path).unwrap();
+    assert_eq!(after, format!("{text}{}\n{}\n", closers[0], closers[1]));
+    // The next turn appends.
+    let next = [
+        ev("turn/start", 12, 11, r#"{"turn":3}"#),
+        ev(
+            "turn/end",
+            13,
+            12,
+            r#"{"turn":3,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    store.append("k", &next).unwrap();
+
+    // The native WAL, under the upstream harness's policy, refuses it.
+    let wal_dir = tempfile::tempdir().unwrap();
+    let wal = Store::open(wal_dir.path()).unwrap();
+    wal.create_with_policy(SessionHeader::new("k", 1), turnwal::Policy::Lenient)
+        .unwrap();
+    wal.append("k", &one_turn()).unwrap();
+    wal.append("k", &turn2[..3]).unwrap();
+    let err = wal.append("k", &turn2[3..]).unwrap_err();
+    assert!(err.to_string().contains("tool-result-unmatched"), "{err}");
 }
 
 /// Cuts the last frame of a zstd log at every byte: a frame cut inside its

@@ -22,9 +22,12 @@
 //! is that root after upstream's load, and `<enc>/expected-random.json`
 //! what upstream returned, each operation apart: where upstream threw
 //! (`error` for inspect, `readFromError`, `readRawError`, `loadError`)
-//! turnwal must refuse too. The same comparison (`compare`) runs over both;
-//! where turnwal differs on a random session, that session is listed in
-//! `KNOWN_DIVERGENCES` with the reason.
+//! turnwal must refuse too. The same comparison (`compare`) runs over both,
+//! and no session may differ. It found three differences, all fixed: an
+//! open turn's `tool/result` without a logged `tool/call` (upstream keeps
+//! every decoded event of a tail; turnwal cut it as debris), a Windows cwd
+//! (upstream on POSIX refuses it), and a relative cwd (upstream's `readFrom`
+//! reads such a log; only `inspect` and `load` refuse it).
 
 mod support;
 
@@ -432,44 +435,6 @@ fn recorded_random(dir: &Path) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The random sessions (`<encoding> <id>`) where turnwal differs from
-/// upstream, and why. `upstream_random_roots` prints every difference and
-/// fails when the set changes either way.
-///
-/// - open-turn tool/result: the final turn is open and holds a `tool/result`
-///   (append) whose call has no logged `tool/call`. Upstream keeps it (its
-///   reader checks no turn contract; its closers match results to the calls
-///   of `assistant/message`); turnwal's tail classifier (`scan::classify_tail`,
-///   the contract tracker's `tool-result-unmatched`, applied under `Lenient`
-///   too) takes it for debris: inspect/load cut it and what follows, answer
-///   the call with a `ToolNotStartedError` closer, and load rewrites the file;
-///   raw `read_from` stops before it. In committed turns turnwal accepts the
-///   same event (e.g. `none rand-08`), so only a crash tail diverges.
-/// - Windows cwd: `cwd` `C:\Users\me`. Upstream on POSIX refuses inspect and
-///   load (`session header cwd must be an absolute path`: Node's
-///   `path.isAbsolute` is the platform's); turnwal's `is_absolute_path`
-///   (src/header.rs) takes Windows forms as absolute on every platform.
-/// - relative cwd read: `cwd` `~/dot.dir`. Upstream's inspect and load refuse
-///   it, but its `readFrom` (and `readRaw`) read the log: only the session
-///   store validates the cwd, the JSONL header parser (`isHeaderLine`) does
-///   not. turnwal's JSONL header parser (`backend/jsonl/header.rs`, its
-///   `header.validate()`) refuses it for every read, `read_from` included.
-const KNOWN_DIVERGENCES: &[(&str, &str)] = &[
-    ("none rand-00", "open-turn tool/result"),
-    ("none rand-03", "open-turn tool/result"),
-    ("none rand-04", "open-turn tool/result; Windows cwd"),
-    ("none rand-05", "open-turn tool/result"),
-    ("none rand-07", "relative cwd read"),
-    ("none rand-15", "open-turn tool/result"),
-    ("none rand-38", "open-turn tool/result"),
-    ("zstd rand-00", "open-turn tool/result"),
-    ("zstd rand-02", "Windows cwd"),
-    ("zstd rand-04", "open-turn tool/result"),
-    ("zstd rand-08", "Windows cwd"),
-    ("zstd rand-25", "open-turn tool/result"),
-    ("zstd rand-36", "open-turn tool/result"),
-];
-
 /// Upstream's random sessions (generate.mjs, "Random sessions"): the same
 /// comparison as `check`, over `<enc>/random/`.
 #[test]
@@ -501,12 +466,9 @@ fn upstream_random_roots() {
         }
     }
     let diverging: Vec<&str> = all.keys().map(String::as_str).collect();
-    let known: Vec<&str> = KNOWN_DIVERGENCES.iter().map(|(id, _)| *id).collect();
-    assert_eq!(
-        diverging, known,
-        "the sessions where turnwal and upstream differ (printed above) are not \
-         the known divergences: fix the new ones, or drop the fixed ones from \
-         KNOWN_DIVERGENCES"
+    assert!(
+        diverging.is_empty(),
+        "turnwal and upstream differ on these sessions (printed above): {diverging:?}"
     );
 }
 

@@ -12,7 +12,7 @@ use crate::contract::{Placement, Policy};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, split_log};
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, TailRule, split_log};
 
 /// Sessions held in memory.
 #[derive(Debug, Clone, Default)]
@@ -54,7 +54,7 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         committed,
         committed_turn,
         verdict,
-    } = split_log(policy, events);
+    } = split_log(policy, events, TailRule::Contract);
     let tail = &events[committed..];
     let cut = verdict.debris.as_ref().map(|v| Cut {
         offset: (committed + verdict.kept) as u64,

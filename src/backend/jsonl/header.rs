@@ -75,7 +75,8 @@ fn not_header(why: &str) -> HeaderProblem {
 /// Parses the first line (without its newline) as upstream's
 /// `parseHeaderRecord` does: JSON, then the version refusal, then the shape
 /// (`isHeaderLine`), then the retired fields; then turnwal's own header
-/// validation (an absolute cwd, string fields).
+/// validation (string fields, safe integers; the cwd is checked by the
+/// reads that need a valid session, `JsonlBackend::plan_bytes`).
 pub fn parse_header_line(line: &[u8]) -> Result<SessionHeader, HeaderProblem> {
     let invalid =
         || HeaderProblem::Corrupt("corrupt session log: header line is not valid JSON".into());
@@ -144,8 +145,10 @@ pub fn parse_header_line(line: &[u8]) -> Result<SessionHeader, HeaderProblem> {
         delegation_depth: Some(delegation_depth),
         agent_preset,
     };
+    // The cwd is checked by `inspect` and `load`, not here: upstream's reads
+    // of a stored suffix take any cwd (JsonlBackend::plan_bytes).
     header
-        .validate()
+        .validate_stored()
         .map_err(|e| HeaderProblem::Corrupt(format!("invalid session header: {}", e.0)))?;
     Ok(header)
 }

@@ -393,7 +393,21 @@ impl JsonlBackend {
         Ok(Some((plan, bytes)))
     }
 
+    /// The log at `path` classified, for every read that needs a valid
+    /// session: its cwd must be absolute, as upstream's session store
+    /// requires of `inspect` and `load`.
     fn plan_bytes(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
+        let plan = self.plan_any_cwd(path, bytes, id)?;
+        plan.scan
+            .header
+            .validate_cwd()
+            .map_err(|e| corrupt(path, format!("invalid session header: {}", e.0)))?;
+        Ok(plan)
+    }
+
+    /// [`JsonlBackend::plan_bytes`] without the cwd check: upstream's
+    /// `readFrom` reads the stored suffix of a log whose cwd is relative.
+    fn plan_any_cwd(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
         let parsed = scan::parse(bytes, self.compression, path)?;
         self.check_identity(path, &parsed.header, id)?;
         let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
@@ -412,10 +426,9 @@ impl JsonlBackend {
     fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
         let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
         if let Some(summary) = quick::summary(path, self.compression, policy)
-            && summary
-                .header
-                .as_ref()
-                .is_some_and(|h| self.check_identity(path, h, None).is_ok())
+            && summary.header.as_ref().is_some_and(|h| {
+                h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok()
+            })
         {
             return Ok(Some(summary));
         }
@@ -746,7 +759,14 @@ impl Backend for JsonlBackend {
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        Ok(self.plan(id)?.map(|mut plan| {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+            return Ok(None);
+        };
+        let plan = self.plan_any_cwd(&path, &bytes, Some(id))?;
+        Ok(Some(plan).map(|mut plan| {
             let start = usize::try_from(from_seq)
                 .unwrap_or(usize::MAX)
                 .min(plan.events.len());

@@ -24,7 +24,7 @@ use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, Split, split_log};
+use crate::scan::{Cut, CutReason, Scan, Split, TailRule, split_log};
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
 /// it) and the events it holds.
@@ -381,7 +381,7 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         header,
         raw,
         recs,
-        mut keep_bytes,
+        keep_bytes,
         rewrite_from,
         torn,
         file_len,
@@ -404,36 +404,23 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
             ),
         )
     })?;
+    // Upstream's reader keeps every decoded event: no debris (KeepAll), so
+    // what the scanner kept is what the log keeps.
     let Split {
         committed,
         committed_turn,
         verdict,
-    } = split_log(policy, &events);
-    let kept = committed + verdict.kept;
-    let mut cut_reason = torn;
-    let rewrite_start = if let Some(v) = &verdict.debris {
-        let seq = kept as u64;
-        cut_reason = Some((CutReason::Debris, v.to_string()));
-        if kept >= rewrite_from {
-            rewrite_from
-        } else {
-            let i = recs.partition_point(|r| r.first_seq <= seq) - 1;
-            keep_bytes = recs[i].start;
-            recs[i].first_seq as usize
-        }
-    } else {
-        rewrite_from
-    };
-    let rewrite = raw[rewrite_start.min(kept)..kept].to_vec();
-    let cut = cut_reason.map(|(reason, detail)| Cut {
+    } = split_log(policy, &events, TailRule::KeepAll);
+    debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+    let kept = events.len();
+    let rewrite = raw[rewrite_from.min(kept)..kept].to_vec();
+    let cut = torn.map(|(reason, detail)| Cut {
         offset: keep_bytes,
         seq: kept as u64,
         len: file_len - keep_bytes,
         reason,
         detail,
     });
-    let mut events = events;
-    events.truncate(kept);
     let scan = Scan {
         header,
         policy,

@@ -23,7 +23,7 @@ use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, split_log};
+use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, TailRule, split_log};
 
 /// `PRAGMA user_version` of the older schema.
 pub const USER_VERSION_14: i64 = 14;
@@ -353,7 +353,7 @@ impl Schema14Backend {
             committed,
             committed_turn,
             verdict,
-        } = split_log(policy, &events);
+        } = split_log(policy, &events, TailRule::KeepAll);
         let kept = committed + verdict.kept;
         if let Some(v) = &verdict.debris {
             cut = Some(Cut {
