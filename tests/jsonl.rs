@@ -642,8 +642,8 @@ fn scanner_rules_for_bad_lines() {
 /// logged stays (the harness's invariants would have refused it; a writer
 /// without them can leave it), and the open turn's closers are those of
 /// what is there — the answered call gets no closer. A WAL store under the
-/// same policy refuses such a batch at append (and cuts it as debris in a
-/// tail).
+/// upstream harness's policy (Lenient) holds it the same way; under Strict it
+/// refuses the batch.
 #[test]
 fn a_tail_that_breaks_the_contract_is_kept_as_upstream_keeps_it() {
     let root = Root::new(Compression::None);
@@ -700,15 +700,38 @@ fn a_tail_that_breaks_the_contract_is_kept_as_upstream_keeps_it() {
     ];
     store.append("k", &next).unwrap();
 
-    // The native WAL, under the upstream harness's policy, refuses it.
+    // The native WAL holds it too under the upstream harness's policy (so
+    // `convert` copies such a log), and refuses it under Strict.
     let wal_dir = tempfile::tempdir().unwrap();
     let wal = Store::open(wal_dir.path()).unwrap();
-    wal.create_with_policy(SessionHeader::new("k", 1), turnwal::Policy::Lenient)
-        .unwrap();
-    wal.append("k", &one_turn()).unwrap();
-    wal.append("k", &turn2[..3]).unwrap();
-    let err = wal.append("k", &turn2[3..]).unwrap_err();
-    assert!(err.to_string().contains("tool-result-unmatched"), "{err}");
+    for (id, policy) in [
+        ("lenient", turnwal::Policy::Lenient),
+        ("strict", turnwal::Policy::Strict),
+    ] {
+        wal.create_with_policy(SessionHeader::new(id, 1), policy)
+            .unwrap();
+        wal.append(id, &one_turn()).unwrap();
+        wal.append(id, &turn2[..3]).unwrap();
+        let appended = wal.append(id, &turn2[3..]);
+        match policy {
+            turnwal::Policy::Lenient => {
+                appended.unwrap();
+                // As found after a crash (a fresh store): the same closers.
+                let view = Store::open(wal_dir.path()).unwrap().inspect(id).unwrap();
+                assert_eq!(
+                    view.events[10..]
+                        .iter()
+                        .map(Event::to_json)
+                        .collect::<Vec<_>>(),
+                    closers
+                );
+            }
+            turnwal::Policy::Strict => {
+                let err = appended.unwrap_err();
+                assert!(err.to_string().contains("tool-result-unmatched"), "{err}");
+            }
+        }
+    }
 }
 
 /// Cuts the last frame of a zstd log at every byte: a frame cut inside its
