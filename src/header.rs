@@ -326,9 +326,17 @@ mod tests {
         assert!(SessionHeader::new("", 1).validate().is_err());
         // Node's path.isAbsolute on POSIX, where upstream runs the check.
         for cwd in ["C:\\work", "C:/work", "\\\\server\\share", "~/x", ""] {
-            let err = SessionHeader::new("a", 1).with_cwd(cwd).validate().unwrap_err();
+            let err = SessionHeader::new("a", 1)
+                .with_cwd(cwd)
+                .validate()
+                .unwrap_err();
             assert!(err.0.contains("must be an absolute path"), "{cwd}: {err}");
-            assert!(SessionHeader::new("a", 1).with_cwd(cwd).validate_stored().is_ok());
+            assert!(
+                SessionHeader::new("a", 1)
+                    .with_cwd(cwd)
+                    .validate_stored()
+                    .is_ok()
+            );
         }
     }
 
