@@ -92,20 +92,36 @@ pub(super) fn summary(
 fn raw_tail(path: &Path) -> Option<Tail> {
     let file = File::open(path).ok()?;
     let file_len = file.metadata().ok()?.len();
-    let mut head = vec![0; file_len.min(HEAD_BOUND) as usize];
-    file.read_exact_at(&mut head, 0).ok()?;
+    let read = |at: u64, len: u64| -> Option<Vec<u8>> {
+        let mut buf = vec![0; len as usize];
+        file.read_exact_at(&mut buf, at).ok()?;
+        Some(buf)
+    };
+    // A log that fits the bound is read once; a longer one at its two ends.
+    let small = file_len <= TAIL_BOUND as u64;
+    let head_len = if small {
+        file_len
+    } else {
+        file_len.min(HEAD_BOUND)
+    };
+    let head = read(0, head_len)?;
     let nl = head.iter().position(|&b| b == b'\n')?;
     let header = parse_header_line(&head[..nl]).ok()?;
     let records_start = nl as u64 + 1;
     let window_start = records_start.max(file_len.saturating_sub(TAIL_BOUND as u64));
-    let mut window = vec![0; (file_len - window_start) as usize];
-    file.read_exact_at(&mut window, window_start).ok()?;
+    let far;
+    let window: &[u8] = if small {
+        &head[records_start as usize..]
+    } else {
+        far = read(window_start, file_len - window_start)?;
+        &far
+    };
     let whole_lines = if window_start > records_start {
         // The window starts inside some line: from the next one on.
         let first = window.iter().position(|&b| b == b'\n')?;
         &window[first + 1..]
     } else {
-        &window[..]
+        window
     };
     let mut back = Vec::new();
     let found = walk_back(whole_lines, &mut back)?;
