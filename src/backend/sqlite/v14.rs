@@ -243,8 +243,10 @@ impl Schema14Backend {
             delegation_depth: uint(depth, "delegationDepth")?,
             agent_preset: preset,
         };
+        // The cwd is checked by the reads that need a valid session
+        // (`stored`), not here: upstream's `readFrom` takes any cwd.
         if version == SESSION_FORMAT_VERSION {
-            header.validate().map_err(|e| bad(&e.0))?;
+            header.validate_stored().map_err(|e| bad(&e.0))?;
         }
         Ok(Some(SessionRow {
             header,
@@ -253,15 +255,17 @@ impl Schema14Backend {
         }))
     }
 
-    fn rows(&self, conn: &Connection, id: &str) -> Result<Vec<Row>> {
+    /// The rows of `id` from seq `from` on.
+    fn rows(&self, conn: &Connection, id: &str, from: u64) -> Result<Vec<Row>> {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events \
-                 WHERE session_id = ?1 ORDER BY seq",
+                 WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq",
             )
             .map_err(|e| sql("read events", &self.path, e))?;
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map([id], |r| {
+            .query_map(rusqlite::params![id, from], |r| {
                 Ok(Row {
                     seq: r.get(0)?,
                     event_type: r.get(1)?,
@@ -309,8 +313,11 @@ impl Schema14Backend {
         Ok(event)
     }
 
-    /// `scanRows` of the schema-14 build, then the turn contract.
-    fn classify(&self, session: &SessionRow, rows: &[Row]) -> Result<(Scan, Vec<Event>)> {
+    /// `scanRows` of the schema-14 build over rows that start at seq
+    /// `first`: a row that does not parse, or a seq that does not follow,
+    /// is corruption when a later row holds a `turn/end` and a torn tail
+    /// (cut there) when none does.
+    fn decode_rows(&self, rows: &[Row], first: u64) -> Result<(Vec<Event>, Option<Cut>)> {
         let parsed: Vec<std::result::Result<Event, String>> =
             rows.iter().map(Self::event).collect();
         let last_end = parsed
@@ -318,15 +325,15 @@ impl Schema14Backend {
             .zip(rows)
             .rposition(|(p, r)| p.is_ok() && r.event_type == "turn/end");
         let mut events = Vec::with_capacity(rows.len());
-        let mut cut = None;
         for (i, (p, row)) in parsed.into_iter().zip(rows).enumerate() {
+            let expected = first + i as u64;
             let problem = match p {
                 Err(why) => Some(format!(
                     "corrupt session log: unparsable committed event at seq {} ({why})",
                     row.seq
                 )),
-                Ok(e) if e.seq() != i as u64 => Some(format!(
-                    "corrupt session log: seq gap in committed region (expected {i}, got {})",
+                Ok(e) if e.seq() != expected => Some(format!(
+                    "corrupt session log: seq gap in committed region (expected {expected}, got {})",
                     row.seq
                 )),
                 Ok(e) => {
@@ -336,35 +343,32 @@ impl Schema14Backend {
             };
             if let Some(reason) = problem {
                 if last_end.is_some_and(|end| i <= end) {
-                    return Err(self.corrupt(Some(i as u64), i as u64, reason));
+                    return Err(self.corrupt(Some(expected), expected, reason));
                 }
-                cut = Some(Cut {
-                    offset: i as u64,
-                    seq: i as u64,
+                let cut = Cut {
+                    offset: expected,
+                    seq: expected,
                     len: (rows.len() - i) as u64,
                     reason: CutReason::Invalid,
                     detail: reason,
-                });
-                break;
+                };
+                return Ok((events, Some(cut)));
             }
         }
+        Ok((events, None))
+    }
+
+    /// A whole log read as the schema-14 build's `inspect` reads it: its
+    /// rows decoded from seq 0, the tail kept as upstream keeps it.
+    fn classify(&self, session: &SessionRow, rows: &[Row]) -> Result<(Scan, Vec<Event>)> {
+        let (events, cut) = self.decode_rows(rows, 0)?;
         let policy: Policy = policy_of(&session.incarnation);
         let Split {
             committed,
             committed_turn,
             verdict,
         } = split_log(policy, &events, TailRule::KeepAll);
-        let kept = committed + verdict.kept;
-        if let Some(v) = &verdict.debris {
-            cut = Some(Cut {
-                offset: kept as u64,
-                seq: kept as u64,
-                len: (rows.len() - kept) as u64,
-                reason: CutReason::Debris,
-                detail: v.to_string(),
-            });
-        }
-        events.truncate(kept);
+        debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
         let scan = Scan {
             header: session.header.clone(),
             policy,
@@ -385,7 +389,14 @@ impl Schema14Backend {
         let Some(session) = self.session(&conn, id)? else {
             return Ok(None);
         };
-        let rows = self.rows(&conn, id)?;
+        session.header.validate_cwd().map_err(|e| {
+            self.corrupt(
+                None,
+                0,
+                format!("invalid stored session metadata of session {id:?}: {}", e.0),
+            )
+        })?;
+        let rows = self.rows(&conn, id, 0)?;
         self.classify(&session, &rows).map(Some)
     }
 }
@@ -457,17 +468,19 @@ impl Backend for Schema14Backend {
             .map(|(scan, events)| Stored { scan, events }))
     }
 
+    /// As the schema-14 build's `readFrom`: the rows from `from_seq` on,
+    /// checked alone (a bad row before them is not seen), any cwd.
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let Some((scan, mut events)) = self.stored(id)? else {
+        let conn = self.conn();
+        let Some(session) = self.session(&conn, id)? else {
             return Ok(None);
         };
-        scan.header
+        session
+            .header
             .check_version()
             .map_err(|detail| refused(&self.path, detail))?;
-        let start = usize::try_from(from_seq)
-            .unwrap_or(usize::MAX)
-            .min(events.len());
-        Ok(Some(events.split_off(start)))
+        let rows = self.rows(&conn, id, from_seq)?;
+        Ok(Some(self.decode_rows(&rows, from_seq)?.0))
     }
 
     fn create(
