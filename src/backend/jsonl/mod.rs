@@ -71,6 +71,15 @@ pub struct JsonlBackend {
     pack_chunks: bool,
 }
 
+/// Whether a read needs the header's cwd to be absolute: `inspect`, `load`
+/// and writers do (upstream's session store checks it); a read of the
+/// stored suffix does not (upstream's `readFrom`).
+#[derive(Debug, Clone, Copy)]
+enum Cwd {
+    Absolute,
+    Any,
+}
+
 fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
@@ -384,15 +393,6 @@ impl JsonlBackend {
         Ok(())
     }
 
-    /// Reads and classifies the log at `path`.
-    fn plan_at(&self, path: &Path, id: Option<&str>) -> Result<Option<(Plan, Vec<u8>)>> {
-        let Some(bytes) = JsonlBackend::read_stable(path)? else {
-            return Ok(None);
-        };
-        let plan = self.plan_bytes(path, &bytes, id)?;
-        Ok(Some((plan, bytes)))
-    }
-
     /// The log at `path` classified, for every read that needs a valid
     /// session: its cwd must be absolute, as upstream's session store
     /// requires of `inspect` and `load`.
@@ -414,11 +414,20 @@ impl JsonlBackend {
         scan::plan(parsed, policy, path)
     }
 
-    fn plan(&self, id: &str) -> Result<Option<Plan>> {
+    /// Reads and classifies the log of `id`; `cwd` says whether the read
+    /// needs a valid session (an absolute cwd) or only the stored suffix.
+    fn plan(&self, id: &str, cwd: Cwd) -> Result<Option<Plan>> {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        Ok(self.plan_at(&path, Some(id))?.map(|(plan, _)| plan))
+        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+            return Ok(None);
+        };
+        match cwd {
+            Cwd::Absolute => self.plan_bytes(&path, &bytes, Some(id)),
+            Cwd::Any => self.plan_any_cwd(&path, &bytes, Some(id)),
+        }
+        .map(Some)
     }
 
     /// `list`'s line for the log at `path`: from its two ends when they
@@ -748,25 +757,18 @@ impl Backend for JsonlBackend {
     }
 
     fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
-        Ok(self.plan(id)?.map(|p| p.scan))
+        Ok(self.plan(id, Cwd::Absolute)?.map(|p| p.scan))
     }
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
-        Ok(self.plan(id)?.map(|p| Stored {
+        Ok(self.plan(id, Cwd::Absolute)?.map(|p| Stored {
             scan: p.scan,
             events: p.events,
         }))
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let Some(path) = self.find_log(id)? else {
-            return Ok(None);
-        };
-        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
-            return Ok(None);
-        };
-        let plan = self.plan_any_cwd(&path, &bytes, Some(id))?;
-        Ok(Some(plan).map(|mut plan| {
+        Ok(self.plan(id, Cwd::Any)?.map(|mut plan| {
             let start = usize::try_from(from_seq)
                 .unwrap_or(usize::MAX)
                 .min(plan.events.len());
