@@ -153,13 +153,34 @@ impl WalBackend {
         }
     }
 
-    /// Maps and classifies the log of `id`, read-only.
-    fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
+    /// Maps the log of `id`, read-only; `None` when it does not exist.
+    fn map(&self, id: &str) -> Result<Option<(storage::Mapped, PathBuf)>> {
         let path = self.log_path(id);
         let Some(file) = self.open_file(&path, OpenMode::Read)? else {
             return Ok(None);
         };
         let map = file.map().map_err(|e| Error::io("map", &path, e))?;
+        Ok(Some((map, path)))
+    }
+
+    /// Maps the log of `id` and reads its file header, which must name `id`.
+    fn map_with_header(
+        &self,
+        id: &str,
+    ) -> Result<Option<(storage::Mapped, format::FileHeader, PathBuf)>> {
+        let Some((map, path)) = self.map(id)? else {
+            return Ok(None);
+        };
+        let meta = read_file_header(&map, &path)?;
+        check_id(&meta.header, id, &path)?;
+        Ok(Some((map, meta, path)))
+    }
+
+    /// Maps and classifies the log of `id`, read-only.
+    fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
+        let Some((map, path)) = self.map(id)? else {
+            return Ok(None);
+        };
         let classified = scan_log(&map, &path)?;
         check_id(&classified.scan.header, id, &path)?;
         Ok(Some((map, classified, path)))
@@ -450,24 +471,13 @@ impl Backend for WalBackend {
     }
 
     fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
-        let path = self.log_path(id);
-        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
-            return Ok(None);
-        };
-        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
-        let meta = read_file_header(&map, &path)?;
-        check_id(&meta.header, id, &path)?;
-        Ok(Some(meta.header))
+        Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.header))
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let path = self.log_path(id);
-        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
+        let Some((map, meta, path)) = self.map_with_header(id)? else {
             return Ok(None);
         };
-        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
-        let meta = read_file_header(&map, &path)?;
-        check_id(&meta.header, id, &path)?;
         writer::read_from(&map, &meta, from_seq, &path).map(Some)
     }
 
