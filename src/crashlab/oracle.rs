@@ -148,17 +148,8 @@ pub fn check(
             written.synced
         };
         let store = store_on(disk, root, StoreOptions::default());
-        let view = match store.load(&id) {
-            Ok(view) => view,
-            Err(Error::NotFound { .. }) if required == 0 => {
-                model.forget(&id);
-                continue;
-            }
-            Err(e) => {
-                return Err(format!(
-                    "{id}: recovery failed with {required} acknowledged: {e}"
-                ));
-            }
+        let Some(view) = load_or_forget(&store, model, &id, required)? else {
+            continue;
         };
         check_recovered(&store, &id, &view.events, &written, required, &mut checked)?;
         let path = WalBackend::with_storage(root, Arc::new(disk.clone()))
@@ -197,6 +188,27 @@ pub fn check(
         model.recovered(&id, resumed);
     }
     Ok(checked)
+}
+
+/// Recovers `id` with `load`: `None` when it is absent and nothing of it
+/// was acknowledged (it is dropped from the model), an error naming what
+/// was acknowledged when recovery fails.
+fn load_or_forget(
+    store: &Store,
+    model: &mut Model,
+    id: &str,
+    required: u64,
+) -> Result<Option<crate::store::SessionView>, String> {
+    match store.load(id) {
+        Ok(view) => Ok(Some(view)),
+        Err(Error::NotFound { .. }) if required == 0 => {
+            model.forget(id);
+            Ok(None)
+        }
+        Err(e) => Err(format!(
+            "{id}: recovery failed with {required} acknowledged: {e}"
+        )),
+    }
 }
 
 /// Checks 1–3 of [`check`] on one session's recovered log: a prefix of what
@@ -286,17 +298,8 @@ pub fn check_sqlite(
     let mut recovered = Vec::new();
     for (id, written) in model.sessions.clone() {
         let required = written.acked;
-        let view = match store.load(&id) {
-            Ok(view) => view,
-            Err(Error::NotFound { .. }) if required == 0 => {
-                model.forget(&id);
-                continue;
-            }
-            Err(e) => {
-                return Err(format!(
-                    "{id}: recovery failed with {required} acknowledged: {e}"
-                ));
-            }
+        let Some(view) = load_or_forget(&store, model, &id, required)? else {
+            continue;
         };
         check_recovered(&store, &id, &view.events, &written, required, &mut checked)?;
         let revision = store.revision(&id).map_err(|e| e.to_string())?;
