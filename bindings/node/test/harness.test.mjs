@@ -5,46 +5,13 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { appendFileSync, readFileSync, statSync } from 'node:fs'
-import { DatabaseSync } from 'node:sqlite'
+import { appendFileSync, statSync } from 'node:fs'
 import { Context } from '@deepseek-ai/cordis'
 import { Session, SessionStore } from '@deepseek-ai/dsh-session'
 import { TurnwalError, TurnwalSessionPersistence, isSqlitePath } from '../index.js'
 import {
-  KINDS, listedRevision, liveSession, meta, mount, plainTurn, storePath, toolTurn, turnUntilToolCall,
+  KINDS, image, listedRevision, liveSession, meta, mount, plainTurn, storePath, tearTail, toolTurn, turnUntilToolCall,
 } from './support.mjs'
-
-/** The stored bytes of a session: the WAL file, or the SQLite rows. */
-function image(path, kind, persistence, id) {
-  if (kind === 'wal') return readFileSync(persistence.locate({ id }).path).toString('hex')
-  const db = new DatabaseSync(path, { readOnly: true })
-  try {
-    return JSON.stringify(db.prepare('SELECT seq, type, time, hex(data) AS data FROM events WHERE session_id = ? ORDER BY seq').all(id))
-  } finally {
-    db.close()
-  }
-}
-
-/** Leaves a never-acknowledged partial record after the stored log. */
-function tearTail(path, kind, persistence, id) {
-  if (kind === 'wal') {
-    // Half of a copy of the last record: a header promising more bytes
-    // than the file holds, as an interrupted write leaves.
-    const file = persistence.locate({ id }).path
-    const bytes = readFileSync(file)
-    const last = bytes.readUInt32LE(bytes.length - 4)
-    appendFileSync(file, bytes.subarray(bytes.length - last, bytes.length - last / 2))
-    return
-  }
-  // Upstream's SQLite fixture: a row of bad JSON at the next seq.
-  const db = new DatabaseSync(path)
-  try {
-    const { next } = db.prepare('SELECT max(seq) + 1 AS next FROM events WHERE session_id = ?').get(id)
-    db.prepare("INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, 'assistant/chunk', 9, '{not valid json')").run(id, next)
-  } finally {
-    db.close()
-  }
-}
 
 for (const kind of KINDS) {
   describe(`turnwal-dsh on a ${kind} store`, () => {

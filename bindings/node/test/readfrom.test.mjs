@@ -5,9 +5,8 @@
 // event comes back byte for byte.
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { appendFileSync, readFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
-import { KINDS, meta, mount, storePath } from './support.mjs'
+import { KINDS, image, meta, mount, storePath, tearTail } from './support.mjs'
 
 const delta = (seq, time, chunk, data = {}) => ({ type: 'assistant/chunk', seq, time, data: { turn: 1, step: 1, ...data, chunk } })
 const text = (seq, time, t) => delta(seq, time, { type: 'text-delta', index: 0, text: t })
@@ -35,34 +34,6 @@ const openTurn = () => [
   ...['o1', 'o2', 'o3', 'o4'].map((t, i) => ({ ...text(19 + i, 122 + i, t), data: { turn: 2, step: 1, chunk: { type: 'text-delta', index: 0, text: t } } })),
   { type: 'session/note', seq: 23, time: 130, data: { note: 'a plugin event' }, ignorable: true },
 ]
-
-/** The stored bytes of a session: the WAL file, or its SQLite rows. */
-function image(path, kind, persistence, id) {
-  if (kind === 'wal') return readFileSync(persistence.locate({ id }).path).toString('hex')
-  const db = new DatabaseSync(path, { readOnly: true })
-  try {
-    return JSON.stringify(db.prepare('SELECT seq, type, time, hex(data) AS data FROM events WHERE session_id = ? ORDER BY seq').all(id))
-  } finally {
-    db.close()
-  }
-}
-
-/** Leaves a never-acknowledged partial record after the stored log (the next seq is `next`). */
-function tearTail(path, kind, persistence, id, next) {
-  if (kind === 'wal') {
-    const file = persistence.locate({ id }).path
-    const bytes = readFileSync(file)
-    const last = bytes.readUInt32LE(bytes.length - 4)
-    appendFileSync(file, bytes.subarray(bytes.length - last, bytes.length - last / 2))
-    return
-  }
-  const db = new DatabaseSync(path)
-  try {
-    db.prepare("INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, 'assistant/chunk', 9, '{not valid json')").run(id, next)
-  } finally {
-    db.close()
-  }
-}
 
 /** The suffix a seek must return: the stored events with seq >= from, each byte for byte. */
 function assertSuffix(actual, log, from, message) {

@@ -3,9 +3,10 @@
 // builders for turns with tool calls. Nothing here is a mock: every test runs
 // the published upstream packages over real files.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { Context } from '@deepseek-ai/cordis'
 import { SessionStore } from '@deepseek-ai/dsh-session'
 import { TurnwalSessionPersistence } from '../index.js'
@@ -184,4 +185,39 @@ export function child(t, file, args, { onLine, env } = {}) {
     await exited
   })
   return { proc, exited }
+}
+
+/** The stored bytes of a session: the WAL file, or its SQLite rows. */
+export function image(path, kind, persistence, id) {
+  if (kind === 'wal') return readFileSync(persistence.locate({ id }).path).toString('hex')
+  const db = new DatabaseSync(path, { readOnly: true })
+  try {
+    return JSON.stringify(db.prepare('SELECT seq, type, time, hex(data) AS data FROM events WHERE session_id = ? ORDER BY seq').all(id))
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * Leaves a never-acknowledged partial record after the stored log: on the
+ * WAL, half of a copy of the last record (a header promising more bytes than
+ * the file holds, as an interrupted write leaves); on SQLite, upstream's
+ * fixture, a row of bad JSON at the next seq — `next`, or one past the
+ * highest stored row's seq (which a packed last row would make wrong).
+ */
+export function tearTail(path, kind, persistence, id, next) {
+  if (kind === 'wal') {
+    const file = persistence.locate({ id }).path
+    const bytes = readFileSync(file)
+    const last = bytes.readUInt32LE(bytes.length - 4)
+    appendFileSync(file, bytes.subarray(bytes.length - last, bytes.length - last / 2))
+    return
+  }
+  const db = new DatabaseSync(path)
+  try {
+    const seq = next ?? db.prepare('SELECT max(seq) + 1 AS next FROM events WHERE session_id = ?').get(id).next
+    db.prepare("INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, 'assistant/chunk', 9, '{not valid json')").run(id, seq)
+  } finally {
+    db.close()
+  }
 }
