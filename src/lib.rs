@@ -47,6 +47,7 @@ pub mod event;
 pub mod header;
 pub mod json;
 pub mod jsstr;
+pub mod quarantine;
 pub mod scan;
 pub mod store;
 pub mod verify;
@@ -57,7 +58,7 @@ pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn
 pub use error::{Corruption, Error, Result};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
 pub use header::{HeaderError, SessionHeader};
-pub use scan::{Cut, CutReason, LogState, Scan, SessionSummary};
+pub use scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary};
 pub use store::{Receipt, RecoveryReport, RepairBasis, SessionView, Store, StoreOptions, now_ms};
 pub use verify::VerifyReport;
 pub use view::{EventRef, LogView};

@@ -48,7 +48,8 @@ pub struct Cut {
     pub detail: String,
 }
 
-/// Why bytes or records are cut. None of them was ever acknowledged.
+/// Why bytes or records are cut. None of them was ever acknowledged, except
+/// for [`CutReason::Damaged`], which only an explicit salvage cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CutReason {
     /// A record that ends past the end of the file (a torn write).
@@ -63,6 +64,10 @@ pub enum CutReason {
     /// Closers of a repair that was interrupted before its `turn/end` was
     /// written; the repair is redone from the real events.
     InterruptedRepair,
+    /// Damaged data, possibly acknowledged, with everything after it: cut
+    /// only by an explicit salvage repair (`recover --salvage`), never by an
+    /// automatic one, and quarantined first.
+    Damaged,
 }
 
 impl CutReason {
@@ -74,6 +79,7 @@ impl CutReason {
             CutReason::Invalid => "invalid-record",
             CutReason::Debris => "debris",
             CutReason::InterruptedRepair => "interrupted-repair",
+            CutReason::Damaged => "damaged",
         }
     }
 }
@@ -277,4 +283,63 @@ pub struct SessionSummary {
     pub state: LogState,
     /// For `corrupt` (or an unreadable file): what is wrong.
     pub problem: Option<String>,
+}
+
+/// A region of a stored log that a salvage read could not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// Where it starts: a byte offset (a row index for SQLite).
+    pub offset: u64,
+    /// How long it is: bytes (rows for SQLite).
+    pub len: u64,
+    /// The seq the first lost event has or should have.
+    pub first_seq: u64,
+    /// The seq of the first intact event after the gap; `None` when the gap
+    /// runs to the end of the log (how many events it held is unknown).
+    pub next_seq: Option<u64>,
+    /// Why the region is unusable (the failed check).
+    pub reason: String,
+}
+
+impl Gap {
+    /// How many seqs the gap lost, when an intact event follows it.
+    pub fn seqs_lost(&self) -> Option<u64> {
+        self.next_seq.map(|next| next - self.first_seq)
+    }
+}
+
+/// Every intact event of a stored log, damaged or not (`cat --salvage`).
+#[derive(Debug, Clone)]
+pub struct Salvage {
+    /// The session header.
+    pub header: SessionHeader,
+    /// The intact events, in seq order; seqs skip over the gaps.
+    pub events: Vec<Event>,
+    /// The regions that could not be used, in log order. Empty for an
+    /// undamaged log with nothing to cut.
+    pub gaps: Vec<Gap>,
+}
+
+impl Salvage {
+    /// The salvage of a log that loads: its kept events, and its cut (a torn
+    /// tail, debris) as the one gap.
+    pub fn of_stored(stored: crate::backend::Stored) -> Salvage {
+        let gaps = stored
+            .scan
+            .cut
+            .iter()
+            .map(|cut| Gap {
+                offset: cut.offset,
+                len: cut.len,
+                first_seq: cut.seq,
+                next_seq: None,
+                reason: format!("{}: {}", cut.reason, cut.detail),
+            })
+            .collect();
+        Salvage {
+            header: stored.scan.header,
+            events: stored.events,
+            gaps,
+        }
+    }
 }

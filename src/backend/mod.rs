@@ -15,7 +15,7 @@ use crate::contract::{Placement, Policy};
 use crate::error::Result;
 use crate::event::Event;
 use crate::header::SessionHeader;
-use crate::scan::{Scan, SessionSummary};
+use crate::scan::{Salvage, Scan, SessionSummary};
 
 /// When appended events become durable (and are acknowledged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -112,6 +112,21 @@ pub trait Backend: Send + Sync {
         }))
     }
 
+    /// Every intact event of a stored log, damaged or not, with the regions
+    /// it could not use named as gaps (`cat --salvage`); `None` when the
+    /// session does not exist. Never writes. Unlike [`Backend::load`] it does
+    /// not stop at corruption: events after a damaged region are returned
+    /// too, in seq order. The default serves [`Backend::load`]'s kept events,
+    /// with its cut (if any) as the one gap.
+    fn salvage(&self, id: &str) -> Result<Option<Salvage>> {
+        Ok(self.load(id)?.map(|stored| Salvage::of_stored(stored)))
+    }
+
+    /// The files this store's repairs quarantined (every session), sorted.
+    fn quarantined(&self) -> Result<Vec<std::path::PathBuf>> {
+        Ok(Vec::new())
+    }
+
     /// The kept events from `from_seq` on, as stored (no closers, no repair).
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
 
@@ -172,7 +187,20 @@ pub trait LogWriter: Send {
     /// found): that is a cut alone, which leaves an open final turn open for
     /// a writer that continues it ([`crate::Store::commit_repair`] with no
     /// closers, as the upstream harness's live adoption does).
-    fn repair(&mut self, scan: &Scan) -> Result<()>;
+    ///
+    /// Before the cut is made durable, the bytes (or rows) it removes are
+    /// written and fsynced to a quarantine file (see [`crate::quarantine`]);
+    /// its path is returned (`None` when nothing was cut).
+    fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>>;
+
+    /// Classifies the stored log (under the lock) for an explicit salvage
+    /// repair (`recover --salvage`): like [`LogWriter::scan`], except that
+    /// where the log is corrupt it does not refuse but cuts from the first
+    /// damaged byte (or row) on ([`crate::CutReason::Damaged`]), keeping the
+    /// longest valid prefix. The default is [`LogWriter::scan`].
+    fn salvage_scan(&mut self) -> Result<Scan> {
+        self.scan()
+    }
 
     /// Appends a checked batch (one placement per event). On error nothing
     /// of the batch is acknowledged and the stored log is rolled back to its

@@ -172,7 +172,7 @@ impl LogWriter for JsonlWriter {
         Ok(plan.events.split_off(start))
     }
 
-    fn repair(&mut self, scan: &Scan) -> Result<()> {
+    fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check()?;
         let (plan, bytes) = self.read_plan()?;
         let now = &plan.scan;
@@ -194,7 +194,7 @@ impl LogWriter for JsonlWriter {
             });
         }
         if !scan.needs_repair() {
-            return Ok(());
+            return Ok(None);
         }
         let mut batch = plan.rewrite.clone();
         batch.extend(scan.closers.iter().cloned());
@@ -234,7 +234,7 @@ impl LogWriter for JsonlWriter {
         self.durable_events = self.events;
         self.pending.clear();
         self.rewrite_pending = false;
-        Ok(())
+        Ok(None)
     }
 
     fn append(&mut self, batch: &[Event], _: &[Placement], sync: SyncMode) -> Result<u64> {

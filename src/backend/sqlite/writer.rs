@@ -102,9 +102,9 @@ impl LogWriter for SqliteWriter {
     /// same kept events and the same closers. A repair whose tail changed
     /// since (another writer repaired or appended) is refused with
     /// [`Error::StaleRepair`] and changes nothing.
-    fn repair(&mut self, scan: &Scan) -> Result<()> {
+    fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         if !scan.needs_repair() {
-            return Ok(());
+            return Ok(None);
         }
         let path = self.shared.path.clone();
         let id = self.id.clone();
@@ -140,7 +140,7 @@ impl LogWriter for SqliteWriter {
             bump_revision(conn, &path, &id)
         })?;
         self.next_seq = scan.stored_len() + scan.closers.len() as u64;
-        Ok(())
+        Ok(None)
     }
 
     /// One transaction: the batch must start at the stored next seq (a

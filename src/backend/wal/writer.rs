@@ -467,7 +467,7 @@ impl LogWriter for WalWriter {
         read_from(&map, &self.meta, from_seq, &self.path)
     }
 
-    fn repair(&mut self, scan: &Scan) -> Result<()> {
+    fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check_poison()?;
         let placements = closer_placements(scan)?;
         let kept_end = match &scan.cut {
@@ -496,7 +496,7 @@ impl LogWriter for WalWriter {
             self.rewrite = false;
             return Err(self.restore(failure));
         }
-        Ok(())
+        Ok(None)
     }
 
     fn append(&mut self, batch: &[Event], placements: &[Placement], sync: SyncMode) -> Result<u64> {
