@@ -119,7 +119,7 @@ pub trait Backend: Send + Sync {
     /// too, in seq order. The default serves [`Backend::load`]'s kept events,
     /// with its cut (if any) as the one gap.
     fn salvage(&self, id: &str) -> Result<Option<Salvage>> {
-        Ok(self.load(id)?.map(|stored| Salvage::of_stored(stored)))
+        Ok(self.load(id)?.map(Salvage::of_stored))
     }
 
     /// The files this store's repairs quarantined (every session), sorted.
