@@ -66,6 +66,20 @@ pub struct RecoveryReport {
     pub closers: Vec<Event>,
     /// Whether the repair was written (false for a dry run or a clean log).
     pub committed: bool,
+    /// Where the cut bytes (or rows) were kept before they were cut.
+    pub quarantine: Option<std::path::PathBuf>,
+}
+
+/// How much of a stored log an operation reads before it decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    /// The end of the log (the WAL's tail probe): appends, which only
+    /// continue the log and refuse any damage the probe meets.
+    Tail,
+    /// All of it, as `verify` reads it: `load`, `recover`, `commit_repair`.
+    Full,
+    /// All of it, cutting from the first damage instead of refusing.
+    Salvage,
 }
 
 /// What a caller read of a stored log, to commit its repair against
@@ -318,7 +332,7 @@ impl Store {
             *guard = Slot::Live(live);
             return Ok(receipt);
         }
-        let live = self.live(id, &mut guard)?.0;
+        let live = self.live(id, &mut guard, Evidence::Tail)?.0;
         live.append(id, events, self.options.sync, &*self.backend)
     }
 
@@ -339,7 +353,7 @@ impl Store {
                 durable: 0,
             });
         }
-        Ok(self.live(id, &mut guard)?.0.receipt())
+        Ok(self.live(id, &mut guard, Evidence::Tail)?.0.receipt())
     }
 
     /// Makes every accepted event of `id` durable; returns how many are.
@@ -351,7 +365,7 @@ impl Store {
         if let Slot::Pending { .. } = &*guard {
             return Ok(0);
         }
-        self.live(id, &mut guard)?.0.writer.sync()
+        self.live(id, &mut guard, Evidence::Tail)?.0.writer.sync()
     }
 
     /// Flushes and releases a session this store holds open.
@@ -451,7 +465,7 @@ impl Store {
     pub fn load(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
-        let (live, scan) = self.live(id, &mut guard)?;
+        let (live, scan) = self.live(id, &mut guard, Evidence::Full)?;
         if live.tracker.in_turn() {
             return Err(Error::OpenTurn {
                 id: id.to_owned(),
@@ -460,7 +474,7 @@ impl Store {
         }
         live.writer.sync()?;
         let events = live.writer.read_from(0)?;
-        let (state, cut) = scan.map_or((LogState::Clean, None), |s| (s.state(), s.cut));
+        let (state, cut) = scan.map_or((LogState::Clean, None), |(s, _)| (s.state(), s.cut));
         Ok(SessionView {
             header: live.header.clone(),
             stored: events.len() as u64,
@@ -674,35 +688,131 @@ impl Store {
     /// Recovers a session: with `dry_run`, reports what would be cut and
     /// appended without writing; otherwise commits it (as `load` does).
     pub fn recover(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {
+        self.recover_with(id, dry_run, Evidence::Full)
+    }
+
+    /// An explicit salvage repair of a corrupt session (`turnwal recover
+    /// --salvage`): keeps the longest valid prefix, closes its open turn with
+    /// the usual closers, and cuts everything from the first damaged byte
+    /// (or row) on — acknowledged or not, which is why no automatic path
+    /// does this — after keeping it in a quarantine file. On a log that is
+    /// not corrupt it is [`Store::recover`]. With `dry_run`, reports what it
+    /// would do and writes nothing.
+    ///
+    /// ```
+    /// use turnwal::{CutReason, Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// let turn = |n: u64, at: u64| [
+    ///     Event::new("turn/start", at, 5, &format!(r#"{{"turn":{n}}}"#)).unwrap(),
+    ///     Event::new("turn/end", at + 1, 6, &format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#)).unwrap(),
+    /// ];
+    /// store.append("s", &turn(1, 0)).unwrap();
+    /// store.append("s", &turn(2, 2)).unwrap();
+    /// drop(store);
+    /// // A flipped bit in turn 2's turn/start, which turn 2's turn/end proves acknowledged.
+    /// let log = dir.path().join("sessions/s.twal");
+    /// let mut bytes = std::fs::read(&log).unwrap();
+    /// let at = bytes.len() - 2 * 57 - 2 * 27 + 60;
+    /// bytes[at] ^= 1;
+    /// std::fs::write(&log, &bytes).unwrap();
+    ///
+    /// let store = Store::open(dir.path()).unwrap();
+    /// assert!(store.load("s").is_err(), "corrupt: refused, nothing cut");
+    /// let report = store.recover_salvage("s", false).unwrap();
+    /// assert_eq!((report.kept, report.cut.unwrap().reason), (2, CutReason::Damaged));
+    /// assert!(report.quarantine.unwrap().exists());
+    /// assert_eq!(store.load("s").unwrap().events.len(), 2);
+    /// ```
+    pub fn recover_salvage(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {
+        self.recover_with(id, dry_run, Evidence::Salvage)
+    }
+
+    fn recover_with(&self, id: &str, dry_run: bool, evidence: Evidence) -> Result<RecoveryReport> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
-        let report = |scan: Scan, committed: bool| RecoveryReport {
-            state: scan.state(),
-            kept: scan.stored_len(),
-            committed: committed && scan.needs_repair(),
-            cut: scan.cut,
-            closers: scan.closers,
-        };
+        let report =
+            |scan: Scan, quarantine: Option<std::path::PathBuf>, committed: bool| RecoveryReport {
+                state: scan.state(),
+                kept: scan.stored_len(),
+                committed: committed && scan.needs_repair(),
+                cut: scan.cut,
+                closers: scan.closers,
+                quarantine,
+            };
         if dry_run || matches!(&*guard, Slot::Pending { .. }) {
             drop(guard);
-            let scan = self
-                .backend
-                .scan(id)?
-                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            let scan = match evidence {
+                Evidence::Salvage => self.salvage_scan(id)?,
+                _ => self
+                    .backend
+                    .scan(id)?
+                    .ok_or_else(|| Error::NotFound { id: id.to_owned() })?,
+            };
             self.check_version(&scan)?;
-            return Ok(report(scan, false));
+            return Ok(report(scan, None, false));
         }
-        let (live, scan) = self.live(id, &mut guard)?;
+        if evidence == Evidence::Salvage && matches!(&*guard, Slot::Cold) {
+            let mut writer = self
+                .backend
+                .open(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            let scan = writer.salvage_scan()?;
+            self.check_version(&scan)?;
+            let quarantine = if scan.needs_repair() {
+                writer.repair(&scan)?
+            } else {
+                None
+            };
+            return Ok(report(scan, quarantine, true));
+        }
+        let (live, scan) = self.live(id, &mut guard, Evidence::Full)?;
         match scan {
-            Some(scan) => Ok(report(scan, true)),
+            Some((scan, quarantine)) => Ok(report(scan, quarantine, true)),
             None => Ok(RecoveryReport {
                 state: LogState::Clean,
                 kept: live.tracker.next_seq(),
                 cut: None,
                 closers: Vec::new(),
                 committed: false,
+                quarantine: None,
             }),
         }
+    }
+
+    /// The salvage classification of a stored log, read without the lock.
+    fn salvage_scan(&self, id: &str) -> Result<Scan> {
+        match self.backend.scan(id) {
+            Err(Error::Corrupt(_)) => {}
+            other => return other?.ok_or_else(|| Error::NotFound { id: id.to_owned() }),
+        }
+        // Only a writer computes the salvage cut; opening one takes the lock
+        // but writes nothing until a repair.
+        let mut writer = self
+            .backend
+            .open(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        writer.salvage_scan()
+    }
+
+    /// Every intact event of a stored session, damaged or not, with the
+    /// regions that could not be used named as gaps (`turnwal cat
+    /// --salvage`). Never writes. Events after a damaged region are
+    /// returned too; a log that loads gives its kept events and its cut (a
+    /// torn tail) as the one gap.
+    pub fn salvage(&self, id: &str) -> Result<crate::scan::Salvage> {
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+            return Err(Error::NotFound { id: id.to_owned() });
+        }
+        self.backend
+            .salvage(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
+    /// The files this store's repairs quarantined, every session's, sorted.
+    pub fn quarantined(&self) -> Result<Vec<std::path::PathBuf>> {
+        self.backend.quarantined()
     }
 
     /// Opens `id` for appending **without repairing it**, for a harness that
@@ -833,7 +943,7 @@ impl Store {
                 (None, writer)
             }
         };
-        let scan = writer.scan()?;
+        let scan = writer.scan_full()?;
         self.check_version(&scan)?;
         let cut_offset = scan.cut.as_ref().map(|c| c.offset);
         if scan.stored_len() != basis.stored || cut_offset != basis.cut_offset {
@@ -891,26 +1001,36 @@ impl Store {
     /// The live session behind `guard`, opening it from disk (and committing
     /// its repair) if this store does not hold it yet. Returns the scan it
     /// opened with, if it opened it now.
+    ///
+    /// `evidence` says how much of the log opening reads: the end alone
+    /// (an append, which only continues it) or all of it (`load` and
+    /// `recover`, which decide exactly as `verify` does).
     fn live<'g>(
         &self,
         id: &str,
         guard: &'g mut MutexGuard<'_, Slot>,
-    ) -> Result<(&'g mut Live, Option<Scan>)> {
+        evidence: Evidence,
+    ) -> Result<(&'g mut Live, Option<(Scan, Option<std::path::PathBuf>)>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
             let mut writer = self
                 .backend
                 .open(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-            let scan = writer.scan()?;
+            let scan = match evidence {
+                Evidence::Tail => writer.scan()?,
+                Evidence::Full | Evidence::Salvage => writer.scan_full()?,
+            };
             self.check_version(&scan)?;
             if self.options.require_known_types {
                 let stored = writer.read_from(0)?;
                 self.check_readable(&scan, &stored)?;
             }
-            if scan.needs_repair() {
-                writer.repair(&scan)?;
-            }
+            let quarantine = if scan.needs_repair() {
+                writer.repair(&scan)?
+            } else {
+                None
+            };
             let tracker = scan
                 .resume_tracker()
                 .require_known_types(self.options.require_known_types);
@@ -919,7 +1039,7 @@ impl Store {
                 writer,
                 tracker,
             });
-            opened = Some(scan);
+            opened = Some((scan, quarantine));
         }
         match &mut **guard {
             Slot::Live(live) => Ok((live, opened)),

@@ -193,6 +193,14 @@ pub trait LogWriter: Send {
     /// its path is returned (`None` when nothing was cut).
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>>;
 
+    /// Classifies the stored log (under the lock) from all of it, as
+    /// `verify` does: what `load` and `recover` decide from, so that no
+    /// entry point decides from less evidence than another. [`LogWriter::scan`]
+    /// may read only the log's end (the WAL's tail probe); the default is it.
+    fn scan_full(&mut self) -> Result<Scan> {
+        self.scan()
+    }
+
     /// Classifies the stored log (under the lock) for an explicit salvage
     /// repair (`recover --salvage`): like [`LogWriter::scan`], except that
     /// where the log is corrupt it does not refuse but cuts from the first

@@ -4,6 +4,7 @@
 pub mod format;
 mod naming;
 pub mod probe;
+pub mod proof;
 pub mod scan;
 pub mod simdisk;
 pub mod storage;
@@ -17,7 +18,7 @@ pub use naming::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
-use self::scan::{Classified, check_at, read_file_header, scan_log};
+use self::scan::{Classified, check_at, read_file_header, scan_log_proven};
 use self::storage::{FsStorage, OpenMode, Storage, StorageFile};
 use super::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
@@ -181,9 +182,26 @@ impl WalBackend {
         let Some((map, path)) = self.map(id)? else {
             return Ok(None);
         };
-        let classified = scan_log(&map, &path)?;
+        let classified = self.scan_proven(&map, &path)?;
         check_id(&classified.scan.header, id, &path)?;
         Ok(Some((map, classified, path)))
+    }
+
+    /// Scans and classifies a mapped log with its durability proof.
+    fn scan_proven(&self, map: &[u8], path: &Path) -> Result<Classified> {
+        let proven = self.proven(map, path)?;
+        scan_log_proven(map, path, proven)
+    }
+
+    /// What the durability proof beside the log at `path` (whose bytes are
+    /// `map`) states durable; 0 when the file header cannot say whose proof
+    /// it would be (the scan refuses that header anyway).
+    fn proven(&self, map: &[u8], path: &Path) -> Result<u64> {
+        let Ok(fh) = read_file_header(map, path) else {
+            return Ok(0);
+        };
+        proof::read(self.storage.as_ref(), path, fh.salt)
+            .map_err(|e| Error::io("read", proof::path_of(path), e))
     }
 
     fn lock(&self, id: &str) -> Result<Box<dyn storage::LockGuard>> {
@@ -292,7 +310,7 @@ impl WalBackend {
             .open_file(path, OpenMode::Read)?
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let map = file.map().map_err(|e| Error::io("map", path, e))?;
-        let c = scan_log(&map, path)?;
+        let c = self.scan_proven(&map, path)?;
         Ok(SessionSummary {
             id: c.scan.header.id.clone(),
             header: Some(c.scan.header.clone()),
@@ -474,11 +492,17 @@ impl Backend for WalBackend {
         Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.header))
     }
 
+    fn quarantined(&self) -> Result<Vec<PathBuf>> {
+        let dir = self.root.join(crate::quarantine::WAL_DIR);
+        crate::quarantine::list(self.storage.as_ref(), &dir).map_err(|e| Error::io("list", &dir, e))
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let Some((map, meta, path)) = self.map_with_header(id)? else {
             return Ok(None);
         };
-        writer::read_from(&map, &meta, from_seq, &path).map(Some)
+        let proven = self.proven(&map, &path)?;
+        writer::read_from(&map, &meta, from_seq, &path, proven).map(Some)
     }
 
     fn create(
@@ -552,7 +576,7 @@ impl Backend for WalBackend {
             .storage
             .open(&path, OpenMode::ReadWrite)
             .map_err(|e| Error::io("open", &path, e))?;
-        Ok(Box::new(WalWriter::new(
+        let mut writer = Box::new(WalWriter::new(
             header.id.clone(),
             path,
             self.storage.clone(),
@@ -567,7 +591,11 @@ impl Backend for WalBackend {
             },
             bytes.len() as u64,
             batch.len() as u64,
-        )))
+        ));
+        // A stale proof of an earlier log of this name names another salt
+        // and proves nothing; this one covers the whole first batch.
+        writer.prove();
+        Ok(writer)
     }
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
@@ -641,6 +669,7 @@ impl Backend for WalBackend {
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
         let _ = self.storage.remove_file(&unsynced_mark(&path));
+        let _ = self.storage.remove_file(&proof::path_of(&path));
         let _ = self.storage.remove_file(&self.lock_path(id));
         Ok(true)
     }

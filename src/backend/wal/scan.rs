@@ -120,8 +120,18 @@ pub fn check_at(
     Ok(head)
 }
 
-/// Walks the records of a mapped session file.
-pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
+/// What a scan does with damage it can prove acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Refuse the log as corrupt (every automatic path).
+    Refuse,
+    /// Cut from the damage on ([`CutReason::Damaged`]): an explicit salvage.
+    Salvage,
+}
+
+/// Walks the records of a mapped session file, whose durability proof
+/// states `proven` bytes durable (0 when there is none; see `proof.rs`).
+pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Result<Frames> {
     let file = read_file_header(bytes, path)?;
     let len = bytes.len() as u64;
     let mut at = file.records_start;
@@ -176,47 +186,200 @@ pub fn scan_frames(bytes: &[u8], path: &Path) -> Result<Frames> {
         }
     }
     frames.valid_end = at.min(len);
-    if let Some(invalid) = &frames.invalid {
-        refuse_acknowledged_hole(bytes, path, &frames, invalid)?;
+    let damage = match &frames.invalid {
+        Some(invalid) => damage_evidence(bytes, &frames, invalid, proven)
+            .refusal()
+            .map(|rule| {
+                (
+                    invalid.offset,
+                    format!("{} ({}); {rule}", invalid.detail, invalid.reason),
+                )
+            }),
+        None if proven > len => Some((
+            len,
+            format!(
+                "the log ends at byte {len}, but its durability proof shows {proven} bytes had \
+                 been made durable [rule: {}]: acknowledged bytes are missing",
+                Proof::Missing.code()
+            ),
+        )),
+        None => None,
+    };
+    if let Some((offset, reason)) = damage {
+        if on_damage == OnDamage::Refuse {
+            return Err(corrupt(path, offset, Some(frames.records), reason));
+        }
+        frames.invalid = Some(Invalid {
+            offset,
+            reason: CutReason::Damaged,
+            detail: reason,
+        });
     }
     Ok(frames)
 }
 
-/// A hole is corruption when a later valid record proves the hole's bytes
-/// had been made durable before it was written (its watermark lies past the
-/// hole). Otherwise nothing from the hole on was ever acknowledged.
-fn refuse_acknowledged_hole(
+/// What proves that the bytes at the first invalid record had been
+/// acknowledged, or that a tear cannot explain them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The durability proof beside the log covers them.
+    Proven,
+    /// The log is shorter than its durability proof.
+    Missing,
+    /// A later record's watermark covers them.
+    Watermark,
+    /// A later record was written at materialization (watermark 0), which
+    /// publishes only a complete, fsynced first batch.
+    Materialized,
+    /// The record's frame is intact and the next record follows it in seq,
+    /// but its checksum fails, and no whole sector lies inside its payload:
+    /// no torn or lost sector can produce that.
+    DamagedInPlace,
+}
+
+impl Proof {
+    /// A stable identifier, named in corruption errors.
+    pub fn code(self) -> &'static str {
+        match self {
+            Proof::Proven => "inside-proven-length",
+            Proof::Missing => "shorter-than-proven",
+            Proof::Watermark => "below-later-watermark",
+            Proof::Materialized => "inside-materialized-batch",
+            Proof::DamagedInPlace => "damaged-in-place",
+        }
+    }
+}
+
+/// The evidence about an invalid record found by the scan.
+#[derive(Debug, Clone, Default)]
+pub struct DamageEvidence {
+    /// What proves it acknowledged or untearable, with the text for people.
+    pub proof: Option<(Proof, String)>,
+}
+
+impl DamageEvidence {
+    /// The refusal text, naming the rule, when the damage must be refused.
+    pub fn refusal(&self) -> Option<String> {
+        self.proof
+            .as_ref()
+            .map(|(proof, text)| format!("{text} [rule: {}]", proof.code()))
+    }
+}
+
+/// The smallest unit a power loss tears or loses: a 512-byte sector.
+const SECTOR: u64 = 512;
+/// The end of a record head's framing fields and seq (kind, flags, lengths,
+/// turn, seq), which a torn sector could not garble without the scan
+/// noticing.
+const SEQ_END: u64 = 32;
+
+/// Gathers what proves the bytes at `invalid` acknowledged (so cutting them
+/// would lose acknowledged events) or untearable. A zero fill to the end of
+/// the file is proven only by the durability proof: nothing follows it.
+pub fn damage_evidence(
     bytes: &[u8],
-    path: &Path,
     frames: &Frames,
     invalid: &Invalid,
-) -> Result<()> {
+    proven: u64,
+) -> DamageEvidence {
+    let p = invalid.offset;
+    if p < proven {
+        return DamageEvidence {
+            proof: Some((
+                Proof::Proven,
+                format!(
+                    "the durability proof shows the log was durable through byte {proven}, so \
+                     this record had been acknowledged"
+                ),
+            )),
+        };
+    }
     if invalid.reason == CutReason::ZeroFill {
-        return Ok(());
+        return DamageEvidence::default();
     }
     let salt = frames.file.salt;
     let len = bytes.len() as u64;
-    let mut at = invalid.offset + 1;
+    if let Some(proof) = damaged_in_place(bytes, p, frames.records, salt) {
+        return DamageEvidence { proof: Some(proof) };
+    }
+    let mut at = p + 1;
     while at + MIN_RECORD_LEN as u64 <= len {
         let Ok(head) = check_at(bytes, at, None, salt) else {
             at += 1;
             continue;
         };
-        if head.watermark > invalid.offset {
-            return Err(corrupt(
-                path,
-                invalid.offset,
-                Some(frames.records),
-                format!(
-                    "{} ({}); the record at byte {at} (seq {}) shows the log was durable \
-                     through byte {}, so this record had been acknowledged",
-                    invalid.detail, invalid.reason, head.seq, head.watermark
-                ),
-            ));
+        if head.watermark > p {
+            return DamageEvidence {
+                proof: Some((
+                    Proof::Watermark,
+                    format!(
+                        "the record at byte {at} (seq {}) shows the log was durable through byte \
+                         {}, so this record had been acknowledged",
+                        head.seq, head.watermark
+                    ),
+                )),
+            };
+        }
+        if head.watermark == 0 {
+            return DamageEvidence {
+                proof: Some((
+                    Proof::Materialized,
+                    format!(
+                        "the record at byte {at} (seq {}) was written with the session's first \
+                         batch, which is published only once complete and fsynced, so this \
+                         record had been acknowledged",
+                        head.seq
+                    ),
+                )),
+            };
         }
         at += head.record_len();
     }
-    Ok(())
+    DamageEvidence::default()
+}
+
+/// The damaged-in-place rule: the record at `p` (expected seq `seq`) has an
+/// intact frame (a plausible head and a trailer matching its length), only
+/// its checksum fails, the record right after it is valid with the next
+/// seq, and no 512-byte sector could have been torn without breaking that
+/// frame (none lies wholly between the head's seq and the trailer, and no
+/// sector boundary falls inside the head's first 32 bytes). A power loss
+/// tears or loses whole sectors, so this is damage after the fact (a
+/// flipped bit, an overwritten run), not a tear.
+fn damaged_in_place(bytes: &[u8], p: u64, seq: u64, salt: u32) -> Option<(Proof, String)> {
+    let rest = &bytes[p as usize..];
+    if rest.len() < MIN_RECORD_LEN {
+        return None;
+    }
+    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).ok()?;
+    let len = head.record_len();
+    if head.seq != seq || len > rest.len() as u64 {
+        return None;
+    }
+    let trailer = &rest[len as usize - format::TRAILER_LEN..len as usize];
+    if u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes"))) != len {
+        return None;
+    }
+    let next = check_at(bytes, p + len, Some(seq + 1), salt).ok()?;
+    // A sector that ends inside the head's first 32 bytes could garble the
+    // checksum, kind and flags while sparing the lengths and seq; one that
+    // lies between byte 32 and the trailer garbles only time, watermark,
+    // step and payload. Either would leave the frame intact.
+    let boundary_in_head = (p + 1).next_multiple_of(SECTOR) <= p + SEQ_END;
+    let interior =
+        (p + SEQ_END).next_multiple_of(SECTOR) + SECTOR <= p + len - format::TRAILER_LEN as u64;
+    if boundary_in_head || interior {
+        return None;
+    }
+    Some((
+        Proof::DamagedInPlace,
+        format!(
+            "its frame is intact and the record after it (byte {}, seq {}) follows it, so no \
+             torn write produced this",
+            p + len,
+            next.seq
+        ),
+    ))
 }
 
 /// Iterates the heads of the records in `[from, to)`, which the caller has
@@ -252,9 +415,27 @@ pub struct Classified {
     pub kept_end: u64,
 }
 
-/// Scans and classifies a session file's bytes (see docs/FORMAT.md).
+/// Scans and classifies a session file's bytes (see docs/FORMAT.md),
+/// without its durability proof (tools that hold the bytes alone).
 pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
-    let frames = scan_frames(bytes, path)?;
+    scan_log_proven(bytes, path, 0)
+}
+
+/// Scans and classifies a session file's bytes whose durability proof
+/// states `proven` bytes durable.
+pub fn scan_log_proven(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified> {
+    classify(bytes, path, proven, OnDamage::Refuse)
+}
+
+/// Like [`scan_log_proven`], but where the log is corrupt it cuts from the
+/// first damaged byte on ([`CutReason::Damaged`]) instead of refusing: the
+/// longest valid prefix, for an explicit salvage.
+pub fn salvage_log(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified> {
+    classify(bytes, path, proven, OnDamage::Salvage)
+}
+
+fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Result<Classified> {
+    let frames = scan_frames(bytes, path, proven, on_damage)?;
     let mut tail = Vec::new();
     let mut offsets = Vec::new();
     // Closers of an interrupted repair: cut them and redo the repair from
@@ -312,6 +493,28 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
             reason: inv.reason,
             detail: inv.detail.clone(),
         })
+    };
+    // Debris or an interrupted repair's closers below the durability proof
+    // were acknowledged: cutting them would lose them.
+    let cut = match cut {
+        Some(c) if c.offset < proven && c.reason != CutReason::Damaged => {
+            let reason = format!(
+                "{} ({}); the durability proof shows the log was durable through byte \
+                 {proven}, so these records had been acknowledged [rule: {}]",
+                c.detail,
+                c.reason,
+                Proof::Proven.code()
+            );
+            if on_damage == OnDamage::Refuse {
+                return Err(corrupt(path, c.offset, Some(c.seq), reason));
+            }
+            Some(Cut {
+                reason: CutReason::Damaged,
+                detail: reason,
+                ..c
+            })
+        }
+        other => other,
     };
     tail.truncate(verdict.kept);
     let last_time = tail.last().map(Event::time).or(frames.committed_time);

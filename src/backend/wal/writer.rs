@@ -6,13 +6,14 @@ use std::sync::Arc;
 use super::format::{self, FileHeader};
 use super::leave_unsynced_mark;
 use super::probe;
-use super::scan::{Classified, decode_at, heads, scan_log};
+use super::proof::Prover;
+use super::scan::{Classified, decode_at, heads, salvage_log, scan_log_proven};
 use super::storage::{LockGuard, Storage, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
-use crate::scan::Scan;
+use crate::scan::{CutReason, Scan};
 
 /// Force an fdatasync once this many bytes are held for a rewrite, so a
 /// turn that never ends cannot grow memory without bound.
@@ -64,6 +65,10 @@ pub struct WalWriter {
     /// `pending`) before the next fdatasync instead of trusting it.
     rewrite: bool,
     poisoned: Option<String>,
+    /// Writes the log's durability proof after every fdatasync.
+    prover: Prover,
+    /// What the proof last stated.
+    proven_len: u64,
 }
 
 impl WalWriter {
@@ -81,6 +86,8 @@ impl WalWriter {
         durable_len: u64,
         durable_events: u64,
     ) -> WalWriter {
+        let path_for_prover = path.clone();
+        let meta_salt = meta.salt;
         WalWriter {
             id,
             path,
@@ -100,7 +107,72 @@ impl WalWriter {
             scratch: Vec::new(),
             rewrite: false,
             poisoned: None,
+            prover: Prover::new(&path_for_prover, meta_salt),
+            proven_len: 0,
         }
+    }
+
+    /// Brings the durability proof up to the synced length, before any
+    /// event it covers is acknowledged. Best effort: a proof that cannot be
+    /// written leaves the batch unproven (as a power loss might), which
+    /// costs recovery evidence, never data; the next fdatasync tries again.
+    pub(super) fn prove(&mut self) {
+        if self.synced_len != self.proven_len
+            && self
+                .prover
+                .prove(self.storage.as_ref(), self.synced_len)
+                .is_ok()
+        {
+            self.proven_len = self.synced_len;
+        }
+    }
+
+    /// After a scan under the lock: a log with nothing to cut is all
+    /// durable (opening fdatasynced, or published a copy of, the whole
+    /// file) and kept (an open turn's closers come after it), so the proof
+    /// can state all of it.
+    fn after_scan(&mut self, scan: &Scan) {
+        if self.pending.is_empty() && scan.cut.is_none() {
+            let len = self.written_len;
+            self.all_durable(len, scan.stored_len());
+            self.prove();
+        }
+    }
+
+    /// Writes the bytes a repair is about to cut, `[from, end of file)`, to
+    /// a quarantine file in the store's `quarantine/` directory, durably.
+    fn quarantine(&self, from: u64, seq: u64) -> Result<std::path::PathBuf> {
+        let len = self.file.len().map_err(|e| self.io("stat", e))?;
+        let mut bytes = vec![0; (len - from) as usize];
+        self.file
+            .read_exact_at(&mut bytes, from)
+            .map_err(|e| self.io("read", e))?;
+        let sessions = self.path.parent().expect("logs live in sessions/");
+        let dir = sessions
+            .parent()
+            .unwrap_or(sessions)
+            .join(crate::quarantine::WAL_DIR);
+        let name = self
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(super::LOG_EXTENSION))
+            .expect("a session log path");
+        let at = crate::quarantine::Placement {
+            dir: &dir,
+            name,
+            offset: from,
+            seq,
+            ext: "twal-cut",
+        };
+        crate::quarantine::keep(self.storage.as_ref(), &at, &bytes)
+            .map_err(|e| Error::io("quarantine", &dir, e))
+    }
+
+    /// What this log's durability proof states now.
+    fn proven(&self) -> Result<u64> {
+        super::proof::read(self.storage.as_ref(), &self.path, self.salt)
+            .map_err(|e| Error::io("read", super::proof::path_of(&self.path), e))
     }
 
     /// Resets every length to a file that is `len` bytes of `events`
@@ -153,6 +225,7 @@ impl WalWriter {
             }
             let events = self.held_from_events + self.pending.events();
             self.all_durable(self.written_len, events.max(self.acked_events));
+            self.prove();
         }
         Ok(())
     }
@@ -328,10 +401,15 @@ enum Failure {
 /// Anything that would be written — closers, a cut — is decided by the full
 /// scan, so a repair is never committed onto a log with corrupt records
 /// below the last watermark.
-pub(super) fn quick_scan(bytes: &[u8], meta: &FileHeader, path: &std::path::Path) -> Result<Scan> {
-    match fast_scan(bytes, meta, path)? {
+pub(super) fn quick_scan(
+    bytes: &[u8],
+    meta: &FileHeader,
+    path: &std::path::Path,
+    proven: u64,
+) -> Result<Scan> {
+    match fast_scan(bytes, meta, path, proven)? {
         Some(scan) if !scan.needs_repair() => Ok(scan),
-        _ => Ok(scan_log(bytes, path)?.scan),
+        _ => Ok(scan_log_proven(bytes, path, proven)?.scan),
     }
 }
 
@@ -344,7 +422,11 @@ pub(super) fn fast_scan(
     bytes: &[u8],
     meta: &FileHeader,
     path: &std::path::Path,
+    proven: u64,
 ) -> Result<Option<Scan>> {
+    if proven > bytes.len() as u64 {
+        return Ok(None); // shorter than proven: the full scan refuses it
+    }
     let Some((last, previous)) = probe::clean_end(bytes, meta.records_start, meta.salt) else {
         return Ok(None);
     };
@@ -409,15 +491,18 @@ pub(super) fn read_from(
     meta: &FileHeader,
     from_seq: u64,
     path: &std::path::Path,
+    proven: u64,
 ) -> Result<Vec<Event>> {
-    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq) {
+    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq)
+        && proven <= bytes.len() as u64
+    {
         // The suffix walk already proved the end clean: its last two records
         // are what the fast scan would walk back to find.
         let clean = match found.as_slice() {
             [.., previous, last] => {
                 scan_clean_end(bytes, meta, path, last.head, Some(previous.head))?
             }
-            _ => fast_scan(bytes, meta, path)?,
+            _ => fast_scan(bytes, meta, path, proven)?,
         };
         if clean.is_some() {
             return found
@@ -426,7 +511,7 @@ pub(super) fn read_from(
                 .collect();
         }
     }
-    let classified = scan_log(bytes, path)?;
+    let classified = scan_log_proven(bytes, path, proven)?;
     decode_kept(bytes, &classified, from_seq, path)
 }
 
@@ -450,30 +535,57 @@ pub(super) fn decode_kept(
 
 impl LogWriter for WalWriter {
     fn scan(&mut self) -> Result<Scan> {
+        let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let scan = quick_scan(&map, &self.meta, &self.path)?;
-        if self.pending.is_empty() && scan.cut.is_none() {
-            // Opening fdatasynced (or published a copy of) the whole file,
-            // and all of it is kept (an open turn's closers are not written
-            // yet: they come after it).
-            let len = self.written_len;
-            self.all_durable(len, scan.stored_len());
-        }
+        let scan = quick_scan(&map, &self.meta, &self.path, proven)?;
+        self.after_scan(&scan);
+        Ok(scan)
+    }
+
+    fn scan_full(&mut self) -> Result<Scan> {
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let scan = scan_log_proven(&map, &self.path, proven)?.scan;
+        self.after_scan(&scan);
+        Ok(scan)
+    }
+
+    fn salvage_scan(&mut self) -> Result<Scan> {
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let scan = salvage_log(&map, &self.path, proven)?.scan;
+        self.after_scan(&scan);
         Ok(scan)
     }
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
+        let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
-        read_from(&map, &self.meta, from_seq, &self.path)
+        read_from(&map, &self.meta, from_seq, &self.path, proven)
     }
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check_poison()?;
         let placements = closer_placements(scan)?;
-        let kept_end = match &scan.cut {
-            Some(cut) => cut.offset,
-            None => self.file.len().map_err(|e| self.io("stat", e))?,
+        let len = self.file.len().map_err(|e| self.io("stat", e))?;
+        let kept_end = scan.cut.as_ref().map_or(len, |cut| cut.offset);
+        // Nothing is cut before it is kept elsewhere.
+        let quarantined = match &scan.cut {
+            Some(cut) if kept_end < len => Some(self.quarantine(kept_end, cut.seq)?),
+            _ => None,
         };
+        if scan
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.reason == CutReason::Damaged)
+        {
+            // An explicit salvage cuts below the proof: lower it first, or
+            // the next scan would find proven bytes missing.
+            self.prover
+                .prove_durably(self.storage.as_ref(), kept_end)
+                .map_err(|e| Error::io("fsync", super::proof::path_of(&self.path), e))?;
+            self.proven_len = kept_end;
+        }
         // Cut first, so bytes are only ever written at the end of the file.
         self.file
             .set_len(kept_end)
@@ -496,7 +608,7 @@ impl LogWriter for WalWriter {
             self.rewrite = false;
             return Err(self.restore(failure));
         }
-        Ok(None)
+        Ok(quarantined)
     }
 
     fn append(&mut self, batch: &[Event], placements: &[Placement], sync: SyncMode) -> Result<u64> {
@@ -562,6 +674,7 @@ impl LogWriter for WalWriter {
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
         let _ = self.storage.remove_file(&super::unsynced_mark(&self.path));
+        let _ = self.storage.remove_file(&super::proof::path_of(&self.path));
         // Still holding the lock: no writer can be between its lock and its
         // open of the (now absent) log.
         let _ = self.storage.remove_file(&self.lock_path);
