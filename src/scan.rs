@@ -129,7 +129,13 @@ impl Scan {
 
     /// The state before repair.
     pub fn state(&self) -> LogState {
-        if self.cut.is_some() {
+        if self
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.reason == CutReason::Damaged)
+        {
+            LogState::Corrupt
+        } else if self.cut.is_some() {
             LogState::Torn
         } else if !self.closers.is_empty() {
             LogState::OpenTurn
@@ -299,6 +305,9 @@ pub struct Gap {
     pub next_seq: Option<u64>,
     /// Why the region is unusable (the failed check).
     pub reason: String,
+    /// Whether it is damage recovery refuses to cut (`false`: a torn tail
+    /// or debris an automatic repair cuts).
+    pub damaged: bool,
 }
 
 impl Gap {
@@ -334,6 +343,7 @@ impl Salvage {
                 first_seq: cut.seq,
                 next_seq: None,
                 reason: format!("{}: {}", cut.reason, cut.detail),
+                damaged: cut.reason == CutReason::Damaged,
             })
             .collect();
         Salvage {

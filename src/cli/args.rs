@@ -290,8 +290,13 @@ pub struct CatArgs {
     pub from: Option<u64>,
     /// Print the stored events as they are, without the closers a crashed
     /// session would get.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "salvage")]
     pub raw: bool,
+    /// Print every intact event, those after a damaged region included, as
+    /// stored; name each unusable region (byte range, seqs lost) on stderr.
+    /// Exits 2 when there was damage. Writes nothing.
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 /// `turnwal verify`.
@@ -314,6 +319,13 @@ pub struct RecoverArgs {
     /// Show what would be cut and appended; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Make a corrupt session usable again: keep the longest valid prefix,
+    /// close its open turn, and cut everything from the first damaged byte
+    /// on (acknowledged or not), after keeping it in a quarantine file.
+    /// Without it, recover refuses a corrupt session (exit 2) and changes
+    /// nothing.
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 /// `turnwal ls`.

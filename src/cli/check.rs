@@ -52,14 +52,30 @@ pub(crate) fn verify(
         worst = worst.max(report.exit_code());
     }
     progress.clear();
+    if !json {
+        // What earlier repairs cut is still here: say where.
+        for path in store.quarantined()? {
+            writeln!(out, "quarantined: {}", path.display())?;
+        }
+    }
     Ok(worst)
 }
 
 /// Commits (or with `dry_run` only shows) the repair of a session: the state
 /// before, what is cut, the closers appended (as JSONL), and whether it was
 /// written.
-pub(crate) fn recover(store: &Store, id: &str, dry_run: bool, out: &mut dyn Write) -> Outcome {
-    let report = store.recover(id, dry_run)?;
+pub(crate) fn recover(
+    store: &Store,
+    id: &str,
+    dry_run: bool,
+    salvage: bool,
+    out: &mut dyn Write,
+) -> Outcome {
+    let report = if salvage {
+        store.recover_salvage(id, dry_run)?
+    } else {
+        store.recover(id, dry_run)?
+    };
     writeln!(
         out,
         "session {}: {} before recovery",
@@ -81,5 +97,8 @@ pub(crate) fn recover(store: &Store, id: &str, dry_run: bool, out: &mut dyn Writ
         "no (nothing to repair)"
     };
     writeln!(out, "written: {written}")?;
+    if let Some(path) = &report.quarantine {
+        writeln!(out, "quarantine: {}", path.display())?;
+    }
     Ok(exit::SUCCESS)
 }

@@ -185,10 +185,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             };
             append::run(&open(a.sync.into(), missing)?, &a, io::stdin(), out)
         }
+        Command::Cat(a) if a.salvage => read::salvage(&existing()?, &a.session, a.from, out),
         Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
         Command::Tail(a) => read::tail(&existing()?, &a, out),
         Command::Verify(a) => check::verify(&existing()?, a.session.as_deref(), a.json, out),
-        Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, out),
+        Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, a.salvage, out),
         Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
         Command::Stats(a) => sessions::stats(&existing()?, &a.session, a.json, out),
         Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),

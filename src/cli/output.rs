@@ -132,6 +132,24 @@ pub(crate) fn cut_text(cut: &Cut) -> String {
     text
 }
 
+/// One gap of a salvage read, for people.
+pub(crate) fn gap_text(gap: &crate::scan::Gap) -> String {
+    let lost = match gap.next_seq {
+        Some(next) if next > gap.first_seq + 1 => {
+            format!("seqs {} to {} lost", gap.first_seq, next - 1)
+        }
+        Some(_) => format!("seq {} lost", gap.first_seq),
+        None => format!("everything from seq {} on lost", gap.first_seq),
+    };
+    format!(
+        "gap at bytes {}..{} ({}): {lost}: {}",
+        gap.offset,
+        gap.offset + gap.len,
+        if gap.damaged { "damaged" } else { "torn" },
+        gap.reason
+    )
+}
+
 /// An `ls` line in JSON.
 #[derive(Serialize)]
 pub(crate) struct SessionJson<'a> {

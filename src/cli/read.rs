@@ -5,7 +5,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::args::TailArgs;
-use super::output::write_events;
+use super::output::{gap_text, write_events};
 use super::{Outcome, exit};
 use crate::store::Store;
 
@@ -31,6 +31,25 @@ pub(crate) fn cat(
         write_events(out, view.events.iter().filter(|e| e.seq() >= from))?;
     }
     Ok(exit::SUCCESS)
+}
+
+/// `cat --salvage`: every intact event as stored (from seq `from` on), on
+/// stdout; each gap named on stderr. Exits 2 when a gap is damage (a torn
+/// tail recovery would cut is not).
+pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn Write) -> Outcome {
+    let from = from.unwrap_or(0);
+    let salvage = store.salvage(id)?;
+    write_events(out, salvage.events.iter().filter(|e| e.seq() >= from))?;
+    out.flush()?;
+    for gap in &salvage.gaps {
+        eprintln!("turnwal: {}", gap_text(gap));
+    }
+    let damaged = salvage.gaps.iter().any(|g| g.damaged);
+    Ok(if damaged {
+        exit::CORRUPT
+    } else {
+        exit::SUCCESS
+    })
 }
 
 /// Prints the last `-n` stored events; with `--follow`, polls for events

@@ -492,6 +492,22 @@ impl Backend for WalBackend {
         Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.header))
     }
 
+    fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
+        match self.load(id) {
+            Err(Error::Corrupt(_)) => {}
+            other => return Ok(other?.map(crate::scan::Salvage::of_stored)),
+        }
+        let Some((map, meta, path)) = self.map_with_header(id)? else {
+            return Ok(None);
+        };
+        let (events, gaps) = scan::salvage_records(&map, &path)?;
+        Ok(Some(crate::scan::Salvage {
+            header: meta.header,
+            events,
+            gaps,
+        }))
+    }
+
     fn quarantined(&self) -> Result<Vec<PathBuf>> {
         let dir = self.root.join(crate::quarantine::WAL_DIR);
         crate::quarantine::list(self.storage.as_ref(), &dir).map_err(|e| Error::io("list", &dir, e))

@@ -10,7 +10,7 @@ use super::format::{
 };
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
-use crate::scan::{Cut, CutReason, Scan, classify_tail};
+use crate::scan::{Cut, CutReason, Gap, Scan, classify_tail};
 
 /// The framing-level result of a scan.
 #[derive(Debug, Clone)]
@@ -535,4 +535,53 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
         scan,
         kept_end,
     })
+}
+
+/// Every intact record of a session file, in seq order, reading past
+/// damage: after an invalid record the walk looks, byte by byte, for the
+/// next valid record of this file (its salt) with a seq at least the one
+/// expected, and names what it skipped as a gap. Every gap is marked
+/// damaged; the caller knows whether the log was corrupt.
+pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap>)> {
+    let file = read_file_header(bytes, path)?;
+    let len = bytes.len() as u64;
+    let mut events = Vec::new();
+    let mut gaps = Vec::new();
+    let mut at = file.records_start;
+    let mut expected = 0;
+    while at < len {
+        match check_at(bytes, at, Some(expected), file.salt) {
+            Ok(head) => {
+                events.push(decode_at(bytes, at, &head, path)?);
+                expected = head.seq + 1;
+                at += head.record_len();
+            }
+            Err((_, detail)) => {
+                let resume =
+                    (at + 1..len.saturating_sub(MIN_RECORD_LEN as u64 - 1)).find_map(|q| {
+                        check_at(bytes, q, None, file.salt)
+                            .ok()
+                            .filter(|h| h.seq >= expected)
+                            .map(|h| (q, h.seq))
+                    });
+                let (end, next_seq) = match resume {
+                    Some((q, seq)) => (q, Some(seq)),
+                    None => (len, None),
+                };
+                gaps.push(Gap {
+                    offset: at,
+                    len: end - at,
+                    first_seq: expected,
+                    next_seq,
+                    reason: detail,
+                    damaged: true,
+                });
+                at = end;
+                if let Some(seq) = next_seq {
+                    expected = seq;
+                }
+            }
+        }
+    }
+    Ok((events, gaps))
 }
