@@ -289,6 +289,29 @@ pub struct SessionSummary {
     pub state: LogState,
     /// For `corrupt` (or an unreadable file): what is wrong.
     pub problem: Option<String>,
+    /// How much of the log `state` was judged from.
+    pub checked: Checked,
+}
+
+/// How much of a stored log a listing read to judge its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Checked {
+    /// Its end alone (the WAL's and the JSONL store's quick listing): a
+    /// `clean` state says the end is clean; damage further back is found by
+    /// `verify`, `load` and `recover`, which read all of it.
+    Tail,
+    /// All of it.
+    Full,
+}
+
+impl Checked {
+    /// `tail` or `full`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Checked::Tail => "tail",
+            Checked::Full => "full",
+        }
+    }
 }
 
 /// A region of a stored log that a salvage read could not use.

@@ -115,6 +115,7 @@ impl Backend for MemoryBackend {
                     bytes: scan.bytes,
                     last_activity: s.events.last().map(Event::time),
                     state: scan.state(),
+                    checked: crate::scan::Checked::Full,
                     problem: None,
                 }
             })

@@ -161,6 +161,8 @@ pub(crate) struct SessionJson<'a> {
     #[serde(rename = "lastActivity")]
     last_activity: Option<i64>,
     state: &'static str,
+    /// How much of the log `state` was judged from: `tail` or `full`.
+    checked: &'static str,
     problem: Option<&'a str>,
 }
 
@@ -173,6 +175,7 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
             bytes: s.bytes,
             last_activity: s.last_activity,
             state: s.state.code(),
+            checked: s.checked.code(),
             problem: s.problem.as_deref(),
         }
     }

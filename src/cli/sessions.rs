@@ -22,8 +22,16 @@ pub(crate) fn ls(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
         return Ok(exit::SUCCESS);
     }
     let mut table = Table::new(
-        &["ID", "EVENTS", "TURNS", "BYTES", "LAST ACTIVITY", "STATE"],
-        &[false, true, true, true, false, false],
+        &[
+            "ID",
+            "EVENTS",
+            "TURNS",
+            "BYTES",
+            "LAST ACTIVITY",
+            "STATE",
+            "CHECKED",
+        ],
+        &[false, true, true, true, false, false, false],
     );
     for s in &sessions {
         table.row(vec![
@@ -33,6 +41,7 @@ pub(crate) fn ls(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
             s.bytes.to_string(),
             s.last_activity.map_or_else(|| "-".to_owned(), iso_utc),
             s.state.code().to_owned(),
+            s.checked.code().to_owned(),
         ]);
     }
     table.write(out)?;

@@ -465,6 +465,7 @@ impl JsonlBackend {
                     bytes: bytes.len() as u64,
                     last_activity: scan.last_time,
                     state: scan.state(),
+                    checked: crate::scan::Checked::Full,
                     problem: scan
                         .cut
                         .as_ref()
@@ -479,6 +480,7 @@ impl JsonlBackend {
                 bytes: bytes.len() as u64,
                 last_activity: None,
                 state: LogState::Corrupt,
+                checked: crate::scan::Checked::Full,
                 problem: Some(e.to_string()),
             },
         }))

@@ -85,6 +85,7 @@ pub(super) fn summary(
         } else {
             LogState::OpenTurn
         },
+        checked: crate::scan::Checked::Tail,
         problem: None,
     })
 }

@@ -552,6 +552,7 @@ impl Backend for SqliteBackend {
                         bytes: 0,
                         last_activity: None,
                         state: crate::scan::LogState::Corrupt,
+                        checked: crate::scan::Checked::Full,
                         problem: Some(e.to_string()),
                     },
                 })

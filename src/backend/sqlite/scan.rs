@@ -393,6 +393,7 @@ pub(super) fn summarize(conn: &Connection, path: &Path, row: &SessionRow) -> Ses
             bytes: 0,
             last_activity: None,
             state: LogState::Corrupt,
+            checked: crate::scan::Checked::Full,
             problem: Some(e.to_string()),
         },
     }
@@ -422,6 +423,7 @@ fn tail_summary(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Sess
         bytes: bytes.max(0) as u64,
         last_activity: c.scan.last_time,
         state: c.scan.state(),
+        checked: crate::scan::Checked::Full,
         problem: c
             .scan
             .cut

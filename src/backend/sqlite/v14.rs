@@ -427,6 +427,7 @@ impl Backend for Schema14Backend {
                     bytes: scan.bytes,
                     last_activity: scan.last_time,
                     state: scan.state(),
+                    checked: crate::scan::Checked::Full,
                     problem: scan.cut.as_ref().map(|c| c.detail.clone()),
                 },
                 Ok(None) | Err(_) => SessionSummary {
@@ -437,6 +438,7 @@ impl Backend for Schema14Backend {
                     bytes: 0,
                     last_activity: None,
                     state: crate::scan::LogState::Corrupt,
+                    checked: crate::scan::Checked::Full,
                     problem: self.stored(&id).err().map(|e| e.to_string()),
                 },
             })

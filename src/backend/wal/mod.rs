@@ -230,6 +230,7 @@ impl WalBackend {
             bytes: 0,
             last_activity: None,
             state,
+            checked: crate::scan::Checked::Full,
             problem: Some(problem),
         };
         match self.quick_summary(&path) {
@@ -272,6 +273,7 @@ impl WalBackend {
             bytes: len,
             last_activity: None,
             state: LogState::Clean,
+            checked: crate::scan::Checked::Tail,
             problem: None,
         };
         let records = len - fh.records_start;
@@ -319,6 +321,7 @@ impl WalBackend {
             bytes: c.frames.len,
             last_activity: c.scan.last_time,
             state: c.scan.state(),
+            checked: crate::scan::Checked::Full,
             problem: c
                 .scan
                 .cut
