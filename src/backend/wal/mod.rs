@@ -612,8 +612,16 @@ impl Backend for WalBackend {
             batch.len() as u64,
         ));
         // A stale proof of an earlier log of this name names another salt
-        // and proves nothing; this one covers the whole first batch.
-        writer.prove();
+        // and proves nothing; this one covers the whole first batch. The
+        // batch is not acknowledged without it: take the file back, as for
+        // a failed directory fsync.
+        if let Err(e) = writer.prove(bytes.len() as u64) {
+            // Still holding the lock: no other materializer can be between
+            // its check and its rename.
+            let _ = self.storage.remove_file(&self.log_path(&header.id));
+            drop(writer);
+            return Err(e);
+        }
         Ok(writer)
     }
 

@@ -112,31 +112,31 @@ impl WalWriter {
         }
     }
 
-    /// Brings the durability proof up to the synced length, before any
-    /// event it covers is acknowledged. Best effort: a proof that cannot be
-    /// written leaves the batch unproven (as a power loss might), which
-    /// costs recovery evidence, never data; the next fdatasync tries again.
-    pub(super) fn prove(&mut self) {
-        if self.synced_len != self.proven_len
-            && self
-                .prover
-                .prove(self.storage.as_ref(), self.synced_len)
-                .is_ok()
-        {
-            self.proven_len = self.synced_len;
+    /// States in the durability proof that `len` bytes are durable (an
+    /// fdatasync covering them has returned), before any event they hold is
+    /// acknowledged: nothing is acknowledged without its proof, so a proof
+    /// that cannot be written fails the call like a failed write.
+    pub(super) fn prove(&mut self, len: u64) -> Result<()> {
+        if len != self.proven_len {
+            self.prover
+                .prove(self.storage.as_ref(), len)
+                .map_err(|e| Error::io("write", super::proof::path_of(&self.path), e))?;
+            self.proven_len = len;
         }
+        Ok(())
     }
 
     /// After a scan under the lock: a log with nothing to cut is all
     /// durable (opening fdatasynced, or published a copy of, the whole
     /// file) and kept (an open turn's closers come after it), so the proof
     /// can state all of it.
-    fn after_scan(&mut self, scan: &Scan) {
+    fn after_scan(&mut self, scan: &Scan) -> Result<()> {
         if self.pending.is_empty() && scan.cut.is_none() {
             let len = self.written_len;
+            self.prove(len)?;
             self.all_durable(len, scan.stored_len());
-            self.prove();
         }
+        Ok(())
     }
 
     /// Writes the bytes a repair is about to cut, `[from, end of file)`, to
@@ -223,9 +223,9 @@ impl WalWriter {
                     .sync_data()
                     .map_err(|e| Failure::Sync(self.io("fdatasync", e)))?;
             }
+            self.prove(self.written_len).map_err(Failure::Write)?;
             let events = self.held_from_events + self.pending.events();
             self.all_durable(self.written_len, events.max(self.acked_events));
-            self.prove();
         }
         Ok(())
     }
@@ -538,7 +538,7 @@ impl LogWriter for WalWriter {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let scan = quick_scan(&map, &self.meta, &self.path, proven)?;
-        self.after_scan(&scan);
+        self.after_scan(&scan)?;
         Ok(scan)
     }
 
@@ -546,7 +546,7 @@ impl LogWriter for WalWriter {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let scan = scan_log_proven(&map, &self.path, proven)?.scan;
-        self.after_scan(&scan);
+        self.after_scan(&scan)?;
         Ok(scan)
     }
 
@@ -554,7 +554,7 @@ impl LogWriter for WalWriter {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let scan = salvage_log(&map, &self.path, proven)?.scan;
-        self.after_scan(&scan);
+        self.after_scan(&scan)?;
         Ok(scan)
     }
 
