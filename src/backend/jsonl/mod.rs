@@ -33,6 +33,7 @@ pub mod layout;
 pub mod normalize;
 mod quick;
 pub mod records;
+mod salvage;
 mod scan;
 mod writer;
 pub mod zstd;
@@ -61,6 +62,12 @@ pub const POLICY_FILE: &str = ".turnwal-policy";
 
 /// The writer lock file in a session directory.
 pub const LOCK_FILE: &str = ".turnwal-lock";
+
+/// The suffix of a JSONL store's quarantine directory, a sibling of the
+/// root: `<root>.turnwal-quarantine/` (docs/JSONL.md, "Quarantine").
+/// Upstream lists every directory inside the root as a project directory
+/// and applies its layout rules there; it never looks outside the root.
+pub const QUARANTINE_SUFFIX: &str = ".turnwal-quarantine";
 
 /// A JSONL store: a root directory of project directories of session
 /// directories, all in one encoding.
@@ -240,6 +247,21 @@ impl JsonlBackend {
         Ok(found.pop())
     }
 
+    /// Where repairs of this store quarantine what they cut:
+    /// `<root>.turnwal-quarantine/` beside the root, outside every directory
+    /// upstream's listing and loading enter (`<root>/.turnwal-quarantine/`
+    /// for a root without a name, `/`, which turnwal's listing skips).
+    pub fn quarantine_dir(&self) -> PathBuf {
+        match self.root.file_name() {
+            Some(name) => {
+                let mut name = name.to_owned();
+                name.push(QUARANTINE_SUFFIX);
+                self.root.with_file_name(name)
+            }
+            None => self.root.join(QUARANTINE_SUFFIX),
+        }
+    }
+
     /// The lock file a writer of stored session `id` holds.
     pub fn lock_path(&self, id: &str) -> Result<Option<PathBuf>> {
         Ok(self
@@ -256,6 +278,9 @@ impl JsonlBackend {
         let mut dirs = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("list", &self.root, e))?;
+            if entry.file_name() == QUARANTINE_SUFFIX {
+                continue;
+            }
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 dirs.push(entry.path());
             }
@@ -397,7 +422,20 @@ impl JsonlBackend {
     /// session: its cwd must be absolute, as upstream's session store
     /// requires of `inspect` and `load`.
     fn plan_bytes(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        let plan = self.plan_any_cwd(path, bytes, id)?;
+        self.plan_bytes_for(path, bytes, id, false)
+    }
+
+    /// [`JsonlBackend::plan_bytes`], or with `salvage` the salvage read
+    /// (`recover --salvage`): damage in the committed region is a
+    /// [`crate::CutReason::Damaged`] cut instead of a refusal.
+    fn plan_bytes_for(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        id: Option<&str>,
+        salvage: bool,
+    ) -> Result<Plan> {
+        let plan = self.plan_any_cwd_for(path, bytes, id, salvage)?;
         plan.scan
             .header
             .validate_cwd()
@@ -408,7 +446,17 @@ impl JsonlBackend {
     /// [`JsonlBackend::plan_bytes`] without the cwd check: upstream's
     /// `readFrom` reads the stored suffix of a log whose cwd is relative.
     fn plan_any_cwd(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        let parsed = scan::parse(bytes, self.compression, path)?;
+        self.plan_any_cwd_for(path, bytes, id, false)
+    }
+
+    fn plan_any_cwd_for(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        id: Option<&str>,
+        salvage: bool,
+    ) -> Result<Plan> {
+        let parsed = scan::parse_for(bytes, self.compression, path, salvage)?;
         self.check_identity(path, &parsed.header, id)?;
         let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
         scan::plan(parsed, policy, path)
@@ -778,6 +826,36 @@ impl Backend for JsonlBackend {
 
     fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         self.read_stored_events(id, from_seq)
+    }
+
+    /// Every intact line (raw) or line of an intact frame (zstd), past any
+    /// damage, normalized as `load` normalizes (as stored, when
+    /// normalization refuses what a gap left); see `salvage.rs` for the
+    /// gaps. Only a header that cannot be read refuses.
+    fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+            return Ok(None);
+        };
+        let (header, raw, gaps) = match self.compression {
+            Compression::None => salvage::raw(&bytes, &path)?,
+            Compression::Zstd => salvage::zstd(&bytes, &path)?,
+        };
+        self.check_identity(&path, &header, Some(id))?;
+        let events = normalize::normalize(&raw, &header.id).unwrap_or(raw);
+        Ok(Some(crate::scan::Salvage {
+            header,
+            events,
+            gaps,
+        }))
+    }
+
+    /// The files in `<root>.turnwal-quarantine/`.
+    fn quarantined(&self) -> Result<Vec<PathBuf>> {
+        let dir = self.quarantine_dir();
+        crate::quarantine::list(&FsStorage, &dir).map_err(|e| Error::io("list", &dir, e))
     }
 
     fn create(
