@@ -169,7 +169,8 @@ fn walk(
         let (mut reason, mut detail) = problem;
         if commit_row.is_some_and(|c| i <= c) && salvage {
             detail = format!(
-                "damaged committed row {} (its seq column is {}), cut by a salvage repair:                  {detail} [{reason}]",
+                "damaged committed row {} (its seq column is {}), cut by a salvage repair: \
+                 {detail} [{reason}]",
                 before() + i as u64,
                 row.seq_key()
             );
