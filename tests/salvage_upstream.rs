@@ -260,7 +260,7 @@ fn jsonl_raw_damaged_line_salvage_and_salvage_repair() {
     expected.extend_from_slice(&lines_of(&closers_at_6()));
     assert_eq!(fs::read(&path).unwrap(), expected);
     drop(writer);
-    assert_eq!(backend.quarantined().unwrap(), [file.clone()]);
+    assert_eq!(backend.quarantined().unwrap(), std::slice::from_ref(&file));
     assert!(
         file.file_name()
             .unwrap()
