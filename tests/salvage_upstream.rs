@@ -94,8 +94,7 @@ fn all_events() -> Vec<Event> {
 // JSONL
 // ---------------------------------------------------------------------------
 
-/// A JSONL root at `<tmp>/root`, so its quarantine `<tmp>/root.turnwal-quarantine`
-/// is inside the temp dir.
+/// A JSONL root at `<tmp>/root`.
 struct Root {
     dir: tempfile::TempDir,
     compression: Compression,
@@ -113,8 +112,12 @@ impl Root {
         self.dir.path().join("root")
     }
 
-    fn quarantine(&self) -> PathBuf {
-        self.dir.path().join("root.turnwal-quarantine")
+    /// Session `id`'s quarantine directory (in its session directory).
+    fn quarantine(&self, id: &str) -> PathBuf {
+        self.path()
+            .join("--work--")
+            .join(id)
+            .join(".turnwal-quarantine")
     }
 
     fn backend(&self) -> JsonlBackend {
@@ -183,13 +186,13 @@ fn jsonl_raw_torn_tail_is_quarantined_and_the_log_repaired_as_upstream() {
     let files = root.backend().quarantined().unwrap();
     let kept = only_quarantine(
         &files,
-        &root.quarantine(),
+        &root.quarantine("t"),
         &format!("t.at-{}.seq-6.", committed.len()),
         ".jsonl-cut",
     );
     assert_eq!(kept, torn_tail);
-    // Neither upstream's layout nor turnwal's listing sees it.
-    assert!(!root.quarantine().starts_with(root.path()));
+    // turnwal's listing does not see it (nor does upstream, which reads
+    // only the transcript's name in a session directory).
     let list = root.backend().list().unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!((list[0].id.as_str(), list[0].state), ("t", LogState::Clean));
@@ -197,6 +200,11 @@ fn jsonl_raw_torn_tail_is_quarantined_and_the_log_repaired_as_upstream() {
     drop(store);
     assert_eq!(root.store().load("t").unwrap().state, LogState::Clean);
     assert_eq!(root.backend().quarantined().unwrap(), files);
+    // Deleting the session keeps what was quarantined.
+    root.store().delete("t").unwrap();
+    assert!(root.backend().list().unwrap().is_empty());
+    assert_eq!(root.backend().quarantined().unwrap(), files);
+    assert_eq!(fs::read(&files[0]).unwrap(), torn_tail);
 }
 
 #[test]
@@ -261,6 +269,7 @@ fn jsonl_raw_damaged_line_salvage_and_salvage_repair() {
     assert_eq!(fs::read(&path).unwrap(), expected);
     drop(writer);
     assert_eq!(backend.quarantined().unwrap(), std::slice::from_ref(&file));
+    assert_eq!(file.parent().unwrap(), root.quarantine("c"));
     assert!(
         file.file_name()
             .unwrap()
@@ -350,7 +359,7 @@ fn jsonl_zstd_torn_frame_is_quarantined_and_the_log_repaired_as_upstream() {
     let files = root.backend().quarantined().unwrap();
     let kept = only_quarantine(
         &files,
-        &root.quarantine(),
+        &root.quarantine("z"),
         &format!("z.at-{}.seq-7.", committed.len()),
         ".jsonl-cut",
     );

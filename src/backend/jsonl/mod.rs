@@ -63,11 +63,11 @@ pub const POLICY_FILE: &str = ".turnwal-policy";
 /// The writer lock file in a session directory.
 pub const LOCK_FILE: &str = ".turnwal-lock";
 
-/// The suffix of a JSONL store's quarantine directory, a sibling of the
-/// root: `<root>.turnwal-quarantine/` (docs/JSONL.md, "Quarantine").
-/// Upstream lists every directory inside the root as a project directory
-/// and applies its layout rules there; it never looks outside the root.
-pub const QUARANTINE_SUFFIX: &str = ".turnwal-quarantine";
+/// The quarantine directory in a session directory, where repairs keep the
+/// bytes they cut (docs/JSONL.md, "Quarantine"). Upstream reads only the
+/// transcript's fixed name in a session directory and never enters a
+/// directory below it; turnwal's listing does not either.
+pub const QUARANTINE_DIR: &str = ".turnwal-quarantine";
 
 /// A JSONL store: a root directory of project directories of session
 /// directories, all in one encoding.
@@ -247,19 +247,10 @@ impl JsonlBackend {
         Ok(found.pop())
     }
 
-    /// Where repairs of this store quarantine what they cut:
-    /// `<root>.turnwal-quarantine/` beside the root, outside every directory
-    /// upstream's listing and loading enter (`<root>/.turnwal-quarantine/`
-    /// for a root without a name, `/`, which turnwal's listing skips).
-    pub fn quarantine_dir(&self) -> PathBuf {
-        match self.root.file_name() {
-            Some(name) => {
-                let mut name = name.to_owned();
-                name.push(QUARANTINE_SUFFIX);
-                self.root.with_file_name(name)
-            }
-            None => self.root.join(QUARANTINE_SUFFIX),
-        }
+    /// Where repairs of the session whose transcript is `log` quarantine
+    /// what they cut: `.turnwal-quarantine/` in its session directory.
+    pub fn quarantine_dir(log: &Path) -> PathBuf {
+        log.parent().unwrap_or(log).join(QUARANTINE_DIR)
     }
 
     /// The lock file a writer of stored session `id` holds.
@@ -278,9 +269,6 @@ impl JsonlBackend {
         let mut dirs = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("list", &self.root, e))?;
-            if entry.file_name() == QUARANTINE_SUFFIX {
-                continue;
-            }
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 dirs.push(entry.path());
             }
@@ -852,10 +840,21 @@ impl Backend for JsonlBackend {
         }))
     }
 
-    /// The files in `<root>.turnwal-quarantine/`.
+    /// The files in the `.turnwal-quarantine/` of every session directory
+    /// (of a deleted session's too: deleting a session keeps them).
     fn quarantined(&self) -> Result<Vec<PathBuf>> {
-        let dir = self.quarantine_dir();
-        crate::quarantine::list(&FsStorage, &dir).map_err(|e| Error::io("list", &dir, e))
+        let mut files = Vec::new();
+        for project in self.project_dirs()? {
+            for dir in self.session_dirs(&project)? {
+                let dir = dir.join(QUARANTINE_DIR);
+                files.extend(
+                    crate::quarantine::list(&FsStorage, &dir)
+                        .map_err(|e| Error::io("list", &dir, e))?,
+                );
+            }
+        }
+        files.sort();
+        Ok(files)
     }
 
     fn create(

@@ -116,9 +116,10 @@ impl JsonlWriter {
     }
 
     /// Writes the bytes a repair cuts (`bytes[cut.offset..]`) to a durable
-    /// quarantine file beside the root (docs/JSONL.md, "Quarantine").
+    /// quarantine file in the session directory's `.turnwal-quarantine/`
+    /// (docs/JSONL.md, "Quarantine").
     fn quarantine(&self, cut: &Cut, bytes: &[u8]) -> Result<PathBuf> {
-        let dir = self.backend.quarantine_dir();
+        let dir = JsonlBackend::quarantine_dir(&self.path);
         let name = super::layout::encode_segment(&self.header.id)
             .map_err(|e| Error::InvalidArgument(format!("session id {:?}: {e}", self.header.id)))?;
         let at = QuarantineAt {
