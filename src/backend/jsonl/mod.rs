@@ -33,6 +33,7 @@ pub mod layout;
 pub mod normalize;
 mod quick;
 pub mod records;
+mod salvage;
 mod scan;
 mod writer;
 pub mod zstd;
@@ -61,6 +62,12 @@ pub const POLICY_FILE: &str = ".turnwal-policy";
 
 /// The writer lock file in a session directory.
 pub const LOCK_FILE: &str = ".turnwal-lock";
+
+/// The quarantine directory in a session directory, where repairs keep the
+/// bytes they cut (docs/JSONL.md, "Quarantine"). Upstream reads only the
+/// transcript's fixed name in a session directory and never enters a
+/// directory below it; turnwal's listing does not either.
+pub const QUARANTINE_DIR: &str = ".turnwal-quarantine";
 
 /// A JSONL store: a root directory of project directories of session
 /// directories, all in one encoding.
@@ -240,6 +247,12 @@ impl JsonlBackend {
         Ok(found.pop())
     }
 
+    /// Where repairs of the session whose transcript is `log` quarantine
+    /// what they cut: `.turnwal-quarantine/` in its session directory.
+    pub fn quarantine_dir(log: &Path) -> PathBuf {
+        log.parent().unwrap_or(log).join(QUARANTINE_DIR)
+    }
+
     /// The lock file a writer of stored session `id` holds.
     pub fn lock_path(&self, id: &str) -> Result<Option<PathBuf>> {
         Ok(self
@@ -397,7 +410,20 @@ impl JsonlBackend {
     /// session: its cwd must be absolute, as upstream's session store
     /// requires of `inspect` and `load`.
     fn plan_bytes(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        let plan = self.plan_any_cwd(path, bytes, id)?;
+        self.plan_bytes_for(path, bytes, id, false)
+    }
+
+    /// [`JsonlBackend::plan_bytes`], or with `salvage` the salvage read
+    /// (`recover --salvage`): damage in the committed region is a
+    /// [`crate::CutReason::Damaged`] cut instead of a refusal.
+    fn plan_bytes_for(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        id: Option<&str>,
+        salvage: bool,
+    ) -> Result<Plan> {
+        let plan = self.plan_any_cwd_for(path, bytes, id, salvage)?;
         plan.scan
             .header
             .validate_cwd()
@@ -408,7 +434,17 @@ impl JsonlBackend {
     /// [`JsonlBackend::plan_bytes`] without the cwd check: upstream's
     /// `readFrom` reads the stored suffix of a log whose cwd is relative.
     fn plan_any_cwd(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        let parsed = scan::parse(bytes, self.compression, path)?;
+        self.plan_any_cwd_for(path, bytes, id, false)
+    }
+
+    fn plan_any_cwd_for(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        id: Option<&str>,
+        salvage: bool,
+    ) -> Result<Plan> {
+        let parsed = scan::parse_for(bytes, self.compression, path, salvage)?;
         self.check_identity(path, &parsed.header, id)?;
         let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
         scan::plan(parsed, policy, path)
@@ -780,6 +816,47 @@ impl Backend for JsonlBackend {
 
     fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         self.read_stored_events(id, from_seq)
+    }
+
+    /// Every intact line (raw) or line of an intact frame (zstd), past any
+    /// damage, normalized as `load` normalizes (as stored, when
+    /// normalization refuses what a gap left); see `salvage.rs` for the
+    /// gaps. Only a header that cannot be read refuses.
+    fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+            return Ok(None);
+        };
+        let (header, raw, gaps) = match self.compression {
+            Compression::None => salvage::raw(&bytes, &path)?,
+            Compression::Zstd => salvage::zstd(&bytes, &path)?,
+        };
+        self.check_identity(&path, &header, Some(id))?;
+        let events = normalize::normalize(&raw, &header.id).unwrap_or(raw);
+        Ok(Some(crate::scan::Salvage {
+            header,
+            events,
+            gaps,
+        }))
+    }
+
+    /// The files in the `.turnwal-quarantine/` of every session directory
+    /// (of a deleted session's too: deleting a session keeps them).
+    fn quarantined(&self) -> Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        for project in self.project_dirs()? {
+            for dir in self.session_dirs(&project)? {
+                let dir = dir.join(QUARANTINE_DIR);
+                files.extend(
+                    crate::quarantine::list(&FsStorage, &dir)
+                        .map_err(|e| Error::io("list", &dir, e))?,
+                );
+            }
+        }
+        files.sort();
+        Ok(files)
     }
 
     fn create(

@@ -19,7 +19,7 @@ use super::header::{HeaderProblem, parse_header_line};
 use super::layout::Compression;
 use super::normalize::normalize;
 use super::records::decode_line;
-use super::zstd::{decompress_frame, decompress_prefix, scan_frames};
+use super::zstd::{decompress_frame, decompress_prefix, scan_frames, walk_frames};
 use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
@@ -104,6 +104,13 @@ struct LineScanner<'p> {
     committed: u64,
     line: u64,
     issue: Option<Issue>,
+    /// A salvage read: a defect in the committed region does not refuse the
+    /// log but marks it damaged (the cut starts at the first issue).
+    tolerant: bool,
+    damaged: bool,
+    /// Where the pending fragment's record starts (the offset corruption
+    /// reports would name for it).
+    fragment_at: u64,
 }
 
 impl<'p> LineScanner<'p> {
@@ -117,7 +124,15 @@ impl<'p> LineScanner<'p> {
             committed: start,
             line: 0,
             issue: None,
+            tolerant: false,
+            damaged: false,
+            fragment_at: start,
         }
+    }
+
+    fn tolerant(mut self, tolerant: bool) -> LineScanner<'p> {
+        self.tolerant = tolerant;
+        self
     }
 
     /// Feeds plaintext; `at` is the file offset corruption reports name for
@@ -139,6 +154,9 @@ impl<'p> LineScanner<'p> {
                 self.consume(&line, begin, end, at)?;
             }
             line_start = nl + 1;
+        }
+        if self.fragment.is_empty() && line_start < chunk.len() {
+            self.fragment_at = at.unwrap_or(chunk_start + line_start as u64);
         }
         self.fragment.extend_from_slice(&chunk[line_start..]);
         Ok(())
@@ -166,6 +184,10 @@ impl<'p> LineScanner<'p> {
         };
         let has_end = decoded.iter().any(|e| e.kind() == EventKind::TurnEnd);
         if let Some(issue) = &self.issue {
+            if has_end && self.tolerant {
+                self.damaged = true;
+                return Ok(());
+            }
             if has_end {
                 return Err(corrupt(
                     self.path,
@@ -188,7 +210,7 @@ impl<'p> LineScanner<'p> {
                         event.seq()
                     ),
                 };
-                if has_end {
+                if has_end && !self.tolerant {
                     return Err(corrupt(
                         self.path,
                         issue.offset,
@@ -196,6 +218,7 @@ impl<'p> LineScanner<'p> {
                         issue.reason,
                     ));
                 }
+                self.damaged |= has_end;
                 self.issue = Some(issue);
                 return Ok(());
             }
@@ -216,9 +239,23 @@ impl<'p> LineScanner<'p> {
 
 /// Reads a whole log file's bytes into a [`Parsed`].
 pub(crate) fn parse(bytes: &[u8], compression: Compression, path: &Path) -> Result<Parsed> {
+    parse_for(bytes, compression, path, false)
+}
+
+/// [`parse`], or with `salvage` the salvage read of `recover --salvage`:
+/// a defect in the committed region (which [`parse`] refuses as corruption)
+/// becomes a cut from the first damaged line or frame to the end of the file
+/// ([`CutReason::Damaged`]), keeping the longest valid prefix. A log
+/// [`parse`] accepts parses the same either way.
+pub(crate) fn parse_for(
+    bytes: &[u8],
+    compression: Compression,
+    path: &Path,
+    salvage: bool,
+) -> Result<Parsed> {
     match compression {
-        Compression::None => parse_raw(bytes, path),
-        Compression::Zstd => parse_zstd(bytes, path),
+        Compression::None => parse_raw(bytes, path, salvage),
+        Compression::Zstd => parse_zstd(bytes, path, salvage),
     }
 }
 
@@ -230,17 +267,18 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
     parse_header_line(&bytes[..nl]).map_err(|p| header_error(path, p))
 }
 
-fn parse_raw(bytes: &[u8], path: &Path) -> Result<Parsed> {
+fn parse_raw(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
     let header = raw_header(bytes, path)?;
     let start = bytes
         .iter()
         .position(|&b| b == b'\n')
         .expect("a header line")
         + 1;
-    let mut scanner = LineScanner::new(path, start as u64);
+    let mut scanner = LineScanner::new(path, start as u64).tolerant(salvage);
     scanner.write(&bytes[start..], None)?;
     let len = bytes.len() as u64;
     let torn = (scanner.committed < len).then(|| match &scanner.issue {
+        Some(issue) if scanner.damaged => (CutReason::Damaged, damaged(&issue.reason)),
         Some(issue) => (CutReason::Invalid, issue.reason.clone()),
         None => (
             CutReason::Incomplete,
@@ -284,6 +322,11 @@ pub(crate) fn zstd_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
     header_of_frame(&plain, path)
 }
 
+/// The detail of a [`CutReason::Damaged`] cut.
+fn damaged(why: &str) -> String {
+    format!("damaged committed region, cut by a salvage repair: {why}")
+}
+
 fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
     if plain.is_empty() || plain.iter().position(|&b| b == b'\n') != Some(plain.len() - 1) {
         return Err(corrupt(
@@ -296,10 +339,19 @@ fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
     parse_header_line(&plain[..plain.len() - 1]).map_err(|p| header_error(path, p))
 }
 
-fn parse_zstd(bytes: &[u8], path: &Path) -> Result<Parsed> {
-    let scan = scan_frames(bytes, usize::MAX)
-        .map_err(|e| corrupt(path, e.offset as u64, None, e.reason))?;
-    let Some(first) = scan.frames.first() else {
+fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
+    let (frames, end) = walk_frames(bytes, usize::MAX);
+    // A salvage read uses the complete frames before invalid structure; the
+    // damaged frame starts where the last of them ends.
+    let (torn_start, broken_frame) = match end {
+        Ok(torn_start) => (torn_start, None),
+        Err(e) if salvage && !frames.is_empty() => {
+            let at = frames.last().map_or(0, |f| f.end);
+            (None, Some((at as u64, e.reason)))
+        }
+        Err(e) => return Err(corrupt(path, e.offset as u64, None, e.reason)),
+    };
+    let Some(first) = frames.first() else {
         return Err(corrupt(
             path,
             0,
@@ -307,26 +359,67 @@ fn parse_zstd(bytes: &[u8], path: &Path) -> Result<Parsed> {
             "empty or header-less Zstandard session log",
         ));
     };
-    let failed = |start: usize, e: String| {
-        corrupt(
-            path,
-            start as u64,
-            None,
-            format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})"),
-        )
+    let failed_text = |start: usize, e: &str| {
+        format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})")
     };
+    let failed =
+        |start: usize, e: String| corrupt(path, start as u64, None, failed_text(start, &e));
     let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| failed(0, e))?;
     let header = header_of_frame(&plain, path)?;
-    let mut scanner = LineScanner::new(path, plain.len() as u64);
-    for frame in &scan.frames[1..] {
-        let plain = decompress_frame(&bytes[frame.clone()]).map_err(|e| failed(frame.start, e))?;
+    let mut scanner = LineScanner::new(path, plain.len() as u64).tolerant(salvage);
+    let mut undecodable = None;
+    for frame in &frames[1..] {
+        let plain = match decompress_frame(&bytes[frame.clone()]) {
+            Ok(plain) => plain,
+            Err(e) if salvage => {
+                undecodable = Some((frame.start as u64, failed_text(frame.start, &e)));
+                break;
+            }
+            Err(e) => return Err(failed(frame.start, e)),
+        };
         scanner.write(&plain, Some(frame.start as u64))?;
     }
+    if salvage {
+        // The first damage in file order: a bad line (its frame), a record
+        // a complete frame leaves unterminated, a frame that does not
+        // decode, invalid frame structure.
+        let torn_record = (scanner.issue.is_none() && !scanner.fragment.is_empty())
+            .then(|| (scanner.fragment_at, "a line without a newline".to_owned()));
+        let damage = [
+            scanner.issue.as_ref().map(|i| (i.offset, i.reason.clone())),
+            torn_record,
+            undecodable,
+            broken_frame,
+        ]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(at, _)| *at);
+        if let Some((at, why)) = damage {
+            let rewrite_from = scanner
+                .recs
+                .iter()
+                .find(|r| r.start >= at)
+                .map_or(scanner.raw.len(), |r| r.first_seq as usize);
+            scanner.recs.retain(|r| r.start < at);
+            let len = bytes.len() as u64;
+            return Ok(Parsed {
+                header,
+                raw: scanner.raw,
+                recs: scanner.recs,
+                keep_bytes: at,
+                rewrite_from,
+                torn: Some((CutReason::Damaged, damaged(&why))),
+                file_len: len,
+            });
+        }
+    }
     if scanner.committed != scanner.input {
-        let (offset, seq) = scanner.issue.as_ref().map_or(
-            (scan.frames.last().map_or(0, |f| f.start) as u64, None),
-            |i| (i.offset, Some(i.seq)),
-        );
+        let (offset, seq) = scanner
+            .issue
+            .as_ref()
+            .map_or((frames.last().map_or(0, |f| f.start) as u64, None), |i| {
+                (i.offset, Some(i.seq))
+            });
         let detail = scanner
             .issue
             .as_ref()
@@ -342,7 +435,7 @@ fn parse_zstd(bytes: &[u8], path: &Path) -> Result<Parsed> {
     }
     let complete = scanner.raw.len();
     let len = bytes.len() as u64;
-    let Some(torn_start) = scan.torn_start else {
+    let Some(torn_start) = torn_start else {
         return Ok(Parsed {
             header,
             raw: scanner.raw,

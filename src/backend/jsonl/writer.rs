@@ -22,13 +22,14 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::{JsonlBackend, remove_temps, sync_dir, write_temp};
-use crate::backend::wal::storage::LockGuard;
+use crate::backend::wal::storage::{FsStorage, LockGuard};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
-use crate::scan::Scan;
+use crate::quarantine::{self, Placement as QuarantineAt};
+use crate::scan::{Cut, CutReason, Scan};
 
 pub(crate) struct JsonlWriter {
     backend: JsonlBackend,
@@ -88,11 +89,51 @@ impl JsonlWriter {
     }
 
     fn read_plan(&self) -> Result<(super::scan::Plan, Vec<u8>)> {
+        self.read_plan_for(false)
+    }
+
+    /// The plan of the file as it is now; with `salvage`, the salvage read.
+    fn read_plan_for(&self, salvage: bool) -> Result<(super::scan::Plan, Vec<u8>)> {
         let bytes = fs::read(&self.path).map_err(|e| Error::io("read", &self.path, e))?;
-        let plan = self
-            .backend
-            .plan_bytes(&self.path, &bytes, Some(&self.header.id))?;
+        let plan =
+            self.backend
+                .plan_bytes_for(&self.path, &bytes, Some(&self.header.id), salvage)?;
         Ok((plan, bytes))
+    }
+
+    /// A scan (the salvage read with `salvage`), positioning the writer
+    /// after the stored log.
+    fn scan_for(&mut self, salvage: bool) -> Result<Scan> {
+        self.check()?;
+        let (plan, bytes) = self.read_plan_for(salvage)?;
+        self.len = bytes.len() as u64;
+        self.durable_len = self.len;
+        self.events = plan.scan.stored_len();
+        self.durable_events = self.events;
+        self.pending.clear();
+        self.rewrite_pending = false;
+        Ok(plan.scan)
+    }
+
+    /// Writes the bytes a repair cuts (`bytes[cut.offset..]`) to a durable
+    /// quarantine file in the session directory's `.turnwal-quarantine/`
+    /// (docs/JSONL.md, "Quarantine").
+    fn quarantine(&self, cut: &Cut, bytes: &[u8]) -> Result<PathBuf> {
+        let dir = JsonlBackend::quarantine_dir(&self.path);
+        let name = super::layout::encode_segment(&self.header.id)
+            .map_err(|e| Error::InvalidArgument(format!("session id {:?}: {e}", self.header.id)))?;
+        let at = QuarantineAt {
+            dir: &dir,
+            name: &name,
+            offset: cut.offset,
+            seq: cut.seq,
+            ext: "jsonl-cut",
+        };
+        let start = usize::try_from(cut.offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        quarantine::keep(&FsStorage, &at, &bytes[start..])
+            .map_err(|e| Error::io("quarantine", &dir, e))
     }
 
     /// Cuts the file back to its durable length after a failed write or
@@ -152,15 +193,16 @@ impl JsonlWriter {
 
 impl LogWriter for JsonlWriter {
     fn scan(&mut self) -> Result<Scan> {
-        self.check()?;
-        let (plan, bytes) = self.read_plan()?;
-        self.len = bytes.len() as u64;
-        self.durable_len = self.len;
-        self.events = plan.scan.stored_len();
-        self.durable_events = self.events;
-        self.pending.clear();
-        self.rewrite_pending = false;
-        Ok(plan.scan)
+        self.scan_for(false)
+    }
+
+    /// The salvage read: damage in the committed region (a line that does
+    /// not parse, a seq gap, a frame that does not decode) is cut from its
+    /// line (raw) or frame (zstd) to the end of the file, as
+    /// [`crate::CutReason::Damaged`]; a log without damage scans as
+    /// [`LogWriter::scan`] scans it.
+    fn salvage_scan(&mut self) -> Result<Scan> {
+        self.scan_for(true)
     }
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
@@ -174,7 +216,12 @@ impl LogWriter for JsonlWriter {
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check()?;
-        let (plan, bytes) = self.read_plan()?;
+        // A salvage repair is checked against the salvage read.
+        let salvage = scan
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.reason == CutReason::Damaged);
+        let (plan, bytes) = self.read_plan_for(salvage)?;
         let now = &plan.scan;
         // Empty closers with a cut: the cut alone (a writer that adopts the
         // log continues its open turn).
@@ -204,6 +251,11 @@ impl LogWriter for JsonlWriter {
             self.backend.encode_batch(&batch)
         };
         let keep = plan.keep_bytes;
+        // What is cut is kept before the cut is made durable.
+        let quarantined = match &now.cut {
+            Some(cut) => Some(self.quarantine(cut, &bytes)?),
+            None => None,
+        };
         if plan.rewrite.is_empty() {
             // In place: any crash leaves a log whose next scan repairs to
             // the same bytes (the closers are recomputed).
@@ -234,7 +286,7 @@ impl LogWriter for JsonlWriter {
         self.durable_events = self.events;
         self.pending.clear();
         self.rewrite_pending = false;
-        Ok(None)
+        Ok(quarantined)
     }
 
     fn append(&mut self, batch: &[Event], _: &[Placement], sync: SyncMode) -> Result<u64> {

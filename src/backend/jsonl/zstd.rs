@@ -50,19 +50,32 @@ pub struct FrameError {
 ///     "corrupt Zstandard session log: invalid frame magic at byte 0");
 /// ```
 pub fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameError> {
+    let (frames, end) = walk_frames(buf, max_frames);
+    match end {
+        Ok(torn_start) => Ok(FrameScan { frames, torn_start }),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`scan_frames`], keeping the complete frames found before invalid
+/// structure: the frames, and how the walk ended (an incomplete final
+/// frame's start, or the structural error). A salvage read uses the frames
+/// before the damage; the damaged frame starts where the last one ends.
+pub fn walk_frames(
+    buf: &[u8],
+    max_frames: usize,
+) -> (Vec<Range<usize>>, Result<Option<usize>, FrameError>) {
     let mut frames = Vec::new();
     let mut offset = 0usize;
-    let torn = |frames: Vec<Range<usize>>, start| {
-        Ok(FrameScan {
+    let torn = |frames: Vec<Range<usize>>, start| (frames, Ok(Some(start)));
+    let fail = |frames: Vec<Range<usize>>, offset, what: &str| {
+        (
             frames,
-            torn_start: Some(start),
-        })
-    };
-    let fail = |offset, what: &str| {
-        Err(FrameError {
-            offset,
-            reason: format!("corrupt Zstandard session log: {what} at byte {offset}"),
-        })
+            Err(FrameError {
+                offset,
+                reason: format!("corrupt Zstandard session log: {what} at byte {offset}"),
+            }),
+        )
     };
     while offset < buf.len() {
         let start = offset;
@@ -71,7 +84,7 @@ pub fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameErro
         }
         let magic = u32::from_le_bytes(buf[offset..offset + 4].try_into().expect("4 bytes"));
         if magic != ZSTD_MAGIC {
-            return fail(offset, "invalid frame magic");
+            return fail(frames, offset, "invalid frame magic");
         }
         offset += 4;
         if offset == buf.len() {
@@ -80,7 +93,7 @@ pub fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameErro
         let descriptor = buf[offset];
         offset += 1;
         if descriptor & 0x18 != 0 {
-            return fail(offset - 1, "reserved frame-header bit");
+            return fail(frames, offset - 1, "reserved frame-header bit");
         }
         let content_size_flag = descriptor >> 6;
         let single_segment = descriptor & 0x20 != 0;
@@ -110,7 +123,7 @@ pub fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameErro
             let block_type = (header >> 1) & 3;
             let block_size = (header >> 3) as usize;
             if block_type == 3 {
-                return fail(offset - 3, "reserved block type");
+                return fail(frames, offset - 3, "reserved block type");
             }
             let payload = if block_type == 1 { 1 } else { block_size };
             if buf.len() - offset < payload {
@@ -132,10 +145,17 @@ pub fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameErro
             break;
         }
     }
-    Ok(FrameScan {
-        frames,
-        torn_start: None,
-    })
+    (frames, Ok(None))
+}
+
+/// Where the next frame magic starts at or after `from` (a salvage read
+/// resynchronizes there after a damaged frame).
+pub fn next_magic(buf: &[u8], from: usize) -> Option<usize> {
+    let magic = ZSTD_MAGIC.to_le_bytes();
+    buf.get(from..)?
+        .windows(4)
+        .position(|w| w == magic)
+        .map(|i| from + i)
 }
 
 /// One independent frame of `plain` at level 3 with its content checksum, as

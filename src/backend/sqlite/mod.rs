@@ -291,6 +291,13 @@ impl SqliteBackend {
         &self.shared.identity
     }
 
+    /// Where repairs keep the rows they delete:
+    /// `<database>.turnwal-quarantine/`, beside the database file (`None`
+    /// for `:memory:`).
+    pub fn quarantine_dir(&self) -> Option<PathBuf> {
+        self.shared.quarantine_dir()
+    }
+
     /// The lock file a writer of session `id` holds: under
     /// `<database>.turnwal-locks/`, named as the WAL backend names files.
     pub fn lock_path(&self, id: &str) -> PathBuf {
@@ -329,6 +336,17 @@ impl Shared {
             super::wal::encode_file_name(id),
             super::wal::LOCK_EXTENSION
         ))
+    }
+
+    /// `<database>.turnwal-quarantine/`, where repairs keep the rows they
+    /// delete; `None` for an in-memory database.
+    pub(crate) fn quarantine_dir(&self) -> Option<PathBuf> {
+        if self.memory {
+            return None;
+        }
+        let mut dir = self.path.as_os_str().to_owned();
+        dir.push(".turnwal-quarantine");
+        Some(PathBuf::from(dir))
     }
 
     pub(crate) fn revision_of(&self, row: &SessionRow) -> String {
@@ -594,6 +612,27 @@ impl Backend for SqliteBackend {
                 events: c.events,
             }))
         })
+    }
+
+    /// Every row that decodes, past damage; bad rows and missing seqs are
+    /// gaps (in rows).
+    fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            scan::salvage(conn, path, &row).map(Some)
+        })
+    }
+
+    /// The files in `<database>.turnwal-quarantine/`.
+    fn quarantined(&self) -> Result<Vec<PathBuf>> {
+        let Some(dir) = self.shared.quarantine_dir() else {
+            return Ok(Vec::new());
+        };
+        crate::quarantine::list(&crate::backend::wal::storage::FsStorage, &dir)
+            .map_err(|e| Error::io("list", &dir, e))
     }
 
     fn header(&self, id: &str) -> Result<Option<SessionHeader>> {

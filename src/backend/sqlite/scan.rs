@@ -26,7 +26,7 @@ use super::{SessionRow, encode};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
 use crate::json::Num;
-use crate::scan::{Cut, CutReason, LogState, Scan, SessionSummary, classify_tail};
+use crate::scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary, classify_tail};
 
 fn query_rows(
     conn: &Connection,
@@ -111,7 +111,18 @@ type Before<'a> = &'a dyn Fn() -> u64;
 /// Decodes `rows` (the rows from seq `base` on) and applies the row rules:
 /// a bad row or gap at or before the last row holding a `turn/end` is
 /// corruption; after it, the walk stops there.
-fn walk(rows: &[RowIn], base: u64, path: &Path, id: &str, before: Before<'_>) -> Result<Walk> {
+///
+/// With `salvage` (the salvage read of `recover --salvage`), a bad committed
+/// row is not refused: the walk stops there as it stops at a torn tail, with
+/// [`CutReason::Damaged`].
+fn walk(
+    rows: &[RowIn],
+    base: u64,
+    path: &Path,
+    id: &str,
+    before: Before<'_>,
+    salvage: bool,
+) -> Result<Walk> {
     // Reverse pass: the last row that decodes to a turn/end (only a scalar
     // row of that type can).
     let mut cache: Vec<Option<Result<Vec<Event>, codec::RowError>>> =
@@ -155,8 +166,16 @@ fn walk(rows: &[RowIn], base: u64, path: &Path, id: &str, before: Before<'_>) ->
             ),
             Err(e) => (e.reason, e.detail),
         };
-        let (reason, detail) = problem;
-        if commit_row.is_some_and(|c| i <= c) {
+        let (mut reason, mut detail) = problem;
+        if commit_row.is_some_and(|c| i <= c) && salvage {
+            detail = format!(
+                "damaged committed row {} (its seq column is {}), cut by a salvage repair: \
+                 {detail} [{reason}]",
+                before() + i as u64,
+                row.seq_key()
+            );
+            reason = CutReason::Damaged;
+        } else if commit_row.is_some_and(|c| i <= c) {
             return Err(Error::from(Corruption {
                 path: path.to_owned(),
                 offset: before() + i as u64,
@@ -230,6 +249,11 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
     let stored_len = committed + verdict.kept as u64;
     let kept_rel = (stored_len - w.base) as usize;
     let row_of = |seq: u64| w.starts.partition_point(|&s| s <= seq).saturating_sub(1);
+    // A salvage cut is one, whatever else the kept rows hold.
+    let damaged = w
+        .bad
+        .as_ref()
+        .is_some_and(|b| b.reason == CutReason::Damaged);
     let (cut, plan) = if let Some(v) = &verdict.debris {
         let r = row_of(stored_len);
         let start = w.starts[r];
@@ -243,7 +267,11 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
                 offset: before() + r as u64,
                 seq: stored_len,
                 len: (w.rows - r) as u64,
-                reason: CutReason::Debris,
+                reason: if damaged {
+                    CutReason::Damaged
+                } else {
+                    CutReason::Debris
+                },
                 detail: format!("{v}{then}"),
             }),
             Some(Plan {
@@ -298,9 +326,21 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
 
 /// Reads and classifies every row of a session.
 pub(super) fn full_scan(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Classified> {
+    full_scan_for(conn, path, row, false)
+}
+
+/// [`full_scan`], or with `salvage` the salvage read: a bad committed row
+/// (which [`full_scan`] refuses) is cut with every row after it
+/// ([`CutReason::Damaged`]), keeping the rows before it.
+pub(super) fn full_scan_for(
+    conn: &Connection,
+    path: &Path,
+    row: &SessionRow,
+    salvage: bool,
+) -> Result<Classified> {
     let id = &row.header.id;
     let rows = rows_from(conn, path, id, 0)?;
-    let w = walk(&rows, 0, path, id, &|| 0)?;
+    let w = walk(&rows, 0, path, id, &|| 0, salvage)?;
     classify(w, row, &|| 0).ok_or_else(|| {
         Error::io(
             "scan",
@@ -372,7 +412,7 @@ pub(super) fn read_from(
     let start = last_commit_row(conn, path, id)?.map_or(0, |c| c.min(span));
     let rows = rows_from(conn, path, id, start)?;
     let before = || rows_before(conn, id, start);
-    let w = walk(&rows, start, path, id, &before)?;
+    let w = walk(&rows, start, path, id, &before, false)?;
     let c = match classify(w, row, &before) {
         Some(c) => c,
         None => full_scan(conn, path, row)?,
@@ -404,7 +444,7 @@ fn tail_summary(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Sess
     let start = last_commit_row(conn, path, id)?.unwrap_or(0);
     let rows = rows_from(conn, path, id, start)?;
     let before = || rows_before(conn, id, start);
-    let w = walk(&rows, start, path, id, &before)?;
+    let w = walk(&rows, start, path, id, &before, false)?;
     let c = match classify(w, row, &before) {
         Some(c) => c,
         None => full_scan(conn, path, row)?,
@@ -450,7 +490,7 @@ pub(super) fn stored_next_seq(conn: &Connection, path: &Path, id: &str) -> Resul
     let base = span_base(conn, path, id, lowest.seq_key().max(0) as u64)?;
     let rows = rows_from(conn, path, id, base)?;
     let before = || rows_before(conn, id, base);
-    let w = walk(&rows, base, path, id, &before)?;
+    let w = walk(&rows, base, path, id, &before, false)?;
     if let Some(b) = &w.bad {
         return Err(Error::from(Corruption {
             path: path.to_owned(),
@@ -477,4 +517,128 @@ pub(super) fn apply_plan(conn: &Connection, path: &Path, id: &str, plan: &Plan) 
         super::insert_rows(conn, path, id, &encode(&plan.reinsert)?)?;
     }
     Ok(())
+}
+
+/// The rows `plan` deletes (every row of `id` with `seq >= delete_from`),
+/// one JSON object a line with their columns exactly, for the quarantine
+/// file (docs/SQLITE.md, "Quarantine").
+pub(super) fn cut_rows(conn: &Connection, path: &Path, id: &str, plan: &Plan) -> Result<Vec<u8>> {
+    let rows = query_rows(
+        conn,
+        path,
+        &format!(
+            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq"
+        ),
+        rusqlite::params![id, plan.delete_from],
+    )?;
+    let mut out = Vec::new();
+    for row in &rows {
+        out.extend_from_slice(row_json(id, row).as_bytes());
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// One `events` row as a JSON object, its columns in table order: NULL is
+/// `null`, INTEGER a number, TEXT a string (`{"text_hex":…}` when it is not
+/// UTF-8), BLOB `{"blob_hex":…}`, REAL `{"real":"…"}`.
+pub(super) fn row_json(id: &str, row: &RowIn) -> String {
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    fn col(c: &codec::Col) -> String {
+        match c {
+            codec::Col::Null => "null".to_owned(),
+            codec::Col::Integer(n) => n.to_string(),
+            codec::Col::Real(f) => format!("{{\"real\":\"{f}\"}}"),
+            codec::Col::Text(t) => match std::str::from_utf8(t) {
+                Ok(text) => serde_json::to_string(text).expect("a string serializes"),
+                Err(_) => format!("{{\"text_hex\":\"{}\"}}", hex(t)),
+            },
+            codec::Col::Blob(b) => format!("{{\"blob_hex\":\"{}\"}}", hex(b)),
+        }
+    }
+    format!(
+        "{{\"session_id\":{},\"seq\":{},\"type\":{},\"time\":{},\"data\":{},\
+         \"source_event_seqs\":{},\"surface_op\":{},\"ignorable\":{}}}",
+        serde_json::to_string(id).expect("a string serializes"),
+        col(&row.seq),
+        col(&row.event_type),
+        col(&row.time),
+        col(&row.data),
+        col(&row.source_event_seqs),
+        col(&row.surface_op),
+        col(&row.ignorable)
+    )
+}
+
+/// Every row of a session that decodes, in seq order, past any damage: a
+/// row that does not decode, or whose seqs were already read, is a gap of
+/// its row (adjacent ones are one gap; offset and length in rows), and a row
+/// whose first seq skips ahead is a gap of the missing seqs (zero rows long
+/// when no bad row sits there).
+pub(super) fn salvage(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Salvage> {
+    let rows = rows_from(conn, path, &row.header.id, 0)?;
+    let mut events: Vec<Event> = Vec::new();
+    let mut gaps = Vec::new();
+    let mut open: Option<Gap> = None;
+    let mut expected = 0u64;
+    for (i, r) in rows.iter().enumerate() {
+        let i = i as u64;
+        let problem = match codec::decode_row(r) {
+            Ok(decoded) if decoded[0].seq() >= expected => {
+                let first = decoded[0].seq();
+                match open.take() {
+                    Some(mut gap) => {
+                        gap.next_seq = Some(first);
+                        gaps.push(gap);
+                    }
+                    None if first > expected => gaps.push(Gap {
+                        offset: i,
+                        len: 0,
+                        first_seq: expected,
+                        next_seq: Some(first),
+                        reason: format!(
+                            "{}: missing rows before row {i} (expected seq {expected}, got {first})",
+                            CutReason::Invalid
+                        ),
+                    }),
+                    None => {}
+                }
+                expected = decoded.last().map_or(first, Event::seq) + 1;
+                events.extend(decoded);
+                continue;
+            }
+            Ok(decoded) => format!(
+                "{}: row {i} holds seq {}, but seq {} was already read",
+                CutReason::Invalid,
+                decoded[0].seq(),
+                expected - 1
+            ),
+            Err(e) => format!(
+                "{}: row {i} (its seq column is {}): {}",
+                e.reason,
+                r.seq_key(),
+                e.detail
+            ),
+        };
+        match &mut open {
+            Some(gap) => gap.len += 1,
+            None => {
+                open = Some(Gap {
+                    offset: i,
+                    len: 1,
+                    first_seq: expected,
+                    next_seq: None,
+                    reason: problem,
+                });
+            }
+        }
+    }
+    gaps.extend(open);
+    Ok(Salvage {
+        header: row.header.clone(),
+        events,
+        gaps,
+    })
 }

@@ -12,17 +12,20 @@
 //! exactly what they ask for, and `never` gets more (docs/SQLITE.md, "Sync
 //! modes").
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::lock::WriterLock;
 use super::scan::{self, Classified};
 use super::{SessionRow, Shared, bump_revision, codec, delete_session, encode, insert_rows};
+use crate::backend::wal::storage::FsStorage;
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
-use crate::scan::Scan;
+use crate::quarantine;
+use crate::scan::{Cut, CutReason, Scan};
 
 /// Writes one session.
 #[derive(Debug)]
@@ -73,18 +76,54 @@ impl SqliteWriter {
         Ok(row)
     }
 
-    fn classify(&self) -> Result<Classified> {
+    /// Writes the rows `plan` deletes to a durable quarantine file; `None`
+    /// for an in-memory database, which has nowhere to keep them.
+    fn quarantine(
+        &self,
+        conn: &rusqlite::Connection,
+        cut: &Cut,
+        plan: &scan::Plan,
+    ) -> Result<Option<PathBuf>> {
+        let Some(dir) = self.shared.quarantine_dir() else {
+            return Ok(None);
+        };
+        let rows = scan::cut_rows(conn, &self.shared.path, &self.id, plan)?;
+        let name = crate::backend::wal::encode_file_name(&self.id);
+        let at = quarantine::Placement {
+            dir: &dir,
+            name: &name,
+            offset: cut.offset,
+            seq: cut.seq,
+            ext: "rows.jsonl",
+        };
+        quarantine::keep(&FsStorage, &at, &rows)
+            .map(Some)
+            .map_err(|e| Error::io("quarantine", &dir, e))
+    }
+
+    fn classify(&self, salvage: bool) -> Result<Classified> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             let row = self.own_row(conn)?;
-            scan::full_scan(conn, path, &row)
+            scan::full_scan_for(conn, path, &row, salvage)
         })
     }
 }
 
 impl LogWriter for SqliteWriter {
     fn scan(&mut self) -> Result<Scan> {
-        let c = self.classify()?;
+        let c = self.classify(false)?;
+        self.next_seq = c.scan.stored_len();
+        Ok(c.scan)
+    }
+
+    /// The salvage read: a bad committed row (which [`LogWriter::scan`]
+    /// refuses) is cut with every row after it, as
+    /// [`crate::CutReason::Damaged`]; the rows before it are kept and an
+    /// open final turn among them gets the closers. A session without a bad
+    /// committed row scans as [`LogWriter::scan`] scans it.
+    fn salvage_scan(&mut self) -> Result<Scan> {
+        let c = self.classify(true)?;
         self.next_seq = c.scan.stored_len();
         Ok(c.scan)
     }
@@ -101,7 +140,12 @@ impl LogWriter for SqliteWriter {
     /// after checking the session still scans to what `scan` found: the
     /// same kept events and the same closers. A repair whose tail changed
     /// since (another writer repaired or appended) is refused with
-    /// [`Error::StaleRepair`] and changes nothing.
+    /// [`Error::StaleRepair`] and changes nothing. A `Damaged` cut is checked
+    /// against the salvage read.
+    ///
+    /// The rows deleted are first written to a durable quarantine file in
+    /// `<database>.turnwal-quarantine/`, inside the transaction and before
+    /// its commit (docs/SQLITE.md, "Quarantine"); its path is returned.
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         if !scan.needs_repair() {
             return Ok(None);
@@ -114,9 +158,13 @@ impl LogWriter for SqliteWriter {
             .map(codec::scalar_row)
             .collect::<Result<_, _>>()
             .map_err(Error::Event)?;
-        self.shared.conn().write(&path, |conn| {
+        let salvage = scan
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.reason == CutReason::Damaged);
+        let quarantined = self.shared.conn().write(&path, |conn| {
             let row = self.own_row(conn)?;
-            let now = scan::full_scan(conn, &path, &row)?;
+            let now = scan::full_scan_for(conn, &path, &row, salvage)?;
             // Empty closers with a cut: a cut alone (a live writer that
             // adopts the log continues its open turn).
             if now.scan.stored_len() != scan.stored_len()
@@ -133,14 +181,17 @@ impl LogWriter for SqliteWriter {
                     ),
                 });
             }
-            if let Some(plan) = &now.plan {
+            let mut quarantined = None;
+            if let (Some(plan), Some(cut)) = (&now.plan, &now.scan.cut) {
+                quarantined = self.quarantine(conn, cut, plan)?;
                 scan::apply_plan(conn, &path, &id, plan)?;
             }
             insert_rows(conn, &path, &id, &closers)?;
-            bump_revision(conn, &path, &id)
+            bump_revision(conn, &path, &id)?;
+            Ok(quarantined)
         })?;
         self.next_seq = scan.stored_len() + scan.closers.len() as u64;
-        Ok(None)
+        Ok(quarantined)
     }
 
     /// One transaction: the batch must start at the stored next seq (a
