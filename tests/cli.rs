@@ -605,7 +605,25 @@ fn recover_dry_run_changes_nothing_then_recover_repairs() {
     assert_eq!(fs::read(&path).unwrap(), torn);
 
     let out = run(store, &["recover", "s"], "");
-    assert_eq!((out.status, out.stdout), (0, report("yes")));
+    // The cut bytes were kept, and the report says where.
+    let quarantine = fs::read_dir(store.join("quarantine"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect::<Vec<_>>();
+    assert_eq!(quarantine.len(), 1);
+    let name = quarantine[0].file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with(&format!("s.at-{}.seq-9.", before.len())) && name.ends_with(".twal-cut"),
+        "{name}"
+    );
+    assert_eq!(fs::read(&quarantine[0]).unwrap(), torn[before.len()..]);
+    assert_eq!(
+        (out.status, out.stdout),
+        (
+            0,
+            format!("{}quarantine: {}\n", report("yes"), quarantine[0].display())
+        )
+    );
     assert_eq!(run(store, &["verify", "s"], "").status, 0);
     let mut events = crashed_events();
     events.extend(closers());
@@ -636,8 +654,8 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
     assert_eq!(
         out.stdout,
         format!(
-            "{{\"id\":\"beta\",\"events\":12,\"turns\":2,\"bytes\":{beta},\"lastActivity\":{},\"state\":\"clean\",\"problem\":null}}\n\
-             {{\"id\":\"s\",\"events\":9,\"turns\":2,\"bytes\":{s},\"lastActivity\":{},\"state\":\"open-turn\",\"problem\":null}}\n",
+            "{{\"id\":\"beta\",\"events\":12,\"turns\":2,\"bytes\":{beta},\"lastActivity\":{},\"state\":\"clean\",\"checked\":\"tail\",\"problem\":null}}\n\
+             {{\"id\":\"s\",\"events\":9,\"turns\":2,\"bytes\":{s},\"lastActivity\":{},\"state\":\"open-turn\",\"checked\":\"tail\",\"problem\":null}}\n",
             T0 + 205,
             T0 + 12
         )
@@ -647,9 +665,9 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
     assert_eq!(
         out.stdout,
         format!(
-            "ID    EVENTS  TURNS  {:>w$}  LAST ACTIVITY             STATE\n\
-             beta      12      2  {beta:>w$}  2023-11-14T22:13:20.205Z  clean\n\
-             s          9      2  {s:>w$}  2023-11-14T22:13:20.012Z  open-turn\n",
+            "ID    EVENTS  TURNS  {:>w$}  LAST ACTIVITY             STATE      CHECKED\n\
+             beta      12      2  {beta:>w$}  2023-11-14T22:13:20.205Z  clean      tail\n\
+             s          9      2  {s:>w$}  2023-11-14T22:13:20.012Z  open-turn  tail\n",
             "BYTES"
         )
     );

@@ -241,6 +241,7 @@ fn jsonl_raw_damaged_line_salvage_and_salvage_repair() {
                 "invalid-record: unparsable line at byte {at} ({})",
                 decode_line(bad).unwrap_err()
             ),
+            damaged: true,
         }]
     );
 
@@ -313,6 +314,7 @@ fn jsonl_raw_salvage_names_a_seq_gap_and_a_torn_end() {
                 first_seq: 6,
                 next_seq: Some(7),
                 reason: format!("invalid-record: seq gap at byte {at} (expected 6, got 7)"),
+                damaged: true,
             },
             Gap {
                 offset: last_at as u64,
@@ -323,6 +325,7 @@ fn jsonl_raw_salvage_names_a_seq_gap_and_a_torn_end() {
                     "incomplete-record: incomplete final line: {} bytes without a newline",
                     last_line.len() - 4
                 ),
+                damaged: true,
             }
         ]
     );
@@ -432,6 +435,7 @@ fn jsonl_zstd_damaged_frame_salvage_and_salvage_repair() {
                 "invalid-record: frame at byte {} failed validation ({why})",
                 f3.start
             ),
+            damaged: true,
         }]
     );
 
@@ -490,6 +494,7 @@ fn jsonl_zstd_broken_frame_structure_resyncs_at_the_next_frame() {
                 "invalid-record: corrupt Zstandard session log: invalid frame magic at byte {}",
                 f3.start
             ),
+            damaged: true,
         }]
     );
     let mut writer = backend.open("m").unwrap().unwrap();
@@ -636,6 +641,7 @@ fn sqlite_damaged_and_missing_rows_salvage_and_salvage_repair() {
                 first_seq: 6,
                 next_seq: Some(7),
                 reason: format!("incomplete-record: row 6 (its seq column is 6): {json_error}"),
+                damaged: true,
             },
             Gap {
                 offset: 9,
@@ -643,6 +649,7 @@ fn sqlite_damaged_and_missing_rows_salvage_and_salvage_repair() {
                 first_seq: 9,
                 next_seq: Some(10),
                 reason: "invalid-record: missing rows before row 9 (expected seq 9, got 10)".into(),
+                damaged: true,
             }
         ]
     );

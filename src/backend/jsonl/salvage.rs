@@ -53,6 +53,7 @@ impl Collector {
                     first_seq: self.expected,
                     next_seq: None,
                     reason,
+                    damaged: true,
                 });
             }
         }
@@ -87,6 +88,7 @@ impl Collector {
                     CutReason::Invalid,
                     self.expected
                 ),
+                damaged: true,
             }),
             None => {}
         }

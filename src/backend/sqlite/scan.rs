@@ -602,6 +602,7 @@ pub(super) fn salvage(conn: &Connection, path: &Path, row: &SessionRow) -> Resul
                             "{}: missing rows before row {i} (expected seq {expected}, got {first})",
                             CutReason::Invalid
                         ),
+                        damaged: true,
                     }),
                     None => {}
                 }
@@ -631,6 +632,7 @@ pub(super) fn salvage(conn: &Connection, path: &Path, row: &SessionRow) -> Resul
                     first_seq: expected,
                     next_seq: None,
                     reason: problem,
+                    damaged: true,
                 });
             }
         }

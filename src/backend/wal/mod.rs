@@ -581,6 +581,16 @@ impl Backend for WalBackend {
             return Err(io("write", e));
         }
         drop(file);
+        // The durability proof of the whole first batch, before the log is
+        // published (so nothing is acknowledged without it). It names this
+        // file's salt: a proof whose log never got published proves nothing,
+        // and a stale proof of an earlier log of this name is overwritten.
+        if let Err(e) =
+            proof::Prover::new(&path, salt).prove(self.storage.as_ref(), bytes.len() as u64)
+        {
+            let _ = self.storage.remove_file(&tmp);
+            return Err(Error::io("write", proof::path_of(&path), e));
+        }
         if let Err(e) = self.storage.rename(&tmp, &path) {
             let _ = self.storage.remove_file(&tmp);
             return Err(Error::io("rename", &path, e));
@@ -611,17 +621,7 @@ impl Backend for WalBackend {
             bytes.len() as u64,
             batch.len() as u64,
         ));
-        // A stale proof of an earlier log of this name names another salt
-        // and proves nothing; this one covers the whole first batch. The
-        // batch is not acknowledged without it: take the file back, as for
-        // a failed directory fsync.
-        if let Err(e) = writer.prove(bytes.len() as u64) {
-            // Still holding the lock: no other materializer can be between
-            // its check and its rename.
-            let _ = self.storage.remove_file(&self.log_path(&header.id));
-            drop(writer);
-            return Err(e);
-        }
+        writer.set_proven(bytes.len() as u64);
         Ok(writer)
     }
 

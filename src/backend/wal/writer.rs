@@ -126,6 +126,12 @@ impl WalWriter {
         Ok(())
     }
 
+    /// Records that the durability proof already states `len` (written by
+    /// materialization).
+    pub(super) fn set_proven(&mut self, len: u64) {
+        self.proven_len = len;
+    }
+
     /// After a scan under the lock: a log with nothing to cut is all
     /// durable (opening fdatasynced, or published a copy of, the whole
     /// file) and kept (an open turn's closers come after it), so the proof

@@ -371,6 +371,10 @@ pub(super) fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
         }
     }
     std::fs::write(&path, bytes).expect("the WAL log is writable");
+    // Acknowledged bytes tear only in the power-loss window, where the
+    // durability proof had not reached the disk (docs/RECOVERY.md): with
+    // the proof, this cut would be refused as corruption.
+    let _ = std::fs::remove_file(crate::backend::wal::proof::path_of(&path));
 }
 
 /// Leaves a torn tail in the SQLite rows of `id`, which holds `events`
