@@ -68,7 +68,11 @@ fn append_cat_tail_ls_stats_and_verify() {
     let out = on(&db, &["ls"], "");
     assert_eq!(
         (out.status, out.stdout.as_str(), out.stderr.as_str()),
-        (0, "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY  STATE\n", "")
+        (
+            0,
+            "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY  STATE  CHECKED\n",
+            ""
+        )
     );
     let out = on(&db, &["cat", "s"], "");
     assert_eq!(
@@ -118,8 +122,8 @@ fn append_cat_tail_ls_stats_and_verify() {
     assert_eq!(
         out.stdout,
         format!(
-            "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY             STATE\n\
-             s       12      2  {bytes:>5}  2023-11-14T22:13:20.105Z  clean\n"
+            "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY             STATE  CHECKED\n\
+             s       12      2  {bytes:>5}  2023-11-14T22:13:20.105Z  clean  full\n"
         )
     );
     let out = on(&db, &["stats", "s", "--json"], "");
