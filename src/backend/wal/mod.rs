@@ -179,29 +179,39 @@ impl WalBackend {
 
     /// Maps and classifies the log of `id`, read-only.
     fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
+        let proof = self.proof_bytes(&self.log_path(id))?;
         let Some((map, path)) = self.map(id)? else {
             return Ok(None);
         };
-        let classified = self.scan_proven(&map, &path)?;
+        let classified = scan_log_proven(&map, &path, Self::proven(&proof, &map, &path))?;
         check_id(&classified.scan.header, id, &path)?;
         Ok(Some((map, classified, path)))
     }
 
-    /// Scans and classifies a mapped log with its durability proof.
-    fn scan_proven(&self, map: &[u8], path: &Path) -> Result<Classified> {
-        let proven = self.proven(map, path)?;
-        scan_log_proven(map, path, proven)
+    /// The bytes of the durability proof beside the log at `path`, read
+    /// **before** the log is mapped: a proof only grows with the log, so
+    /// one read first never states more than the mapped log holds, even
+    /// while a writer appends (read after, it could).
+    fn proof_bytes(&self, path: &Path) -> Result<Vec<u8>> {
+        let proof = proof::path_of(path);
+        let file = match self.storage.open(&proof, OpenMode::Read) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("open", proof, e)),
+        };
+        let mut bytes = vec![0; proof::LEN];
+        let n = file
+            .read_at(&mut bytes, 0)
+            .map_err(|e| Error::io("read", &proof, e))?;
+        bytes.truncate(n);
+        Ok(bytes)
     }
 
-    /// What the durability proof beside the log at `path` (whose bytes are
-    /// `map`) states durable; 0 when the file header cannot say whose proof
-    /// it would be (the scan refuses that header anyway).
-    fn proven(&self, map: &[u8], path: &Path) -> Result<u64> {
-        let Ok(fh) = read_file_header(map, path) else {
-            return Ok(0);
-        };
-        proof::read(self.storage.as_ref(), path, fh.salt)
-            .map_err(|e| Error::io("read", proof::path_of(path), e))
+    /// What proof bytes read before mapping `map` state durable; 0 when the
+    /// file header cannot say whose proof it would be (the scan refuses
+    /// that header anyway).
+    fn proven(proof_bytes: &[u8], map: &[u8], path: &Path) -> u64 {
+        read_file_header(map, path).map_or(0, |fh| proof::decode(proof_bytes, fh.salt))
     }
 
     fn lock(&self, id: &str) -> Result<Box<dyn storage::LockGuard>> {
@@ -308,11 +318,12 @@ impl WalBackend {
     }
 
     fn full_summary(&self, path: &Path) -> Result<SessionSummary> {
+        let proof = self.proof_bytes(path)?;
         let file = self
             .open_file(path, OpenMode::Read)?
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let map = file.map().map_err(|e| Error::io("map", path, e))?;
-        let c = self.scan_proven(&map, path)?;
+        let c = scan_log_proven(&map, path, Self::proven(&proof, &map, path))?;
         Ok(SessionSummary {
             id: c.scan.header.id.clone(),
             header: Some(c.scan.header.clone()),
@@ -517,10 +528,11 @@ impl Backend for WalBackend {
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        let proof = self.proof_bytes(&self.log_path(id))?;
         let Some((map, meta, path)) = self.map_with_header(id)? else {
             return Ok(None);
         };
-        let proven = self.proven(&map, &path)?;
+        let proven = Self::proven(&proof, &map, &path);
         writer::read_from(&map, &meta, from_seq, &path, proven).map(Some)
     }
 

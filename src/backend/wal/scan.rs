@@ -299,9 +299,7 @@ pub fn damage_evidence(
     }
     let salt = frames.file.salt;
     let len = bytes.len() as u64;
-    if let Some(proof) = damaged_in_place(bytes, p, frames.records, salt) {
-        return DamageEvidence { proof: Some(proof) };
-    }
+    let mut materialized = None;
     let mut at = p + 1;
     while at + MIN_RECORD_LEN as u64 <= len {
         let Ok(head) = check_at(bytes, at, None, salt) else {
@@ -320,22 +318,24 @@ pub fn damage_evidence(
                 )),
             };
         }
-        if head.watermark == 0 {
-            return DamageEvidence {
-                proof: Some((
-                    Proof::Materialized,
-                    format!(
-                        "the record at byte {at} (seq {}) was written with the session's first \
-                         batch, which is published only once complete and fsynced, so this \
-                         record had been acknowledged",
-                        head.seq
-                    ),
-                )),
-            };
+        if head.watermark == 0 && materialized.is_none() {
+            // Proof too, but a watermark further on names the durable
+            // length itself: keep looking for one.
+            materialized = Some((
+                Proof::Materialized,
+                format!(
+                    "the record at byte {at} (seq {}) was written with the session's first \
+                     batch, which is published only once complete and fsynced, so this \
+                     record had been acknowledged",
+                    head.seq
+                ),
+            ));
         }
         at += head.record_len();
     }
-    DamageEvidence::default()
+    DamageEvidence {
+        proof: materialized.or_else(|| damaged_in_place(bytes, p, frames.records, salt)),
+    }
 }
 
 /// The damaged-in-place rule: the record at `p` (expected seq `seq`) has an
