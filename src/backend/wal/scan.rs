@@ -231,10 +231,6 @@ pub enum Proof {
     /// A later record was written at materialization (watermark 0), which
     /// publishes only a complete, fsynced first batch.
     Materialized,
-    /// The record's frame is intact and the next record follows it in seq,
-    /// but its checksum fails, and no whole sector lies inside its payload:
-    /// no torn or lost sector can produce that.
-    DamagedInPlace,
 }
 
 impl Proof {
@@ -245,7 +241,6 @@ impl Proof {
             Proof::Missing => "shorter-than-proven",
             Proof::Watermark => "below-later-watermark",
             Proof::Materialized => "inside-materialized-batch",
-            Proof::DamagedInPlace => "damaged-in-place",
         }
     }
 }
@@ -265,13 +260,6 @@ impl DamageEvidence {
             .map(|(proof, text)| format!("{text} [rule: {}]", proof.code()))
     }
 }
-
-/// The smallest unit a power loss tears or loses: a 512-byte sector.
-const SECTOR: u64 = 512;
-/// The end of a record head's framing fields and seq (kind, flags, lengths,
-/// turn, seq), which a torn sector could not garble without the scan
-/// noticing.
-const SEQ_END: u64 = 32;
 
 /// Gathers what proves the bytes at `invalid` acknowledged (so cutting them
 /// would lose acknowledged events) or untearable. A zero fill to the end of
@@ -334,52 +322,8 @@ pub fn damage_evidence(
         at += head.record_len();
     }
     DamageEvidence {
-        proof: materialized.or_else(|| damaged_in_place(bytes, p, frames.records, salt)),
+        proof: materialized,
     }
-}
-
-/// The damaged-in-place rule: the record at `p` (expected seq `seq`) has an
-/// intact frame (a plausible head and a trailer matching its length), only
-/// its checksum fails, the record right after it is valid with the next
-/// seq, and no 512-byte sector could have been torn without breaking that
-/// frame (none lies wholly between the head's seq and the trailer, and no
-/// sector boundary falls inside the head's first 32 bytes). A power loss
-/// tears or loses whole sectors, so this is damage after the fact (a
-/// flipped bit, an overwritten run), not a tear.
-fn damaged_in_place(bytes: &[u8], p: u64, seq: u64, salt: u32) -> Option<(Proof, String)> {
-    let rest = &bytes[p as usize..];
-    if rest.len() < MIN_RECORD_LEN {
-        return None;
-    }
-    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).ok()?;
-    let len = head.record_len();
-    if head.seq != seq || len > rest.len() as u64 {
-        return None;
-    }
-    let trailer = &rest[len as usize - format::TRAILER_LEN..len as usize];
-    if u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes"))) != len {
-        return None;
-    }
-    let next = check_at(bytes, p + len, Some(seq + 1), salt).ok()?;
-    // A sector that ends inside the head's first 32 bytes could garble the
-    // checksum, kind and flags while sparing the lengths and seq; one that
-    // lies between byte 32 and the trailer garbles only time, watermark,
-    // step and payload. Either would leave the frame intact.
-    let boundary_in_head = (p + 1).next_multiple_of(SECTOR) <= p + SEQ_END;
-    let interior =
-        (p + SEQ_END).next_multiple_of(SECTOR) + SECTOR <= p + len - format::TRAILER_LEN as u64;
-    if boundary_in_head || interior {
-        return None;
-    }
-    Some((
-        Proof::DamagedInPlace,
-        format!(
-            "its frame is intact and the record after it (byte {}, seq {}) follows it, so no \
-             torn write produced this",
-            p + len,
-            next.seq
-        ),
-    ))
 }
 
 /// Iterates the heads of the records in `[from, to)`, which the caller has
