@@ -70,6 +70,10 @@ pub struct RecoveryReport {
     pub quarantine: Option<std::path::PathBuf>,
 }
 
+/// The scan a session was opened with, and the quarantine file its repair
+/// wrote.
+type Opened = (Scan, Option<std::path::PathBuf>);
+
 /// How much of a stored log an operation reads before it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Evidence {
@@ -1010,7 +1014,7 @@ impl Store {
         id: &str,
         guard: &'g mut MutexGuard<'_, Slot>,
         evidence: Evidence,
-    ) -> Result<(&'g mut Live, Option<(Scan, Option<std::path::PathBuf>)>)> {
+    ) -> Result<(&'g mut Live, Option<Opened>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
             let mut writer = self
