@@ -18,7 +18,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::backend::wal::storage::{OpenMode, Storage};
+use crate::backend::wal::storage::{FsStorage, OpenMode, Storage};
 
 /// The name of the quarantine directory of a WAL store (beside `sessions/`).
 pub const WAL_DIR: &str = "quarantine";
@@ -91,4 +91,15 @@ pub fn list(storage: &dyn Storage, dir: &Path) -> io::Result<Vec<PathBuf>> {
         .collect();
     names.sort();
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
+}
+
+/// [`keep`] on the real file system: the stores that use no [`Storage`]
+/// (SQLite, JSONL).
+pub fn keep_file(at: &Placement<'_>, bytes: &[u8]) -> io::Result<PathBuf> {
+    keep(&FsStorage, at, bytes)
+}
+
+/// [`list`] on the real file system.
+pub fn list_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    list(&FsStorage, dir)
 }

@@ -114,7 +114,7 @@ fn append_cat_tail_ls_stats_and_verify() {
     assert_eq!(
         json(&out.stdout),
         json(&format!(
-            r#"{{"id":"s","events":12,"turns":2,"bytes":{bytes},"lastActivity":{},"state":"clean","problem":null}}"#,
+            r#"{{"id":"s","events":12,"turns":2,"bytes":{bytes},"lastActivity":{},"state":"clean","checked":"full","problem":null}}"#,
             T0 + 105
         ))
     );

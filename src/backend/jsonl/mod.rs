@@ -408,22 +408,17 @@ impl JsonlBackend {
 
     /// The log at `path` classified, for every read that needs a valid
     /// session: its cwd must be absolute, as upstream's session store
-    /// requires of `inspect` and `load`.
-    fn plan_bytes(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        self.plan_bytes_for(path, bytes, id, false)
-    }
-
-    /// [`JsonlBackend::plan_bytes`], or with `salvage` the salvage read
+    /// requires of `inspect` and `load`. With `salvage`, the salvage read
     /// (`recover --salvage`): damage in the committed region is a
     /// [`crate::CutReason::Damaged`] cut instead of a refusal.
-    fn plan_bytes_for(
+    fn plan_bytes(
         &self,
         path: &Path,
         bytes: &[u8],
         id: Option<&str>,
         salvage: bool,
     ) -> Result<Plan> {
-        let plan = self.plan_any_cwd_for(path, bytes, id, salvage)?;
+        let plan = self.plan_any_cwd(path, bytes, id, salvage)?;
         plan.scan
             .header
             .validate_cwd()
@@ -433,11 +428,7 @@ impl JsonlBackend {
 
     /// [`JsonlBackend::plan_bytes`] without the cwd check: upstream's
     /// `readFrom` reads the stored suffix of a log whose cwd is relative.
-    fn plan_any_cwd(&self, path: &Path, bytes: &[u8], id: Option<&str>) -> Result<Plan> {
-        self.plan_any_cwd_for(path, bytes, id, false)
-    }
-
-    fn plan_any_cwd_for(
+    fn plan_any_cwd(
         &self,
         path: &Path,
         bytes: &[u8],
@@ -460,8 +451,8 @@ impl JsonlBackend {
             return Ok(None);
         };
         match cwd {
-            Cwd::Absolute => self.plan_bytes(&path, &bytes, Some(id)),
-            Cwd::Any => self.plan_any_cwd(&path, &bytes, Some(id)),
+            Cwd::Absolute => self.plan_bytes(&path, &bytes, Some(id), false),
+            Cwd::Any => self.plan_any_cwd(&path, &bytes, Some(id), false),
         }
         .map(Some)
     }
@@ -490,7 +481,7 @@ impl JsonlBackend {
         let Some(bytes) = JsonlBackend::read_stable(path)? else {
             return Ok(None);
         };
-        Ok(Some(match self.plan_bytes(path, &bytes, None) {
+        Ok(Some(match self.plan_bytes(path, &bytes, None, false) {
             Ok(plan) => {
                 let scan = plan.scan;
                 SessionSummary {
@@ -547,7 +538,7 @@ impl JsonlBackend {
             }
         }
         match self.compression {
-            Compression::None => scan::raw_header(&head, path),
+            Compression::None => scan::raw_header(&head, path).map(|(header, _)| header),
             Compression::Zstd => scan::zstd_header(&head, path),
         }
     }
@@ -850,8 +841,7 @@ impl Backend for JsonlBackend {
             for dir in self.session_dirs(&project)? {
                 let dir = dir.join(QUARANTINE_DIR);
                 files.extend(
-                    crate::quarantine::list(&FsStorage, &dir)
-                        .map_err(|e| Error::io("list", &dir, e))?,
+                    crate::quarantine::list_files(&dir).map_err(|e| Error::io("list", &dir, e))?,
                 );
             }
         }

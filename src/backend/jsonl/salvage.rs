@@ -145,12 +145,7 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
 /// The salvage read of a raw log's bytes: its header, every intact event as
 /// stored, and the gaps. Only a missing or unreadable header refuses.
 pub(crate) fn raw(bytes: &[u8], path: &Path) -> Result<(SessionHeader, Vec<Event>, Vec<Gap>)> {
-    let header = raw_header(bytes, path)?;
-    let start = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .expect("a header line")
-        + 1;
+    let (header, start) = raw_header(bytes, path)?;
     let mut c = Collector::default();
     let rest = c.lines(&bytes[start..], start as u64, None);
     if !rest.is_empty() {

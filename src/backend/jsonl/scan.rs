@@ -259,21 +259,18 @@ pub(crate) fn parse_for(
     }
 }
 
-/// The header of a raw log, from its first line alone.
-pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
+/// The header of a raw log, from its first line alone, and where the
+/// records after it start.
+pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, usize)> {
     let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
         return Err(corrupt(path, 0, None, "empty or header-less session log"));
     };
-    parse_header_line(&bytes[..nl]).map_err(|p| header_error(path, p))
+    let header = parse_header_line(&bytes[..nl]).map_err(|p| header_error(path, p))?;
+    Ok((header, nl + 1))
 }
 
 fn parse_raw(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
-    let header = raw_header(bytes, path)?;
-    let start = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .expect("a header line")
-        + 1;
+    let (header, start) = raw_header(bytes, path)?;
     let mut scanner = LineScanner::new(path, start as u64).tolerant(salvage);
     scanner.write(&bytes[start..], None)?;
     let len = bytes.len() as u64;

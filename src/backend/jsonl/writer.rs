@@ -22,7 +22,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::{JsonlBackend, remove_temps, sync_dir, write_temp};
-use crate::backend::wal::storage::{FsStorage, LockGuard};
+use crate::backend::wal::storage::LockGuard;
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -95,9 +95,9 @@ impl JsonlWriter {
     /// The plan of the file as it is now; with `salvage`, the salvage read.
     fn read_plan_for(&self, salvage: bool) -> Result<(super::scan::Plan, Vec<u8>)> {
         let bytes = fs::read(&self.path).map_err(|e| Error::io("read", &self.path, e))?;
-        let plan =
-            self.backend
-                .plan_bytes_for(&self.path, &bytes, Some(&self.header.id), salvage)?;
+        let plan = self
+            .backend
+            .plan_bytes(&self.path, &bytes, Some(&self.header.id), salvage)?;
         Ok((plan, bytes))
     }
 
@@ -132,8 +132,7 @@ impl JsonlWriter {
         let start = usize::try_from(cut.offset)
             .unwrap_or(usize::MAX)
             .min(bytes.len());
-        quarantine::keep(&FsStorage, &at, &bytes[start..])
-            .map_err(|e| Error::io("quarantine", &dir, e))
+        quarantine::keep_file(&at, &bytes[start..]).map_err(|e| Error::io("quarantine", &dir, e))
     }
 
     /// Cuts the file back to its durable length after a failed write or

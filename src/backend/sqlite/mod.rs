@@ -631,8 +631,7 @@ impl Backend for SqliteBackend {
         let Some(dir) = self.shared.quarantine_dir() else {
             return Ok(Vec::new());
         };
-        crate::quarantine::list(&crate::backend::wal::storage::FsStorage, &dir)
-            .map_err(|e| Error::io("list", &dir, e))
+        crate::quarantine::list_files(&dir).map_err(|e| Error::io("list", &dir, e))
     }
 
     fn header(&self, id: &str) -> Result<Option<SessionHeader>> {

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use super::lock::WriterLock;
 use super::scan::{self, Classified};
 use super::{SessionRow, Shared, bump_revision, codec, delete_session, encode, insert_rows};
-use crate::backend::wal::storage::FsStorage;
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -96,7 +95,7 @@ impl SqliteWriter {
             seq: cut.seq,
             ext: "rows.jsonl",
         };
-        quarantine::keep(&FsStorage, &at, &rows)
+        quarantine::keep_file(&at, &rows)
             .map(Some)
             .map_err(|e| Error::io("quarantine", &dir, e))
     }

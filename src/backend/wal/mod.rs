@@ -363,12 +363,21 @@ impl WalBackend {
 /// that takes it takes those pages too, leaving a hole no record claims (a
 /// torn tail). A mark that survives anyway only costs one extra copy.
 pub(super) fn unsynced_mark(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
+    sidecar(path, "unsynced")
+}
+
+/// `.<name>.<kind>` beside the log `<name>.twal` at `log`: the hidden files
+/// that belong to one log (its unsynced mark, its durability proof).
+pub(super) fn sidecar(log: &Path, kind: &str) -> PathBuf {
+    log.with_file_name(format!(".{}.{kind}", log_name(log)))
+}
+
+/// `<name>` of the log `<name>.twal` at `log`.
+pub(super) fn log_name(log: &Path) -> &str {
+    log.file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_suffix(LOG_EXTENSION))
-        .expect("a session log path");
-    path.with_file_name(format!(".{name}.unsynced"))
+        .expect("a session log path")
 }
 
 /// Leaves the [`unsynced_mark`] of the log at `path` (if it is not there).

@@ -32,7 +32,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::LOG_EXTENSION;
 use super::storage::{OpenMode, Storage, StorageFile};
 
 /// The proof's magic.
@@ -42,12 +41,7 @@ pub const LEN: usize = 20;
 
 /// `.<name>.durable` beside the log at `log`.
 pub fn path_of(log: &Path) -> PathBuf {
-    let name = log
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(LOG_EXTENSION))
-        .expect("a session log path");
-    log.with_file_name(format!(".{name}.durable"))
+    super::sidecar(log, "durable")
 }
 
 /// The bytes of a proof that `durable` bytes of the log salted `salt` are

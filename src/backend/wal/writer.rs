@@ -158,21 +158,28 @@ impl WalWriter {
             .parent()
             .unwrap_or(sessions)
             .join(crate::quarantine::WAL_DIR);
-        let name = self
-            .path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(super::LOG_EXTENSION))
-            .expect("a session log path");
         let at = crate::quarantine::Placement {
             dir: &dir,
-            name,
+            name: super::log_name(&self.path),
             offset: from,
             seq,
             ext: "twal-cut",
         };
         crate::quarantine::keep(self.storage.as_ref(), &at, &bytes)
             .map_err(|e| Error::io("quarantine", &dir, e))
+    }
+
+    /// Classifies the whole log with `classify` (the recovery or the
+    /// salvage scan) and its proof, under the lock.
+    fn scan_whole(
+        &mut self,
+        classify: fn(&[u8], &std::path::Path, u64) -> Result<Classified>,
+    ) -> Result<Scan> {
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let scan = classify(&map, &self.path, proven)?.scan;
+        self.after_scan(&scan)?;
+        Ok(scan)
     }
 
     /// What this log's durability proof states now.
@@ -549,19 +556,11 @@ impl LogWriter for WalWriter {
     }
 
     fn scan_full(&mut self) -> Result<Scan> {
-        let proven = self.proven()?;
-        let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let scan = scan_log_proven(&map, &self.path, proven)?.scan;
-        self.after_scan(&scan)?;
-        Ok(scan)
+        self.scan_whole(scan_log_proven)
     }
 
     fn salvage_scan(&mut self) -> Result<Scan> {
-        let proven = self.proven()?;
-        let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let scan = salvage_log(&map, &self.path, proven)?.scan;
-        self.after_scan(&scan)?;
-        Ok(scan)
+        self.scan_whole(salvage_log)
     }
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
