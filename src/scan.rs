@@ -31,6 +31,9 @@ pub struct Scan {
     pub bytes: u64,
     /// Time of the last kept event.
     pub last_time: Option<i64>,
+    /// What recovery does with the log: the decision [`decide`] made from
+    /// the evidence the backend found.
+    pub outcome: Outcome,
 }
 
 /// The part of a stored log that recovery removes.
@@ -50,7 +53,7 @@ pub struct Cut {
 
 /// Why bytes or records are cut. None of them was ever acknowledged, except
 /// for [`CutReason::Damaged`], which only an explicit salvage cuts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CutReason {
     /// A record that ends past the end of the file (a torn write).
     Incomplete,
@@ -87,6 +90,138 @@ impl CutReason {
 impl fmt::Display for CutReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.code())
+    }
+}
+
+/// What proves that data a repair would cut had been acknowledged (or
+/// committed), so that no automatic repair may cut it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Proof {
+    /// The log's durability proof states a durable length past it (WAL).
+    Proven,
+    /// The log is shorter than its durability proof states (WAL).
+    Missing,
+    /// A later record's watermark covers it (WAL).
+    Watermark,
+    /// A later record was written with the first batch, which is published
+    /// only complete and fsynced (WAL).
+    Materialized,
+    /// A later record or row holds a `turn/end`: it lies in the committed
+    /// region (the upstream formats' rule, and turnwal's).
+    LaterCommit,
+}
+
+impl Proof {
+    /// A stable identifier, named in corruption errors as `[rule: …]`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Proof::Proven => "inside-proven-length",
+            Proof::Missing => "shorter-than-proven",
+            Proof::Watermark => "below-later-watermark",
+            Proof::Materialized => "inside-materialized-batch",
+            Proof::LaterCommit => "before-a-later-commit",
+        }
+    }
+}
+
+/// What the recovery of a damaged log may do with data proven acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OnDamage {
+    /// Refuse the log as corrupt: every automatic path (`load`, opening a
+    /// writer, `commitRepair`, `recover`, `verify`).
+    Refuse,
+    /// Cut from the damage on ([`CutReason::Damaged`]): an explicit salvage
+    /// (`recover --salvage`).
+    Salvage,
+}
+
+/// The backend-neutral evidence a backend reduces a stored log to: what
+/// follows its valid records, what follows its commit point, and what
+/// proves any of that acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Evidence {
+    /// The kind of the first unusable bytes or rows after the valid ones
+    /// ([`CutReason::Incomplete`], [`CutReason::ZeroFill`] or
+    /// [`CutReason::Invalid`]), if the valid ones do not reach the end.
+    pub invalid: Option<CutReason>,
+    /// What proves the data a repair would cut acknowledged, if anything.
+    pub proof: Option<Proof>,
+    /// Whether a valid record after the commit point breaks the turn
+    /// contract (it and everything after it are debris).
+    pub debris: bool,
+    /// Whether synthetic closers of an interrupted repair follow the real
+    /// events.
+    pub interrupted_repair: bool,
+    /// Whether the kept events leave a turn open.
+    pub open_turn: bool,
+}
+
+/// What recovery does with a stored log: the one decision, made by
+/// [`decide`] for every backend and every entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Balanced, nothing to repair.
+    Clean,
+    /// Close the open final turn with synthetic closers; cut nothing.
+    CloseOpenTurn,
+    /// Cut torn bytes (or rows) never acknowledged; close an open turn.
+    CutTorn,
+    /// Cut debris after the commit point; close an open turn.
+    CutDebris,
+    /// Cut the closers of an interrupted repair and redo it.
+    RedoInterruptedRepair,
+    /// Refuse the log as corrupt: cut nothing, change nothing.
+    RefuseCorrupt(Proof),
+    /// An explicit salvage: cut from the damage on, close the open turn.
+    CutDamaged(Proof),
+}
+
+impl Outcome {
+    /// The state `ls` and `verify` report for a log with this outcome.
+    pub fn state(self) -> LogState {
+        match self {
+            Outcome::Clean => LogState::Clean,
+            Outcome::CloseOpenTurn => LogState::OpenTurn,
+            Outcome::CutTorn | Outcome::CutDebris | Outcome::RedoInterruptedRepair => {
+                LogState::Torn
+            }
+            Outcome::RefuseCorrupt(_) | Outcome::CutDamaged(_) => LogState::Corrupt,
+        }
+    }
+
+    /// The reason recorded on the cut this outcome makes, if it cuts.
+    pub fn cut_reason(self, invalid: Option<CutReason>) -> Option<CutReason> {
+        match self {
+            Outcome::Clean | Outcome::CloseOpenTurn | Outcome::RefuseCorrupt(_) => None,
+            Outcome::CutTorn => invalid,
+            Outcome::CutDebris => Some(CutReason::Debris),
+            Outcome::RedoInterruptedRepair => Some(CutReason::InterruptedRepair),
+            Outcome::CutDamaged(_) => Some(CutReason::Damaged),
+        }
+    }
+}
+
+/// The recovery decision. Proof of acknowledgement outranks everything:
+/// such data is never cut automatically, only by an explicit salvage.
+/// Otherwise debris is cut (with whatever follows it), then an interrupted
+/// repair's closers, then torn bytes; an open turn left over is closed.
+pub fn decide(evidence: &Evidence, on_damage: OnDamage) -> Outcome {
+    if let Some(proof) = evidence.proof {
+        return match on_damage {
+            OnDamage::Refuse => Outcome::RefuseCorrupt(proof),
+            OnDamage::Salvage => Outcome::CutDamaged(proof),
+        };
+    }
+    if evidence.debris {
+        Outcome::CutDebris
+    } else if evidence.interrupted_repair {
+        Outcome::RedoInterruptedRepair
+    } else if evidence.invalid.is_some() {
+        Outcome::CutTorn
+    } else if evidence.open_turn {
+        Outcome::CloseOpenTurn
+    } else {
+        Outcome::Clean
     }
 }
 
@@ -129,19 +264,7 @@ impl Scan {
 
     /// The state before repair.
     pub fn state(&self) -> LogState {
-        if self
-            .cut
-            .as_ref()
-            .is_some_and(|c| c.reason == CutReason::Damaged)
-        {
-            LogState::Corrupt
-        } else if self.cut.is_some() {
-            LogState::Torn
-        } else if !self.closers.is_empty() {
-            LogState::OpenTurn
-        } else {
-            LogState::Clean
-        }
+        self.outcome.state()
     }
 
     /// Whether `load` or opening a writer has anything to commit.
@@ -373,6 +496,148 @@ impl Salvage {
             header: stored.scan.header,
             events: stored.events,
             gaps,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROOFS: [Proof; 5] = [
+        Proof::Proven,
+        Proof::Missing,
+        Proof::Watermark,
+        Proof::Materialized,
+        Proof::LaterCommit,
+    ];
+    const INVALID: [Option<CutReason>; 4] = [
+        None,
+        Some(CutReason::Incomplete),
+        Some(CutReason::ZeroFill),
+        Some(CutReason::Invalid),
+    ];
+
+    /// Every combination of the evidence, under both modes.
+    fn every_evidence() -> Vec<Evidence> {
+        let mut all = Vec::new();
+        for invalid in INVALID {
+            for proof in std::iter::once(None).chain(PROOFS.map(Some)) {
+                for bits in 0..8u8 {
+                    all.push(Evidence {
+                        invalid,
+                        proof,
+                        debris: bits & 1 != 0,
+                        interrupted_repair: bits & 2 != 0,
+                        open_turn: bits & 4 != 0,
+                    });
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn the_decision_table() {
+        use Outcome::*;
+        let e = |invalid, proof, debris, interrupted_repair, open_turn| Evidence {
+            invalid,
+            proof,
+            debris,
+            interrupted_repair,
+            open_turn,
+        };
+        let torn = Some(CutReason::Incomplete);
+        let bad = Some(CutReason::Invalid);
+        let rows = [
+            // (evidence, automatic outcome, salvage outcome)
+            (e(None, None, false, false, false), Clean, Clean),
+            (
+                e(None, None, false, false, true),
+                CloseOpenTurn,
+                CloseOpenTurn,
+            ),
+            (e(torn, None, false, false, false), CutTorn, CutTorn),
+            (e(bad, None, false, false, true), CutTorn, CutTorn),
+            (e(bad, None, true, false, true), CutDebris, CutDebris),
+            (e(None, None, true, true, false), CutDebris, CutDebris),
+            (
+                e(torn, None, false, true, true),
+                RedoInterruptedRepair,
+                RedoInterruptedRepair,
+            ),
+            (
+                e(bad, Some(Proof::Watermark), false, false, false),
+                RefuseCorrupt(Proof::Watermark),
+                CutDamaged(Proof::Watermark),
+            ),
+            (
+                e(None, Some(Proof::Missing), false, false, true),
+                RefuseCorrupt(Proof::Missing),
+                CutDamaged(Proof::Missing),
+            ),
+            (
+                e(None, Some(Proof::Proven), true, false, true),
+                RefuseCorrupt(Proof::Proven),
+                CutDamaged(Proof::Proven),
+            ),
+            (
+                e(bad, Some(Proof::LaterCommit), true, true, true),
+                RefuseCorrupt(Proof::LaterCommit),
+                CutDamaged(Proof::LaterCommit),
+            ),
+        ];
+        for (evidence, automatic, salvage) in rows {
+            assert_eq!(
+                decide(&evidence, OnDamage::Refuse),
+                automatic,
+                "{evidence:?}"
+            );
+            assert_eq!(
+                decide(&evidence, OnDamage::Salvage),
+                salvage,
+                "{evidence:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_combination_keeps_the_rule() {
+        let all = every_evidence();
+        assert_eq!(all.len(), 4 * 6 * 8);
+        for e in all {
+            let automatic = decide(&e, OnDamage::Refuse);
+            let salvage = decide(&e, OnDamage::Salvage);
+            match e.proof {
+                // Proven acknowledged: never cut automatically, only by an
+                // explicit salvage, and reported corrupt either way.
+                Some(p) => {
+                    assert_eq!(automatic, Outcome::RefuseCorrupt(p), "{e:?}");
+                    assert_eq!(automatic.cut_reason(e.invalid), None, "{e:?}");
+                    assert_eq!(salvage, Outcome::CutDamaged(p), "{e:?}");
+                    assert_eq!(salvage.cut_reason(e.invalid), Some(CutReason::Damaged));
+                    assert_eq!(automatic.state(), LogState::Corrupt);
+                    assert_eq!(salvage.state(), LogState::Corrupt);
+                }
+                // Nothing proven: salvage is the automatic repair; it cuts
+                // exactly when something is torn, debris or an interrupted
+                // repair, and never reports corruption.
+                None => {
+                    assert_eq!(automatic, salvage, "{e:?}");
+                    let cuts = e.invalid.is_some() || e.debris || e.interrupted_repair;
+                    assert_eq!(automatic.cut_reason(e.invalid).is_some(), cuts, "{e:?}");
+                    assert_ne!(automatic.state(), LogState::Corrupt, "{e:?}");
+                    let state = match (cuts, e.open_turn) {
+                        (true, _) => LogState::Torn,
+                        (false, true) => LogState::OpenTurn,
+                        (false, false) => LogState::Clean,
+                    };
+                    assert_eq!(automatic.state(), state, "{e:?}");
+                    if e.debris {
+                        assert_eq!(automatic, Outcome::CutDebris, "debris cuts first: {e:?}");
+                    }
+                }
+            }
         }
     }
 }

@@ -12,7 +12,10 @@ use crate::contract::{Placement, Policy};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, TailRule, split_log};
+use crate::scan::{
+    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, Split, TailRule, decide,
+    split_log,
+};
 
 /// Sessions held in memory.
 #[derive(Debug, Clone, Default)]
@@ -56,13 +59,22 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         verdict,
     } = split_log(policy, events, TailRule::Contract);
     let tail = &events[committed..];
-    let cut = verdict.debris.as_ref().map(|v| Cut {
+    let debris = verdict.debris.as_ref().map(|v| Cut {
         offset: (committed + verdict.kept) as u64,
         seq: (committed + verdict.kept) as u64,
         len: (tail.len() - verdict.kept) as u64,
         reason: CutReason::Debris,
         detail: v.to_string(),
     });
+    let outcome = decide(
+        &Evidence {
+            debris: debris.is_some(),
+            open_turn: !verdict.closers.is_empty(),
+            ..Evidence::default()
+        },
+        OnDamage::Refuse,
+    );
+    let cut = debris.filter(|_| outcome == Outcome::CutDebris);
     let kept = &tail[..verdict.kept];
     Scan {
         header: header.clone(),
@@ -75,6 +87,7 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         last_turn: verdict.last_turn,
         bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
         last_time: events[..committed + verdict.kept].last().map(Event::time),
+        outcome,
     }
 }
 

@@ -24,7 +24,9 @@ use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
-use crate::scan::{Cut, CutReason, Scan, Split, TailRule, split_log};
+use crate::scan::{
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, Split, TailRule, decide, split_log,
+};
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
 /// it) and the events it holds.
@@ -104,9 +106,9 @@ struct LineScanner<'p> {
     committed: u64,
     line: u64,
     issue: Option<Issue>,
-    /// A salvage read: a defect in the committed region does not refuse the
-    /// log but marks it damaged (the cut starts at the first issue).
-    tolerant: bool,
+    /// Whether a line after the first issue holds a `turn/end`: the issue
+    /// lies in the committed region ([`Proof::LaterCommit`]), and only an
+    /// explicit salvage may cut it.
     damaged: bool,
     /// Where the pending fragment's record starts (the offset corruption
     /// reports would name for it).
@@ -124,15 +126,35 @@ impl<'p> LineScanner<'p> {
             committed: start,
             line: 0,
             issue: None,
-            tolerant: false,
             damaged: false,
             fragment_at: start,
         }
     }
 
-    fn tolerant(mut self, tolerant: bool) -> LineScanner<'p> {
-        self.tolerant = tolerant;
-        self
+    /// The evidence about the bytes after the last good line: an issue (or
+    /// a fragment without a newline) and whether a later commit proves the
+    /// issue committed.
+    fn evidence(&self, len: u64) -> Evidence {
+        Evidence {
+            invalid: (self.committed < len).then_some(if self.issue.is_some() {
+                CutReason::Invalid
+            } else {
+                CutReason::Incomplete
+            }),
+            proof: self.damaged.then_some(Proof::LaterCommit),
+            ..Evidence::default()
+        }
+    }
+
+    /// The refusal of the first issue, proven committed.
+    fn refusal(&self) -> Error {
+        let issue = self.issue.as_ref().expect("a proven issue");
+        corrupt(
+            self.path,
+            issue.offset,
+            Some(issue.seq),
+            issue.reason.clone(),
+        )
     }
 
     /// Feeds plaintext; `at` is the file offset corruption reports name for
@@ -183,19 +205,8 @@ impl<'p> LineScanner<'p> {
             }
         };
         let has_end = decoded.iter().any(|e| e.kind() == EventKind::TurnEnd);
-        if let Some(issue) = &self.issue {
-            if has_end && self.tolerant {
-                self.damaged = true;
-                return Ok(());
-            }
-            if has_end {
-                return Err(corrupt(
-                    self.path,
-                    issue.offset,
-                    Some(issue.seq),
-                    issue.reason.clone(),
-                ));
-            }
+        if self.issue.is_some() {
+            self.damaged |= has_end;
             return Ok(());
         }
         for (k, event) in decoded.iter().enumerate() {
@@ -210,14 +221,6 @@ impl<'p> LineScanner<'p> {
                         event.seq()
                     ),
                 };
-                if has_end && !self.tolerant {
-                    return Err(corrupt(
-                        self.path,
-                        issue.offset,
-                        Some(issue.seq),
-                        issue.reason,
-                    ));
-                }
                 self.damaged |= has_end;
                 self.issue = Some(issue);
                 return Ok(());
@@ -271,20 +274,27 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, us
 
 fn parse_raw(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
     let (header, start) = raw_header(bytes, path)?;
-    let mut scanner = LineScanner::new(path, start as u64).tolerant(salvage);
+    let mut scanner = LineScanner::new(path, start as u64);
     scanner.write(&bytes[start..], None)?;
     let len = bytes.len() as u64;
-    let torn = (scanner.committed < len).then(|| match &scanner.issue {
-        Some(issue) if scanner.damaged => (CutReason::Damaged, damaged(&issue.reason)),
-        Some(issue) => (CutReason::Invalid, issue.reason.clone()),
-        None => (
-            CutReason::Incomplete,
-            format!(
-                "incomplete final line: {} bytes without a newline",
-                len - scanner.committed
+    let torn = match decide(&scanner.evidence(len), on_damage(salvage)) {
+        Outcome::RefuseCorrupt(_) => return Err(scanner.refusal()),
+        Outcome::CutDamaged(_) => {
+            let issue = scanner.issue.as_ref().expect("a proven issue");
+            Some((CutReason::Damaged, damaged(&issue.reason)))
+        }
+        Outcome::CutTorn => Some(match &scanner.issue {
+            Some(issue) => (CutReason::Invalid, issue.reason.clone()),
+            None => (
+                CutReason::Incomplete,
+                format!(
+                    "incomplete final line: {} bytes without a newline",
+                    len - scanner.committed
+                ),
             ),
-        ),
-    });
+        }),
+        _ => None,
+    };
     Ok(Parsed {
         header,
         rewrite_from: scanner.raw.len(),
@@ -317,6 +327,15 @@ pub(crate) fn zstd_header(bytes: &[u8], path: &Path) -> Result<SessionHeader> {
         )
     })?;
     header_of_frame(&plain, path)
+}
+
+/// What a read does with damage proven committed.
+fn on_damage(salvage: bool) -> OnDamage {
+    if salvage {
+        OnDamage::Salvage
+    } else {
+        OnDamage::Refuse
+    }
 }
 
 /// The detail of a [`CutReason::Damaged`] cut.
@@ -363,7 +382,7 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
         |start: usize, e: String| corrupt(path, start as u64, None, failed_text(start, &e));
     let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| failed(0, e))?;
     let header = header_of_frame(&plain, path)?;
-    let mut scanner = LineScanner::new(path, plain.len() as u64).tolerant(salvage);
+    let mut scanner = LineScanner::new(path, plain.len() as u64);
     let mut undecodable = None;
     for frame in &frames[1..] {
         let plain = match decompress_frame(&bytes[frame.clone()]) {
@@ -375,6 +394,13 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
             Err(e) => return Err(failed(frame.start, e)),
         };
         scanner.write(&plain, Some(frame.start as u64))?;
+        if scanner.damaged && !salvage {
+            break; // refused below: nothing after it changes that
+        }
+    }
+    if let Outcome::RefuseCorrupt(_) = decide(&scanner.evidence(scanner.input), on_damage(salvage))
+    {
+        return Err(scanner.refusal());
     }
     if salvage {
         // The first damage in file order: a bad line (its frame), a record
@@ -446,6 +472,10 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
     let recovered = decompress_prefix(&bytes[torn_start..]);
     let recs = scanner.recs.len();
     scanner.write(&recovered, Some(torn_start as u64))?;
+    if let Outcome::RefuseCorrupt(_) = decide(&scanner.evidence(scanner.input), on_damage(salvage))
+    {
+        return Err(scanner.refusal());
+    }
     scanner.recs.truncate(recs);
     let n = scanner.raw.len() - complete;
     Ok(Parsed {
@@ -511,6 +541,18 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         reason,
         detail,
     });
+    // The parse already decided what the bytes get (a salvage read's cut
+    // is `Damaged`, the proof it had); this adds what the events get.
+    let damaged = cut.as_ref().is_some_and(|c| c.reason == CutReason::Damaged);
+    let outcome = decide(
+        &Evidence {
+            invalid: cut.as_ref().map(|c| c.reason),
+            proof: damaged.then_some(Proof::LaterCommit),
+            open_turn: !verdict.closers.is_empty(),
+            ..Evidence::default()
+        },
+        on_damage(damaged),
+    );
     let scan = Scan {
         header,
         policy,
@@ -522,6 +564,7 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         last_turn: verdict.last_turn,
         bytes: file_len,
         last_time: events.last().map(Event::time),
+        outcome,
     };
     Ok(Plan {
         scan,

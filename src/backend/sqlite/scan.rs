@@ -26,7 +26,10 @@ use super::{SessionRow, encode};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
 use crate::json::Num;
-use crate::scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary, classify_tail};
+use crate::scan::{
+    Cut, CutReason, Evidence, Gap, LogState, OnDamage, Outcome, Proof, Salvage, Scan,
+    SessionSummary, classify_tail, decide,
+};
 
 fn query_rows(
     conn: &Connection,
@@ -90,6 +93,28 @@ struct Bad {
     expected: u64,
     reason: CutReason,
     detail: String,
+    /// Whether a later row holds a `turn/end`: the row had been committed.
+    committed: bool,
+}
+
+impl Bad {
+    /// The refusal of a bad committed row.
+    fn refusal(&self, path: &Path, id: &str, before: Before<'_>) -> Error {
+        Error::from(Corruption {
+            path: path.to_owned(),
+            offset: before() + self.index as u64,
+            seq: Some(self.expected),
+            reason: format!(
+                "session {id:?}: invalid committed row (its seq column is {}) at seq {}: {} \
+                 [{}]; a later row holds a turn/end, so this row had been committed [rule: {}]",
+                self.seq_key,
+                self.expected,
+                self.detail,
+                self.reason,
+                Proof::LaterCommit.code()
+            ),
+        })
+    }
 }
 
 /// Rows walked from `base`.
@@ -108,21 +133,10 @@ struct Walk {
 /// Where the rows walked start, for messages: their count before the span.
 type Before<'a> = &'a dyn Fn() -> u64;
 
-/// Decodes `rows` (the rows from seq `base` on) and applies the row rules:
-/// a bad row or gap at or before the last row holding a `turn/end` is
-/// corruption; after it, the walk stops there.
-///
-/// With `salvage` (the salvage read of `recover --salvage`), a bad committed
-/// row is not refused: the walk stops there as it stops at a torn tail, with
-/// [`CutReason::Damaged`].
-fn walk(
-    rows: &[RowIn],
-    base: u64,
-    path: &Path,
-    id: &str,
-    before: Before<'_>,
-    salvage: bool,
-) -> Result<Walk> {
+/// Decodes `rows` (the rows from seq `base` on) up to the first bad row or
+/// gap, noting whether a later row holds a `turn/end` (the bad row had been
+/// committed: [`classify`] refuses it, or an explicit salvage cuts it).
+fn walk(rows: &[RowIn], base: u64) -> Walk {
     // Reverse pass: the last row that decodes to a turn/end (only a scalar
     // row of that type can).
     let mut cache: Vec<Option<Result<Vec<Event>, codec::RowError>>> =
@@ -166,38 +180,18 @@ fn walk(
             ),
             Err(e) => (e.reason, e.detail),
         };
-        let (mut reason, mut detail) = problem;
-        if commit_row.is_some_and(|c| i <= c) && salvage {
-            detail = format!(
-                "damaged committed row {} (its seq column is {}), cut by a salvage repair: \
-                 {detail} [{reason}]",
-                before() + i as u64,
-                row.seq_key()
-            );
-            reason = CutReason::Damaged;
-        } else if commit_row.is_some_and(|c| i <= c) {
-            return Err(Error::from(Corruption {
-                path: path.to_owned(),
-                offset: before() + i as u64,
-                seq: Some(expected),
-                reason: format!(
-                    "session {id:?}: invalid committed row (its seq column is {}) at seq \
-                     {expected}: {detail} [{reason}]; a later row holds a turn/end, so this row \
-                     had been committed",
-                    row.seq_key()
-                ),
-            }));
-        }
+        let (reason, detail) = problem;
         w.bad = Some(Bad {
             index: i,
             seq_key: row.seq_key(),
             expected,
             reason,
             detail,
+            committed: commit_row.is_some_and(|c| i <= c),
         });
         break;
     }
-    Ok(w)
+    w
 }
 
 /// What a repair deletes and re-inserts.
@@ -224,7 +218,13 @@ pub(super) struct Classified {
 /// Splits a walk into committed prefix, kept tail, cut and closers. `None`
 /// when the span does not start at seq 0 and its commit point does not
 /// carry its turn number (a full scan must count the turns).
-fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified> {
+fn classify(
+    w: Walk,
+    row: &SessionRow,
+    before: Before<'_>,
+    path: &Path,
+    on_damage: OnDamage,
+) -> Result<Option<Classified>> {
     let policy = row.policy();
     let committed_rel = w
         .events
@@ -232,7 +232,7 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
         .rposition(|e| e.kind() == EventKind::TurnEnd)
         .map_or(0, |i| i + 1);
     if committed_rel == 0 && w.base > 0 {
-        return None;
+        return Ok(None);
     }
     let committed = w.base + committed_rel as u64;
     let committed_turn = match committed_rel.checked_sub(1).map(|i| w.events[i].facts()) {
@@ -242,19 +242,14 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
             .iter()
             .filter(|e| e.kind() == EventKind::TurnStart)
             .count() as u64,
-        Some(_) => return None,
+        Some(_) => return Ok(None),
     };
     let tail = &w.events[committed_rel..];
     let verdict = classify_tail(policy, committed, committed_turn, tail);
     let stored_len = committed + verdict.kept as u64;
     let kept_rel = (stored_len - w.base) as usize;
     let row_of = |seq: u64| w.starts.partition_point(|&s| s <= seq).saturating_sub(1);
-    // A salvage cut is one, whatever else the kept rows hold.
-    let damaged = w
-        .bad
-        .as_ref()
-        .is_some_and(|b| b.reason == CutReason::Damaged);
-    let (cut, plan) = if let Some(v) = &verdict.debris {
+    let debris = verdict.debris.as_ref().map(|v| {
         let r = row_of(stored_len);
         let start = w.starts[r];
         let then = w
@@ -263,42 +258,85 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
             .map(|b| format!("; then {} at seq {}: {}", b.reason, b.expected, b.detail))
             .unwrap_or_default();
         (
-            Some(Cut {
+            Cut {
                 offset: before() + r as u64,
                 seq: stored_len,
                 len: (w.rows - r) as u64,
-                reason: if damaged {
-                    CutReason::Damaged
-                } else {
-                    CutReason::Debris
-                },
+                reason: CutReason::Debris,
                 detail: format!("{v}{then}"),
-            }),
-            Some(Plan {
+            },
+            Plan {
                 delete_from: start as i64,
                 reinsert: w.events[(start - w.base) as usize..kept_rel].to_vec(),
-            }),
+            },
         )
-    } else if let Some(b) = &w.bad {
+    });
+    let bad = w.bad.as_ref().map(|b| {
         (
-            Some(Cut {
+            Cut {
                 offset: before() + b.index as u64,
                 seq: b.expected,
                 len: (w.rows - b.index) as u64,
                 reason: b.reason,
                 detail: b.detail.clone(),
-            }),
-            Some(Plan {
+            },
+            Plan {
                 delete_from: if b.seq_key >= 0 {
                     b.seq_key
                 } else {
                     b.expected as i64
                 },
                 reinsert: Vec::new(),
-            }),
+            },
         )
-    } else {
-        (None, None)
+    });
+    let evidence = Evidence {
+        invalid: w.bad.as_ref().map(|b| b.reason),
+        proof: w
+            .bad
+            .as_ref()
+            .is_some_and(|b| b.committed)
+            .then_some(Proof::LaterCommit),
+        debris: debris.is_some(),
+        interrupted_repair: false,
+        open_turn: !verdict.closers.is_empty(),
+    };
+    let outcome = decide(&evidence, on_damage);
+    let (cut, plan) = match outcome {
+        Outcome::Clean | Outcome::CloseOpenTurn | Outcome::RedoInterruptedRepair => (None, None),
+        Outcome::CutTorn => bad.unzip(),
+        Outcome::CutDebris => debris.unzip(),
+        Outcome::RefuseCorrupt(_) => {
+            let b = w.bad.as_ref().expect("a committed bad row");
+            return Err(b.refusal(path, &row.header.id, before));
+        }
+        Outcome::CutDamaged(_) => {
+            let b = w.bad.as_ref().expect("a committed bad row");
+            let detail = format!(
+                "damaged committed row {} (its seq column is {}), cut by a salvage repair: {} \
+                 [{}]",
+                before() + b.index as u64,
+                b.seq_key,
+                b.detail,
+                b.reason
+            );
+            // From the first row any cut would take, whatever the kept rows
+            // hold.
+            let (cut, plan) = debris.or(bad).expect("a cut");
+            let detail = if cut.reason == CutReason::Debris {
+                cut.detail.clone()
+            } else {
+                detail
+            };
+            (
+                Some(Cut {
+                    reason: CutReason::Damaged,
+                    detail,
+                    ..cut
+                }),
+                Some(plan),
+            )
+        }
     };
     let valid = w.base + w.events.len() as u64;
     let mut events = w.events;
@@ -315,13 +353,14 @@ fn classify(w: Walk, row: &SessionRow, before: Before<'_>) -> Option<Classified>
         last_turn: verdict.last_turn,
         bytes: w.bytes,
         last_time,
+        outcome,
     };
-    Some(Classified {
+    Ok(Some(Classified {
         scan,
         events,
         plan,
         valid,
-    })
+    }))
 }
 
 /// Reads and classifies every row of a session.
@@ -340,8 +379,12 @@ pub(super) fn full_scan_for(
 ) -> Result<Classified> {
     let id = &row.header.id;
     let rows = rows_from(conn, path, id, 0)?;
-    let w = walk(&rows, 0, path, id, &|| 0, salvage)?;
-    classify(w, row, &|| 0).ok_or_else(|| {
+    let on_damage = if salvage {
+        OnDamage::Salvage
+    } else {
+        OnDamage::Refuse
+    };
+    classify(walk(&rows, 0), row, &|| 0, path, on_damage)?.ok_or_else(|| {
         Error::io(
             "scan",
             path,
@@ -412,8 +455,7 @@ pub(super) fn read_from(
     let start = last_commit_row(conn, path, id)?.map_or(0, |c| c.min(span));
     let rows = rows_from(conn, path, id, start)?;
     let before = || rows_before(conn, id, start);
-    let w = walk(&rows, start, path, id, &before, false)?;
-    let c = match classify(w, row, &before) {
+    let c = match classify(walk(&rows, start), row, &before, path, OnDamage::Refuse)? {
         Some(c) => c,
         None => full_scan(conn, path, row)?,
     };
@@ -444,8 +486,7 @@ fn tail_summary(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Sess
     let start = last_commit_row(conn, path, id)?.unwrap_or(0);
     let rows = rows_from(conn, path, id, start)?;
     let before = || rows_before(conn, id, start);
-    let w = walk(&rows, start, path, id, &before, false)?;
-    let c = match classify(w, row, &before) {
+    let c = match classify(walk(&rows, start), row, &before, path, OnDamage::Refuse)? {
         Some(c) => c,
         None => full_scan(conn, path, row)?,
     };
@@ -490,7 +531,10 @@ pub(super) fn stored_next_seq(conn: &Connection, path: &Path, id: &str) -> Resul
     let base = span_base(conn, path, id, lowest.seq_key().max(0) as u64)?;
     let rows = rows_from(conn, path, id, base)?;
     let before = || rows_before(conn, id, base);
-    let w = walk(&rows, base, path, id, &before, false)?;
+    let w = walk(&rows, base);
+    if let Some(b) = w.bad.as_ref().filter(|b| b.committed) {
+        return Err(b.refusal(path, id, &before));
+    }
     if let Some(b) = &w.bad {
         return Err(Error::from(Corruption {
             path: path.to_owned(),

@@ -23,7 +23,10 @@ use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
-use crate::scan::{Cut, CutReason, Scan, SessionSummary, Split, TailRule, split_log};
+use crate::scan::{
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, SessionSummary, Split, TailRule,
+    decide, split_log,
+};
 
 /// `PRAGMA user_version` of the older schema.
 pub const USER_VERSION_14: i64 = 14;
@@ -342,7 +345,14 @@ impl Schema14Backend {
                 }
             };
             if let Some(reason) = problem {
-                if last_end.is_some_and(|end| i <= end) {
+                let evidence = Evidence {
+                    invalid: Some(CutReason::Invalid),
+                    proof: last_end
+                        .is_some_and(|end| i <= end)
+                        .then_some(Proof::LaterCommit),
+                    ..Evidence::default()
+                };
+                if let Outcome::RefuseCorrupt(_) = decide(&evidence, OnDamage::Refuse) {
                     return Err(self.corrupt(Some(expected), expected, reason));
                 }
                 let cut = Cut {
@@ -369,6 +379,14 @@ impl Schema14Backend {
             verdict,
         } = split_log(policy, &events, TailRule::KeepAll);
         debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+        let outcome = decide(
+            &Evidence {
+                invalid: cut.as_ref().map(|c| c.reason),
+                open_turn: !verdict.closers.is_empty(),
+                ..Evidence::default()
+            },
+            OnDamage::Refuse,
+        );
         let scan = Scan {
             header: session.header.clone(),
             policy,
@@ -380,6 +398,7 @@ impl Schema14Backend {
             last_turn: verdict.last_turn,
             bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
             last_time: events.last().map(Event::time),
+            outcome,
         };
         Ok((scan, events))
     }

@@ -10,7 +10,9 @@ use super::format::{
 };
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
-use crate::scan::{Cut, CutReason, Gap, Scan, classify_tail};
+use crate::scan::{
+    Cut, CutReason, Evidence, Gap, OnDamage, Outcome, Proof, Scan, classify_tail, decide,
+};
 
 /// The framing-level result of a scan.
 #[derive(Debug, Clone)]
@@ -36,6 +38,9 @@ pub struct Frames {
     pub last: Option<RecordHead>,
     /// The first invalid byte range, if the valid records do not reach the end.
     pub invalid: Option<Invalid>,
+    /// What proves the invalid bytes acknowledged (or, with no invalid
+    /// bytes, acknowledged bytes missing), if anything.
+    pub damage: Option<Damage>,
 }
 
 /// Bytes after the last valid record.
@@ -120,18 +125,9 @@ pub fn check_at(
     Ok(head)
 }
 
-/// What a scan does with damage it can prove acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnDamage {
-    /// Refuse the log as corrupt (every automatic path).
-    Refuse,
-    /// Cut from the damage on ([`CutReason::Damaged`]): an explicit salvage.
-    Salvage,
-}
-
 /// Walks the records of a mapped session file, whose durability proof
 /// states `proven` bytes durable (0 when there is none; see `proof.rs`).
-pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Result<Frames> {
+pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
     let file = read_file_header(bytes, path)?;
     let len = bytes.len() as u64;
     let mut at = file.records_start;
@@ -145,6 +141,7 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) 
         committed_time: None,
         last: None,
         invalid: None,
+        damage: None,
         file,
     };
     let salt = frames.file.salt;
@@ -186,79 +183,43 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) 
         }
     }
     frames.valid_end = at.min(len);
-    let damage = match &frames.invalid {
-        Some(invalid) => damage_evidence(bytes, &frames, invalid, proven)
-            .refusal()
-            .map(|rule| {
-                (
-                    invalid.offset,
-                    format!("{} ({}); {rule}", invalid.detail, invalid.reason),
-                )
-            }),
-        None if proven > len => Some((
-            len,
-            format!(
+    frames.damage = match &frames.invalid {
+        Some(invalid) => {
+            damage_evidence(bytes, &frames, invalid, proven).map(|(proof, text)| Damage {
+                offset: invalid.offset,
+                proof,
+                detail: format!(
+                    "{} ({}); {text} [rule: {}]",
+                    invalid.detail,
+                    invalid.reason,
+                    proof.code()
+                ),
+            })
+        }
+        None if proven > len => Some(Damage {
+            offset: len,
+            proof: Proof::Missing,
+            detail: format!(
                 "the log ends at byte {len}, but its durability proof shows {proven} bytes had \
                  been made durable [rule: {}]: acknowledged bytes are missing",
                 Proof::Missing.code()
             ),
-        )),
+        }),
         None => None,
     };
-    if let Some((offset, reason)) = damage {
-        if on_damage == OnDamage::Refuse {
-            return Err(corrupt(path, offset, Some(frames.records), reason));
-        }
-        frames.invalid = Some(Invalid {
-            offset,
-            reason: CutReason::Damaged,
-            detail: reason,
-        });
-    }
     Ok(frames)
 }
 
-/// What proves that the bytes at the first invalid record had been
-/// acknowledged, or that a tear cannot explain them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proof {
-    /// The durability proof beside the log covers them.
-    Proven,
-    /// The log is shorter than its durability proof.
-    Missing,
-    /// A later record's watermark covers them.
-    Watermark,
-    /// A later record was written at materialization (watermark 0), which
-    /// publishes only a complete, fsynced first batch.
-    Materialized,
-}
-
-impl Proof {
-    /// A stable identifier, named in corruption errors.
-    pub fn code(self) -> &'static str {
-        match self {
-            Proof::Proven => "inside-proven-length",
-            Proof::Missing => "shorter-than-proven",
-            Proof::Watermark => "below-later-watermark",
-            Proof::Materialized => "inside-materialized-batch",
-        }
-    }
-}
-
-/// The evidence about an invalid record found by the scan.
-#[derive(Debug, Clone, Default)]
-pub struct DamageEvidence {
-    /// What proves it acknowledged or untearable, with the text for people.
-    pub proof: Option<(Proof, String)>,
-}
-
-impl DamageEvidence {
-    /// The refusal text, naming the rule, when the damage must be refused.
-    pub fn refusal(&self) -> Option<String> {
-        self.proof
-            .as_ref()
-            .map(|(proof, text)| format!("{text} [rule: {}]", proof.code()))
-    }
+/// Damage the scan can prove acknowledged: where, by what, and the text
+/// a refusal gives.
+#[derive(Debug, Clone)]
+pub struct Damage {
+    /// Where the damaged bytes start.
+    pub offset: u64,
+    /// What proves them acknowledged.
+    pub proof: Proof,
+    /// For people: the failed check and the proof, naming the rule.
+    pub detail: String,
 }
 
 /// Gathers what proves the bytes at `invalid` acknowledged (so cutting them
@@ -269,21 +230,19 @@ pub fn damage_evidence(
     frames: &Frames,
     invalid: &Invalid,
     proven: u64,
-) -> DamageEvidence {
+) -> Option<(Proof, String)> {
     let p = invalid.offset;
     if p < proven {
-        return DamageEvidence {
-            proof: Some((
-                Proof::Proven,
-                format!(
-                    "the durability proof shows the log was durable through byte {proven}, so \
-                     this record had been acknowledged"
-                ),
-            )),
-        };
+        return Some((
+            Proof::Proven,
+            format!(
+                "the durability proof shows the log was durable through byte {proven}, so this \
+                 record had been acknowledged"
+            ),
+        ));
     }
     if invalid.reason == CutReason::ZeroFill {
-        return DamageEvidence::default();
+        return None;
     }
     let salt = frames.file.salt;
     let len = bytes.len() as u64;
@@ -295,16 +254,14 @@ pub fn damage_evidence(
             continue;
         };
         if head.watermark > p {
-            return DamageEvidence {
-                proof: Some((
-                    Proof::Watermark,
-                    format!(
-                        "the record at byte {at} (seq {}) shows the log was durable through byte \
-                         {}, so this record had been acknowledged",
-                        head.seq, head.watermark
-                    ),
-                )),
-            };
+            return Some((
+                Proof::Watermark,
+                format!(
+                    "the record at byte {at} (seq {}) shows the log was durable through byte {}, \
+                     so this record had been acknowledged",
+                    head.seq, head.watermark
+                ),
+            ));
         }
         if head.watermark == 0 && materialized.is_none() {
             // Proof too, but a watermark further on names the durable
@@ -321,9 +278,7 @@ pub fn damage_evidence(
         }
         at += head.record_len();
     }
-    DamageEvidence {
-        proof: materialized,
-    }
+    materialized
 }
 
 /// Iterates the heads of the records in `[from, to)`, which the caller has
@@ -379,7 +334,7 @@ pub fn salvage_log(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified>
 }
 
 fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Result<Classified> {
-    let frames = scan_frames(bytes, path, proven, on_damage)?;
+    let frames = scan_frames(bytes, path, proven)?;
     let mut tail = Vec::new();
     let mut offsets = Vec::new();
     // Closers of an interrupted repair: cut them and redo the repair from
@@ -409,56 +364,89 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
             .as_ref()
             .map(|inv| format!("{} at byte {}", inv.reason, inv.offset)),
     };
-    let cut = if let Some(v) = &verdict.debris {
-        Some(Cut {
-            offset: kept_end,
-            seq: frames.committed + verdict.kept as u64,
-            len: frames.len - kept_end,
-            reason: CutReason::Debris,
-            detail: match after {
-                Some(after) => format!("{v}; then {after}"),
-                None => v.to_string(),
-            },
-        })
-    } else if let Some(at) = interrupted_repair {
-        Some(Cut {
-            offset: at,
-            seq: frames.committed + tail.len() as u64,
-            len: frames.len - at,
-            reason: CutReason::InterruptedRepair,
-            detail: "synthetic closers of an interrupted repair; recomputed from the real events"
-                .into(),
-        })
-    } else {
-        frames.invalid.as_ref().map(|inv| Cut {
-            offset: inv.offset,
-            seq: frames.records,
-            len: frames.len - inv.offset,
-            reason: inv.reason,
-            detail: inv.detail.clone(),
-        })
-    };
+    // Every cut this log could get, one per outcome; the decision picks.
+    let debris = verdict.debris.as_ref().map(|v| Cut {
+        offset: kept_end,
+        seq: frames.committed + verdict.kept as u64,
+        len: frames.len - kept_end,
+        reason: CutReason::Debris,
+        detail: match &after {
+            Some(after) => format!("{v}; then {after}"),
+            None => v.to_string(),
+        },
+    });
+    let interrupted = interrupted_repair.map(|at| Cut {
+        offset: at,
+        seq: frames.committed + tail.len() as u64,
+        len: frames.len - at,
+        reason: CutReason::InterruptedRepair,
+        detail: "synthetic closers of an interrupted repair; recomputed from the real events"
+            .into(),
+    });
+    let torn = frames.invalid.as_ref().map(|inv| Cut {
+        offset: inv.offset,
+        seq: frames.records,
+        len: frames.len - inv.offset,
+        reason: inv.reason,
+        detail: inv.detail.clone(),
+    });
     // Debris or an interrupted repair's closers below the durability proof
-    // were acknowledged: cutting them would lose them.
-    let cut = match cut {
-        Some(c) if c.offset < proven && c.reason != CutReason::Damaged => {
-            let reason = format!(
+    // were acknowledged too.
+    let damage = frames.damage.clone().or_else(|| {
+        let first = debris.as_ref().or(interrupted.as_ref())?;
+        (first.offset < proven).then(|| Damage {
+            offset: first.offset,
+            proof: Proof::Proven,
+            detail: format!(
                 "{} ({}); the durability proof shows the log was durable through byte \
                  {proven}, so these records had been acknowledged [rule: {}]",
-                c.detail,
-                c.reason,
+                first.detail,
+                first.reason,
                 Proof::Proven.code()
-            );
-            if on_damage == OnDamage::Refuse {
-                return Err(corrupt(path, c.offset, Some(c.seq), reason));
-            }
+            ),
+        })
+    });
+    let evidence = Evidence {
+        invalid: frames.invalid.as_ref().map(|inv| inv.reason),
+        proof: damage.as_ref().map(|d| d.proof),
+        debris: debris.is_some(),
+        interrupted_repair: interrupted.is_some(),
+        open_turn: !verdict.closers.is_empty(),
+    };
+    let outcome = decide(&evidence, on_damage);
+    let cut = match outcome {
+        Outcome::Clean | Outcome::CloseOpenTurn => None,
+        Outcome::CutTorn => torn,
+        Outcome::CutDebris => debris,
+        Outcome::RedoInterruptedRepair => interrupted,
+        Outcome::RefuseCorrupt(_) => {
+            let d = damage.expect("a proof comes with its damage");
+            let seq = [&debris, &interrupted]
+                .into_iter()
+                .flatten()
+                .find(|c| c.offset == d.offset)
+                .map_or(frames.records, |c| c.seq);
+            return Err(corrupt(path, d.offset, Some(seq), d.detail));
+        }
+        Outcome::CutDamaged(_) => {
+            let d = damage.expect("a proof comes with its damage");
+            // From the first byte any cut would take.
+            let first = [&debris, &interrupted, &torn]
+                .into_iter()
+                .flatten()
+                .min_by_key(|c| c.offset);
+            let (offset, seq) = match first {
+                Some(c) if c.offset <= d.offset => (c.offset, c.seq),
+                _ => (d.offset, frames.records),
+            };
             Some(Cut {
+                offset,
+                seq,
+                len: frames.len - offset,
                 reason: CutReason::Damaged,
-                detail: reason,
-                ..c
+                detail: d.detail,
             })
         }
-        other => other,
     };
     tail.truncate(verdict.kept);
     let last_time = tail.last().map(Event::time).or(frames.committed_time);
@@ -473,6 +461,7 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
         last_turn: verdict.last_turn,
         bytes: frames.len,
         last_time,
+        outcome,
     };
     Ok(Classified {
         frames,

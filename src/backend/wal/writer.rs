@@ -13,7 +13,7 @@ use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
-use crate::scan::{CutReason, Scan};
+use crate::scan::{CutReason, Evidence, OnDamage, Scan, decide};
 
 /// Force an fdatasync once this many bytes are held for a rewrite, so a
 /// turn that never ends cannot grow memory without bound.
@@ -482,6 +482,15 @@ fn scan_clean_end(
     if verdict.debris.is_some() {
         return Ok(None);
     }
+    // The probe proved the end clean: nothing to cut, at most a turn to
+    // close.
+    let outcome = decide(
+        &Evidence {
+            open_turn: !verdict.closers.is_empty(),
+            ..Evidence::default()
+        },
+        OnDamage::Refuse,
+    );
     Ok(Some(Scan {
         header: meta.header.clone(),
         policy: meta.policy,
@@ -493,6 +502,7 @@ fn scan_clean_end(
         closers: verdict.closers,
         last_turn: verdict.last_turn,
         bytes: bytes.len() as u64,
+        outcome,
     }))
 }
 
