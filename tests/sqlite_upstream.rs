@@ -3160,7 +3160,8 @@ fn assert_committed_corruption(how: Damage) {
         seq: Some(bad as u64),
         reason: format!(
             "session \"s\": invalid committed row (its seq column is {bad}) at seq {bad}: {} \
-             [invalid-record]; a later row holds a turn/end, so this row had been committed",
+             [invalid-record]; a later row holds a turn/end, so this row had been committed \
+             [rule: before-a-later-commit]",
             damage_detail(how)
         ),
     };
