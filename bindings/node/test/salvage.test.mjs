@@ -5,9 +5,12 @@
 // session of four turns, one batch each, gets one flipped bit inside the
 // second turn's user/message payload; load and inspect refuse it, salvage
 // reads around it, a dry run writes nothing, the repair keeps the prefix.
+// On SQLite the same with a committed row of bad JSON; on both stores, an
+// undamaged session salvages whole with no gaps.
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { DatabaseSync } from 'node:sqlite'
 import { KINDS, image, meta, mount, plainTurn, storePath } from './support.mjs'
 
 /** Four complete turns of six events each: seqs 0..23, turn n at 6(n-1). */
@@ -136,6 +139,47 @@ describe('salvage and salvageRepair on a native WAL store', () => {
     await assert.rejects(persistence.salvageRepair('lazy', { dryRun: 1 }), { name: 'TypeError', message: /dryRun must be a boolean/ })
     const aborted = AbortSignal.abort(new Error('stop'))
     await assert.rejects(persistence.salvage('absent', aborted), (e) => e === aborted.reason)
+  })
+})
+
+describe('salvage and salvageRepair on a SQLite store', () => {
+  it('a committed row of bad JSON mid-log: refused by load, read around by salvage, cut from there by an explicit repair', async (t) => {
+    const path = storePath(t, 'sqlite')
+    const id = 'damaged'
+    const written = fourTurns().flat()
+    await writeSession(path, id, fourTurns())
+    const db = new DatabaseSync(path)
+    try {
+      db.prepare("UPDATE events SET data = '{not json' WHERE session_id = ? AND seq = 7").run(id)
+    } finally {
+      db.close()
+    }
+
+    const { persistence } = await mount(t, { path })
+    const before = image(path, 'sqlite', persistence, id)
+    await assert.rejects(persistence.load(id), { name: 'TurnwalError', code: 'CORRUPT' })
+    const salvaged = await persistence.salvage(id)
+    assert.deepEqual(salvaged.events, written.filter((e) => e.seq !== 7))
+    assert.deepEqual(salvaged.gaps.map((g) => ({ ...g, reason: undefined })),
+      [{ offset: 7, length: 1, firstSeq: 7, nextSeq: 8, reason: undefined, damaged: true }], 'one row lost, at row 7')
+    const closers = [{ type: 'turn/end', seq: 7, time: written[6].time, data: { turn: 2, reason: { kind: 'interrupted' } } }]
+    const dry = await persistence.salvageRepair(id, { dryRun: true })
+    assert.deepEqual({ ...dry, cut: { ...dry.cut, detail: undefined } }, {
+      state: 'corrupt',
+      kept: 7,
+      cut: { offset: 7, seq: 7, length: 17, reason: 'damaged', detail: undefined },
+      closers,
+      committed: false,
+      quarantine: null,
+    })
+    assert.equal(image(path, 'sqlite', persistence, id), before, 'the dry run changed no row')
+
+    const report = await persistence.salvageRepair(id)
+    assert.deepEqual({ ...report, quarantine: undefined }, { ...dry, committed: true, quarantine: undefined })
+    const kept = readFileSync(report.quarantine, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line))
+    assert.deepEqual(kept.map((row) => row.seq), written.slice(7).map((e) => e.seq), 'the quarantine holds exactly the cut rows')
+    assert.equal(kept[0].data, '{not json')
+    assert.deepEqual((await persistence.load(id)).events, [...written.slice(0, 7), ...closers])
   })
 })
 
