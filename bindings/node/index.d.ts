@@ -76,6 +76,62 @@ export interface TurnwalTornMarker {
   readonly reason: string
 }
 
+/** A region of a stored log that a salvage read could not use. */
+export interface TurnwalSalvageGap {
+  /** Where it starts: a byte offset (WAL), a row index (SQLite). */
+  readonly offset: number
+  /** How long it is: bytes (WAL), rows (SQLite). */
+  readonly length: number
+  /** The seq the first lost event has or should have. */
+  readonly firstSeq: number
+  /** The seq of the first intact event after the gap; null when the gap runs to the end of the log. */
+  readonly nextSeq: number | null
+  /** Why the region is unusable (the failed check). */
+  readonly reason: string
+  /** Damage only an explicit salvage repair cuts (false: a torn tail or debris an automatic repair cuts). */
+  readonly damaged: boolean
+}
+
+/** What {@link TurnwalSessionPersistence.salvage} read. */
+export interface TurnwalSalvage {
+  /** The session header. */
+  header: SessionHeader
+  /** Every intact event, in seq order; seqs skip over the gaps. */
+  events: SessionEvent[]
+  /** The regions that could not be used, in log order; empty for an undamaged log with nothing to cut. */
+  gaps: TurnwalSalvageGap[]
+}
+
+/** What a repair cut (or would cut). */
+export interface TurnwalCut {
+  /** Where the cut starts: a byte offset (WAL), a row position (SQLite). */
+  readonly offset: number
+  /** The seq the first removed record has or should have. */
+  readonly seq: number
+  /** How much is removed: bytes (WAL), rows (SQLite). */
+  readonly length: number
+  /** `damaged` (only a salvage repair cuts it), `incomplete-record`, `zero-fill`, `invalid-record`, `debris` or `interrupted-repair`. */
+  readonly reason: string
+  /** Which check failed, for people. */
+  readonly detail: string
+}
+
+/** What {@link TurnwalSessionPersistence.salvageRepair} found and did. */
+export interface TurnwalSalvageRepair {
+  /** The state before the repair. */
+  state: 'clean' | 'open-turn' | 'torn' | 'corrupt'
+  /** Events kept. */
+  kept: number
+  /** What was (or would be) cut; null when nothing is. */
+  cut: TurnwalCut | null
+  /** The closers that were (or would be) appended after the kept events. */
+  closers: SessionEvent[]
+  /** Whether the repair was written (false for a dry run or a log with nothing to repair). */
+  committed: boolean
+  /** The file the cut bytes (or rows) were kept in before they were cut; null when nothing was cut. */
+  quarantine: string | null
+}
+
 /** An error from turnwal itself, with a stable code. */
 export declare class TurnwalError extends Error {
   /**
@@ -133,6 +189,18 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   commitRepair(meta: SessionHeader, tornMarker: TurnwalTornMarker | undefined, closers: readonly SessionEvent[]): Promise<void>
   list(signal?: AbortSignal): Promise<SessionHeader[]>
   listSnapshots(signal?: AbortSignal): Promise<SessionPersistenceSnapshot[]>
+  /**
+   * A salvage read: every intact event of a stored session (those after a
+   * damaged region included) and the gaps. Never writes; reads a corrupt log
+   * that `load` and `inspect` refuse. Not part of the upstream interface.
+   */
+  salvage(id: SessionId, signal?: AbortSignal): Promise<TurnwalSalvage>
+  /**
+   * An explicit salvage repair: keeps the longest valid prefix, closes its
+   * open turn, and quarantines and cuts everything from the first damage on.
+   * With `dryRun`, writes nothing. Not part of the upstream interface.
+   */
+  salvageRepair(id: SessionId, options?: { dryRun?: boolean }): Promise<TurnwalSalvageRepair>
   /** Release the store and every writer lock it holds. */
   close(): Promise<void>
 }

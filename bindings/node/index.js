@@ -308,6 +308,36 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     ))
   }
 
+  /**
+   * A salvage read (turnwal's `Store::salvage`, `turnwal cat --salvage`):
+   * every intact event of a stored session, those after a damaged region
+   * included, in seq order, and the regions that could not be used as gaps
+   * (`nextSeq` null when a gap runs to the end of the log). Never writes; a
+   * corrupt log, which `load` and `inspect` refuse, is read. Not part of the
+   * upstream backend interface: the coordinator never calls it.
+   */
+  async salvage(id, signal) {
+    const text = await this.call((store) => store.salvage(id), signal, this.locate({ id }))
+    const { header, gaps, packed, events } = JSON.parse(text)
+    return { header, events: storedEvents(events, packed), gaps }
+  }
+
+  /**
+   * An explicit salvage repair (turnwal's `Store::recover_salvage`,
+   * `turnwal recover --salvage`): keeps the longest valid prefix, closes its
+   * open turn (upstream's interrupted-turn closers), and cuts everything from
+   * the first damage on, acknowledged or not, after keeping the cut bytes (or
+   * rows) in a quarantine file. On a log that is not corrupt it is the
+   * ordinary repair. With `dryRun`, reports what it would do and writes
+   * nothing. Not part of the upstream backend interface.
+   */
+  async salvageRepair(id, { dryRun = false } = {}) {
+    if (typeof dryRun !== 'boolean') throw new TypeError(`turnwal-dsh: dryRun must be a boolean, got ${typeof dryRun}`)
+    const text = await this.call((store) => store.salvageRepair(id, dryRun), undefined, this.locate({ id }))
+    const { state, kept, cut, committed, quarantine, packed, events } = JSON.parse(text)
+    return { state, kept, cut, closers: storedEvents(events, packed), committed, quarantine }
+  }
+
   /** Every materialized session's header (read from headers and log tails, never whole logs). */
   async list(signal) {
     return JSON.parse(await this.call((store) => store.list(false), signal))

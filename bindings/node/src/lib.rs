@@ -3,7 +3,8 @@
 //! The JavaScript side (`bindings/node/index.js`) is a persistence backend of
 //! the upstream harness's `PersistenceCoordinator`; this addon gives it the
 //! storage primitives it needs (`loadStored`, `readStoredRevision`,
-//! `appendBatch`, `commitRepair`, `list`, `listSnapshots`, `close`).
+//! `appendBatch`, `commitRepair`, `list`, `listSnapshots`, `close`), and the
+//! library's explicit salvage (`salvage`, `salvageRepair`) beside them.
 //!
 //! - **Off the JavaScript thread.** Every operation that touches a file or
 //!   the database is a napi [`AsyncTask`]: `compute` runs on libuv's thread
@@ -33,7 +34,8 @@ use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
 use turnwal::view::EventRef;
 use turnwal::{
-    Error, Event, LogState, Policy, RepairBasis, SessionHeader, Store, StoreOptions, SyncMode,
+    Cut, Error, Event, LogState, Policy, RecoveryReport, RepairBasis, Salvage, SessionHeader,
+    Store, StoreOptions, SyncMode,
 };
 
 /// A stable code per error kind, for scripts (`error.code` in JavaScript).
@@ -146,6 +148,13 @@ enum OpKind {
     List {
         revisions: bool,
     },
+    Salvage {
+        id: String,
+    },
+    SalvageRepair {
+        id: String,
+        dry_run: bool,
+    },
 }
 
 impl Task for Op {
@@ -218,6 +227,10 @@ impl Op {
                 Ok(None)
             }
             OpKind::List { revisions } => list(store, *revisions).map(Some),
+            OpKind::Salvage { id } => store.salvage(id).map(|s| Some(salvage_json(&s))),
+            OpKind::SalvageRepair { id, dry_run } => store
+                .recover_salvage(id, *dry_run)
+                .map(|report| Some(report_json(&report))),
         }
     }
 }
@@ -329,6 +342,80 @@ fn load_stored_from(store: &Store, id: &str, from_seq: u64) -> Result<Option<Str
     Ok(Some(
         String::from_utf8(out).expect("stored events are validated UTF-8"),
     ))
+}
+
+/// A salvage read (`Store::salvage`) as one JSON document
+/// `{"header":…,"gaps":[{"offset":…,"length":…,"firstSeq":…,"nextSeq":…|null,"reason":…,"damaged":…}],"packed":…,"events":[…]}`
+/// (the events as storage records: see `write_records`).
+fn salvage_json(salvage: &Salvage) -> String {
+    let header = salvage.header.to_json();
+    let size: usize = salvage
+        .events
+        .iter()
+        .map(|e| e.data().get().len() + 64)
+        .sum();
+    let mut out = Vec::with_capacity(size + header.len() + 128 * (salvage.gaps.len() + 1));
+    out.extend_from_slice(br#"{"header":"#);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(br#","gaps":["#);
+    for (i, gap) in salvage.gaps.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let next = gap
+            .next_seq
+            .map_or_else(|| "null".to_owned(), |n| n.to_string());
+        out.extend_from_slice(
+            format!(
+                r#"{{"offset":{},"length":{},"firstSeq":{},"nextSeq":{next},"reason":{},"damaged":{}}}"#,
+                gap.offset,
+                gap.len,
+                gap.first_seq,
+                json_string(&gap.reason),
+                gap.damaged
+            )
+            .as_bytes(),
+        );
+    }
+    out.push(b']');
+    write_records(&mut out, || salvage.events.iter().map(EventRef::from));
+    String::from_utf8(out).expect("stored events are validated UTF-8")
+}
+
+/// An explicit salvage repair's report (`Store::recover_salvage`) as one
+/// JSON document
+/// `{"state":…,"kept":…,"cut":null|{"offset":…,"seq":…,"length":…,"reason":…,"detail":…},"committed":…,"quarantine":null|PATH,"packed":…,"events":[…]}`
+/// (`events`: the closers, as storage records: see `write_records`).
+fn report_json(report: &RecoveryReport) -> String {
+    let cut = report.cut.as_ref().map_or_else(
+        || "null".to_owned(),
+        |Cut {
+             offset,
+             seq,
+             len,
+             reason,
+             detail,
+         }| {
+            format!(
+                r#"{{"offset":{offset},"seq":{seq},"length":{len},"reason":{},"detail":{}}}"#,
+                json_string(reason.code()),
+                json_string(detail)
+            )
+        },
+    );
+    let quarantine = report.quarantine.as_ref().map_or_else(
+        || "null".to_owned(),
+        |path| json_string(&path.to_string_lossy()),
+    );
+    let mut out = format!(
+        r#"{{"state":{},"kept":{},"cut":{cut},"committed":{},"quarantine":{quarantine}"#,
+        json_string(report.state.code()),
+        report.kept,
+        report.committed
+    )
+    .into_bytes();
+    write_records(&mut out, || report.closers.iter().map(EventRef::from));
+    String::from_utf8(out).expect("closers are valid UTF-8")
 }
 
 /// `[{"header":…,"revision":…}, …]` (or headers alone) for every
@@ -444,6 +531,29 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn list(&self, revisions: bool) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::List { revisions })
+    }
+
+    /// Every intact event of a stored session, those after a damaged region
+    /// included, and the regions that could not be used (see
+    /// `salvage_json`). Never writes; a corrupt log is read, not refused.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn salvage(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::Salvage {
+            id: session_id(&id)?,
+        })
+    }
+
+    /// An explicit salvage repair (`turnwal recover --salvage`): keeps the
+    /// longest valid prefix, closes its open turn, and cuts everything from
+    /// the first damage on after quarantining it. With `dryRun`, reports
+    /// what it would do and writes nothing. Resolves to the report (see
+    /// `report_json`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn salvage_repair(&self, id: Utf16String, dry_run: bool) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::SalvageRepair {
+            id: session_id(&id)?,
+            dry_run,
+        })
     }
 
     /// Releases the store: every session this store holds is flushed and

@@ -5,9 +5,13 @@
 import { Context } from '@deepseek-ai/cordis'
 import type { PersistenceBackend, SessionPersistence } from '@deepseek-ai/dsh-session-persistence'
 import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
+import type { SessionId } from '@deepseek-ai/dsh-session'
 import TurnwalSessionPersistence, {
   type Config,
   type TurnwalTornMarker,
+  type TurnwalSalvage,
+  type TurnwalSalvageGap,
+  type TurnwalSalvageRepair,
   TurnwalError,
   isSqlitePath,
 } from 'turnwal-dsh'
@@ -38,3 +42,14 @@ export function codeOf(error: unknown): string | undefined {
 }
 
 export const sqlite: boolean = isSqlitePath('/tmp/x.db')
+
+// The explicit salvage, beside the upstream interface.
+export async function salvageOf(plugin: TurnwalSessionPersistence, id: SessionId): Promise<number> {
+  const salvaged: TurnwalSalvage = await plugin.salvage(id, AbortSignal.timeout(1000))
+  const lost = salvaged.gaps.map((gap: TurnwalSalvageGap) => (gap.nextSeq === null ? 0 : gap.nextSeq - gap.firstSeq))
+  const dry: TurnwalSalvageRepair = await plugin.salvageRepair(id, { dryRun: true })
+  const cutBytes: number = dry.cut === null ? 0 : dry.cut.length
+  const report = await plugin.salvageRepair(id)
+  const quarantined: string | null = report.quarantine
+  return salvaged.events.length + lost.length + cutBytes + report.kept + report.closers.length + (quarantined === null ? 0 : 1)
+}
