@@ -109,6 +109,10 @@ pub enum Proof {
     /// A later record or row holds a `turn/end`: it lies in the committed
     /// region (the upstream formats' rule, and turnwal's).
     LaterCommit,
+    /// The record's frame is intact and the next record follows it in seq,
+    /// but its checksum fails, where no torn or lost sector could have
+    /// left the frame intact: damage after the fact, not a tear (WAL).
+    DamagedInPlace,
 }
 
 impl Proof {
@@ -120,6 +124,7 @@ impl Proof {
             Proof::Watermark => "below-later-watermark",
             Proof::Materialized => "inside-materialized-batch",
             Proof::LaterCommit => "before-a-later-commit",
+            Proof::DamagedInPlace => "damaged-in-place",
         }
     }
 }
@@ -504,12 +509,13 @@ impl Salvage {
 mod tests {
     use super::*;
 
-    const PROOFS: [Proof; 5] = [
+    const PROOFS: [Proof; 6] = [
         Proof::Proven,
         Proof::Missing,
         Proof::Watermark,
         Proof::Materialized,
         Proof::LaterCommit,
+        Proof::DamagedInPlace,
     ];
     const INVALID: [Option<CutReason>; 4] = [
         None,
@@ -604,7 +610,7 @@ mod tests {
     #[test]
     fn every_combination_keeps_the_rule() {
         let all = every_evidence();
-        assert_eq!(all.len(), 4 * 6 * 8);
+        assert_eq!(all.len(), 4 * 7 * 8);
         for e in all {
             let automatic = decide(&e, OnDamage::Refuse);
             let salvage = decide(&e, OnDamage::Salvage);

@@ -784,9 +784,40 @@ fn ensure_installed(dir: &Path, image: &[u8]) -> PathBuf {
     path
 }
 
+/// RECOVERY.md's `damaged-in-place` rule, for an image whose only damage
+/// lies inside record `r`: its frame is intact (the head's lengths and seq,
+/// and the trailer, as written), the record after it is there, and no
+/// 512-byte sector could have been torn without breaking that frame (none
+/// lies wholly within `[start + 32, end - 4)`, no boundary falls within
+/// `(start, start + 32]`). Its checksum then necessarily fails.
+fn damaged_in_place(image: &[u8], log: &Log, r: usize) -> bool {
+    let (start, end) = (log.starts[r] as usize, log.ends[r] as usize);
+    if r + 1 >= log.events.len() || log.ends[r + 1] as usize > image.len() {
+        return false;
+    }
+    let frame_intact = format::parse_head(&image[start..start + RECORD_HEADER_LEN])
+        .is_ok_and(|head| head.seq == r as u64 && head.record_len() == (end - start) as u64)
+        && image[end - 4..end] == log.bytes[end - 4..end];
+    let boundary_in_head = (start + 1).next_multiple_of(512) <= start + 32;
+    let interior = (start + 32).next_multiple_of(512) + 512 <= end - 4;
+    frame_intact && !boundary_in_head && !interior
+}
+
 /// What `inspect` must show for `image`, whose record `r` is damaged and not
-/// proven acknowledged: the records before it, the closers, a torn state.
+/// proven acknowledged: the records before it, the closers, a torn state —
+/// unless the damage is `damaged-in-place`, which no tear produces: then
+/// the session is refused at that record by that rule.
 fn check_cut_at_damaged_record(dir: &Path, log: &Log, image: &[u8], r: usize, ctx: &str) {
+    if damaged_in_place(image, log, r) {
+        let c = expect_corrupt(Store::open(dir).unwrap().inspect(ID));
+        assert_eq!((c.offset, c.seq), (log.starts[r], Some(r as u64)), "{ctx}");
+        assert!(
+            c.reason.contains("[rule: damaged-in-place]"),
+            "{ctx}: {}",
+            c.reason
+        );
+        return;
+    }
     let start = log.starts[r];
     let kept = &log.events[..r];
     let expected: Vec<Event> = kept
@@ -907,8 +938,10 @@ fn single_bit_flips() {
             check_cut_at_damaged_record(dir, &log, &image, r, &format!("tail bit {bit} of {at}"));
         }
         let image = flipped(&log.bytes, at, at as u32 % 8);
-        let reason = expected_reason(&image[log.starts[r] as usize..]);
-        check_recovers(dir, &log, &image, r, reason);
+        if !damaged_in_place(&image, &log, r) {
+            let reason = expected_reason(&image[log.starts[r] as usize..]);
+            check_recovers(dir, &log, &image, r, reason);
+        }
     });
 
     // The known limit (FORMAT.md's watermark rule, RECOVERY.md "Known
@@ -948,9 +981,13 @@ fn single_bit_flips() {
             let flipped = flipped(&image, at, at as u32 / 8 % 8);
             install(dir, &flipped);
             let report = Store::open(dir).unwrap().verify(ID).unwrap();
-            assert_eq!((report.state, report.events), (LogState::Torn, r as u64));
-            let reason = expected_reason(&flipped[log.starts[r] as usize..]);
-            check_recovers(dir, &log, &flipped, r, reason);
+            if damaged_in_place(&flipped, &log, r) {
+                assert_eq!(report.state, LogState::Corrupt);
+            } else {
+                assert_eq!((report.state, report.events), (LogState::Torn, r as u64));
+                let reason = expected_reason(&flipped[log.starts[r] as usize..]);
+                check_recovers(dir, &log, &flipped, r, reason);
+            }
         }
     });
     eprintln!(

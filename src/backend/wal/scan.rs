@@ -278,7 +278,54 @@ pub fn damage_evidence(
         }
         at += head.record_len();
     }
-    materialized
+    materialized.or_else(|| damaged_in_place(bytes, p, frames.records, salt))
+}
+
+/// The smallest unit a power loss tears or loses: a 512-byte sector.
+const SECTOR: u64 = 512;
+/// The end of a record head's framing fields and seq (checksum, kind,
+/// flags, lengths, turn, seq).
+const SEQ_END: u64 = 32;
+
+/// The damaged-in-place rule: the record at `p` (expected seq `seq`) has an
+/// intact frame (a plausible head with that seq and a trailer matching its
+/// length), only its checksum fails, the record right after it is valid with
+/// the next seq, and no 512-byte sector could have been torn without
+/// breaking that frame: none lies wholly between the head's seq and the
+/// trailer, and no sector boundary falls inside the head's first 32 bytes
+/// (a sector ending there could garble the checksum, kind and flags alone).
+/// A power loss tears or loses whole sectors, so this is damage after the
+/// fact (a flipped bit, an overwritten run), never a tear.
+fn damaged_in_place(bytes: &[u8], p: u64, seq: u64, salt: u32) -> Option<(Proof, String)> {
+    let rest = &bytes[p as usize..];
+    if rest.len() < MIN_RECORD_LEN {
+        return None;
+    }
+    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).ok()?;
+    let len = head.record_len();
+    if head.seq != seq || len > rest.len() as u64 {
+        return None;
+    }
+    let trailer = &rest[len as usize - format::TRAILER_LEN..len as usize];
+    if u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes"))) != len {
+        return None;
+    }
+    let next = check_at(bytes, p + len, Some(seq + 1), salt).ok()?;
+    let boundary_in_head = (p + 1).next_multiple_of(SECTOR) <= p + SEQ_END;
+    let interior =
+        (p + SEQ_END).next_multiple_of(SECTOR) + SECTOR <= p + len - format::TRAILER_LEN as u64;
+    if boundary_in_head || interior {
+        return None;
+    }
+    Some((
+        Proof::DamagedInPlace,
+        format!(
+            "its frame is intact and the record after it (byte {}, seq {}) follows it, so no \
+             torn write produced this",
+            p + len,
+            next.seq
+        ),
+    ))
 }
 
 /// Iterates the heads of the records in `[from, to)`, which the caller has
