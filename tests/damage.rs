@@ -1,0 +1,1087 @@
+//! Issue 12's damage oracle: damage to *acknowledged* data.
+//!
+//! Sessions are written as one batch, per turn and as many small batches,
+//! under every sync mode, on the native WAL over the simulated disk (so a
+//! process crash, `CrashMode::KeepAll`, and a power cut,
+//! `CrashMode::LoseUnsynced`, are both modelled), and on SQLite and JSONL
+//! (raw and zstd) on real files. Every acknowledged record (row, line,
+//! frame) of each crash image is then damaged: a bit flip (head, payload,
+//! trailer), a 4–8 byte overwrite with garbage, and the zeroed 512-byte
+//! sector holding a byte of it. For every damaged image:
+//!
+//! - automatic paths (`inspect`, `load`, `recover`, `verify`) refuse it as
+//!   corrupt, naming the first damaged record's byte offset and seq, and
+//!   write nothing; or, only when the damaged record lies in the documented
+//!   power-loss window (docs/RECOVERY.md, "Proof": beyond the durability
+//!   proof on disk and not covered by a later record's watermark), it is
+//!   torn, and repair keeps every event before it and quarantines exactly
+//!   the bytes it cuts;
+//! - `Store::salvage` returns every intact event, with the gap named;
+//! - `Store::recover_salvage` keeps the longest valid prefix plus its
+//!   closers, quarantines exactly the bytes from the cut to the old end, and
+//!   the next load is clean.
+//!
+//! "In the window" is computed from the image alone (the proof file's
+//! bytes per docs/FORMAT.md and the watermarks of the intact later records),
+//! and checked against the sync mode's documented window. The default run is
+//! bounded (a few damages per record); `TURNWAL_DAMAGE_FULL=1` flips a bit
+//! in every byte and overwrites at every eighth byte of every record.
+
+mod wal_damage {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use turnwal::backend::wal::simdisk::{CrashMode, SimDisk};
+    use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, scan};
+    use turnwal::scan::Gap;
+    use turnwal::{
+        Cut, CutReason, Error, Event, EventKind, LogState, Policy, SessionHeader, Store,
+        StoreOptions, SyncMode, Tracker, interrupted_turn_closers,
+    };
+
+    const ROOT: &str = "/store";
+    const ID: &str = "s-damage";
+    const T0: i64 = 1_700_000_000_000;
+    const SECTOR: usize = 512;
+    /// The smallest record (FORMAT.md, "Record").
+    const MIN_RECORD: usize = 56;
+
+    pub fn full() -> bool {
+        std::env::var("TURNWAL_DAMAGE_FULL").is_ok_and(|v| !v.is_empty() && v != "0")
+    }
+
+    fn root() -> &'static Path {
+        Path::new(ROOT)
+    }
+
+    fn log_path() -> PathBuf {
+        WalBackend::with_storage(root(), Arc::new(SimDisk::new(0)))
+            .unwrap()
+            .log_path(ID)
+    }
+
+    fn store_on(disk: &SimDisk, sync: SyncMode) -> Store {
+        let backend = WalBackend::with_storage(root(), Arc::new(disk.clone())).unwrap();
+        Store::with_backend(
+            Arc::new(backend),
+            StoreOptions {
+                sync,
+                ..StoreOptions::default()
+            },
+        )
+    }
+
+    /// A session header whose cwd pads the file header to exactly one
+    /// sector, so the records start at byte 512 and zeroing a record's
+    /// sector never zeroes the file header too (that is damage to the
+    /// header, refused at offset 0 with nothing to salvage, not damage to a
+    /// record).
+    fn header() -> SessionHeader {
+        let base = SessionHeader::new(ID, T0 as u64).with_cwd("/work/app");
+        let mut out = Vec::new();
+        format::encode_file_header(&mut out, &base, Policy::Strict, 0);
+        let pad = SECTOR - out.len();
+        let header =
+            SessionHeader::new(ID, T0 as u64).with_cwd(&format!("/work/app{}", "x".repeat(pad)));
+        let mut out = Vec::new();
+        format::encode_file_header(&mut out, &header, Policy::Strict, 0);
+        assert_eq!(out.len(), SECTOR);
+        header
+    }
+
+    /// Builds events with contiguous seqs and increasing times, turn by
+    /// turn.
+    struct Script {
+        seq: u64,
+        time: i64,
+        turns: Vec<Vec<Event>>,
+    }
+
+    impl Script {
+        fn e(&mut self, event_type: &str, data: &str) -> &mut Script {
+            self.time += 7;
+            let event = Event::new(event_type, self.seq, self.time, data).unwrap();
+            self.seq += 1;
+            self.turns.last_mut().unwrap().push(event);
+            self
+        }
+
+        fn with(&mut self, f: impl FnOnce(Event) -> Event) -> &mut Script {
+            let last = self.turns.last_mut().unwrap().pop().unwrap();
+            self.turns.last_mut().unwrap().push(f(last));
+            self
+        }
+
+        fn turn(&mut self) -> &mut Script {
+            self.turns.push(Vec::new());
+            self
+        }
+    }
+
+    /// Three complete turns (steps, chunks, tool calls and results), then a
+    /// fourth left open with a tool call unanswered.
+    pub fn turns() -> Vec<Vec<Event>> {
+        let mut s = Script {
+            seq: 0,
+            time: T0,
+            turns: Vec::new(),
+        };
+        s.turn()
+            .e("turn/start", r#"{"turn":1}"#)
+            .e("user/message", r#"{"id":"u1","text":"What is in src/?"}"#)
+            .e("step/start", r#"{"turn":1,"step":1}"#)
+            .e("assistant/chunk", r#"{"turn":1,"step":1,"delta":"Let me "}"#)
+            .e("assistant/chunk", r#"{"turn":1,"step":1,"delta":"look."}"#)
+            .e(
+                "assistant/message",
+                r#"{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool-call","id":"call-1","name":"ls","input":{"path":"src"}}]}}"#,
+            )
+            .e(
+                "tool/call",
+                r#"{"turn":1,"step":1,"callId":"call-1","name":"ls","arguments":{"path":"src"}}"#,
+            )
+            .e(
+                "tool/result",
+                r#"{"turn":1,"step":1,"message":{"id":"r1","role":"user","source":{"kind":"tool","callId":"call-1"},"content":[{"type":"tool-result","toolCallId":"call-1","content":[{"type":"text","text":"lib.rs main.rs"}]}]}}"#,
+            )
+            .with(|e| {
+                e.with_surface_op("\"append\"")
+                    .unwrap()
+                    .with_source_event_seqs(&[6])
+                    .unwrap()
+            })
+            .e("step/end", r#"{"turn":1,"step":1}"#)
+            .e("step/start", r#"{"turn":1,"step":2}"#)
+            .e("assistant/chunk", r#"{"turn":1,"step":2,"delta":"Two "}"#)
+            .e(
+                "assistant/message",
+                r#"{"turn":1,"step":2,"message":{"id":"a2","role":"assistant","content":[{"type":"text","text":"Two files."}]}}"#,
+            )
+            .e("step/end", r#"{"turn":1,"step":2}"#)
+            .e("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#);
+        s.turn()
+            .e("turn/start", r#"{"turn":2}"#)
+            .e("user/message", r#"{"id":"u2","text":"thanks","n":1e+21}"#)
+            .e("step/start", r#"{"turn":2,"step":1}"#)
+            .e("assistant/chunk", r#"{"turn":2,"step":1,"delta":"You're"}"#)
+            .e(
+                "assistant/message",
+                r#"{"turn":2,"step":1,"message":{"id":"a3","role":"assistant","content":[{"type":"text","text":"You're welcome."}]}}"#,
+            )
+            .e("step/end", r#"{"turn":2,"step":1}"#)
+            .e("turn/end", r#"{"turn":2,"reason":{"kind":"completed"}}"#);
+        s.turn()
+            .e("turn/start", r#"{"turn":3}"#)
+            .e("user/message", r#"{"id":"u3","text":"show lib.rs"}"#)
+            .e("plugin/telemetry", r#"{"tokens":42}"#)
+            .with(Event::with_ignorable)
+            .e("step/start", r#"{"turn":3,"step":1}"#)
+            .e(
+                "assistant/message",
+                r#"{"turn":3,"step":1,"message":{"id":"a4","role":"assistant","content":[{"type":"tool-call","id":"call-3","name":"read","input":{"path":"src/lib.rs"}}]}}"#,
+            )
+            .e(
+                "tool/call",
+                r#"{"turn":3,"step":1,"callId":"call-3","name":"read","arguments":{"path":"src/lib.rs"}}"#,
+            )
+            .e(
+                "tool/result",
+                r#"{"turn":3,"step":1,"message":{"id":"r3","role":"user","source":{"kind":"tool","callId":"call-3"},"content":[{"type":"tool-result","toolCallId":"call-3","content":[{"type":"text","text":"pub mod x;"}]}]}}"#,
+            )
+            .e("step/end", r#"{"turn":3,"step":1}"#)
+            .e("turn/end", r#"{"turn":3,"reason":{"kind":"completed"}}"#);
+        s.turn()
+            .e("turn/start", r#"{"turn":4}"#)
+            .e("user/message", r#"{"id":"u4","text":"now run the tests"}"#)
+            .e("step/start", r#"{"turn":4,"step":1}"#)
+            .e("assistant/chunk", r#"{"turn":4,"step":1,"delta":"Running"}"#)
+            .e(
+                "assistant/message",
+                r#"{"turn":4,"step":1,"message":{"id":"a5","role":"assistant","content":[{"type":"tool-call","id":"call-4","name":"test","input":{}}]}}"#,
+            )
+            .e(
+                "tool/call",
+                r#"{"turn":4,"step":1,"callId":"call-4","name":"test","arguments":{}}"#,
+            );
+        s.turns
+    }
+
+    /// How a session is handed to `append`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Shape {
+        /// Every turn in one append (the materializing one).
+        OneBatch,
+        /// One append per turn.
+        PerTurn,
+        /// Appends of 1, 3, 2, 1, 3, 2, … events.
+        ManyBatches,
+    }
+
+    pub const SHAPES: [Shape; 3] = [Shape::OneBatch, Shape::PerTurn, Shape::ManyBatches];
+
+    fn batches(shape: Shape) -> Vec<Vec<Event>> {
+        let turns = turns();
+        match shape {
+            Shape::OneBatch => vec![turns.concat()],
+            Shape::PerTurn => turns,
+            Shape::ManyBatches => {
+                let all = turns.concat();
+                let mut out = Vec::new();
+                let mut at = 0;
+                for size in [1, 3, 2].into_iter().cycle() {
+                    if at >= all.len() {
+                        break;
+                    }
+                    let end = (at + size).min(all.len());
+                    out.push(all[at..end].to_vec());
+                    at = end;
+                }
+                out
+            }
+        }
+    }
+
+    /// A session as written, before the crash.
+    pub struct Written {
+        disk: SimDisk,
+        sync: SyncMode,
+        sent: Vec<Event>,
+        /// Events acknowledged (the largest `Receipt::durable`).
+        acked: u64,
+        /// Events known fsynced (materialization, a `turn`/`batch`
+        /// acknowledgement, an explicit flush).
+        synced: u64,
+    }
+
+    /// Writes the session `shape` under `sync`. In `never` mode the store
+    /// is flushed once turn 2 has ended (when turn 2's end is not in the
+    /// materializing batch): what follows is acknowledged but not flushed.
+    pub fn write(shape: Shape, sync: SyncMode) -> Written {
+        let disk = SimDisk::new(12);
+        let store = store_on(&disk, sync);
+        store.create(header()).unwrap();
+        let mut sent = Vec::new();
+        let (mut acked, mut synced) = (0u64, 0u64);
+        for (i, batch) in batches(shape).iter().enumerate() {
+            let receipt = store.append(ID, batch).unwrap();
+            sent.extend(batch.iter().cloned());
+            let next = sent.len() as u64;
+            let ends_turn = batch.iter().any(|e| e.kind() == EventKind::TurnEnd);
+            let want = match sync {
+                _ if i == 0 => next,
+                SyncMode::Batch | SyncMode::Never => next,
+                SyncMode::Turn if ends_turn => next,
+                SyncMode::Turn => acked,
+            };
+            assert_eq!(
+                (receipt.next_seq, receipt.durable),
+                (next, want),
+                "{shape:?} {sync:?} append {i}"
+            );
+            acked = want;
+            if i == 0 || sync != SyncMode::Never {
+                synced = acked;
+            }
+            let ends_turn_2 = batch.iter().any(|e| {
+                e.kind() == EventKind::TurnEnd && e.data().get().starts_with(r#"{"turn":2,"#)
+            });
+            if sync == SyncMode::Never && ends_turn_2 && i > 0 {
+                assert_eq!(store.flush(ID).unwrap(), next, "{shape:?} flush");
+                synced = next;
+            }
+        }
+        drop(store); // the crash: no close, no flush
+        Written {
+            disk,
+            sync,
+            sent,
+            acked,
+            synced,
+        }
+    }
+
+    /// A crash image, its records located by walking the file backwards
+    /// through the trailers, and its durability proof read per FORMAT.md.
+    struct Image {
+        disk: SimDisk,
+        bytes: Vec<u8>,
+        salt: u32,
+        starts: Vec<usize>,
+        ends: Vec<usize>,
+        watermarks: Vec<u64>,
+        /// The durable length the proof file on the image states (0: none).
+        proven: u64,
+        proof_bytes: Option<Vec<u8>>,
+    }
+
+    fn u32_at(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    }
+
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    }
+
+    /// The durable length a proof file's bytes state for a log salted
+    /// `salt` (FORMAT.md, "The durability proof"): 0 unless the magic, the
+    /// CRC and the salt all match.
+    fn proof_length(bytes: Option<&[u8]>, salt: u32) -> u64 {
+        let Some(b) = bytes else { return 0 };
+        if b.len() < 20
+            || &b[..4] != b"TWDP"
+            || crc32fast::hash(&b[..16]) != u32_at(b, 16)
+            || u32_at(b, 4) != salt
+        {
+            return 0;
+        }
+        u64_at(b, 8)
+    }
+
+    fn image_of(disk: SimDisk) -> Image {
+        let bytes = disk.read(&log_path()).expect("the log survives");
+        let salt = u32_at(&bytes, 12);
+        let records_start = 24 + u32_at(&bytes, 16) as usize;
+        assert_eq!(records_start, SECTOR);
+        // Backwards through the trailers.
+        let mut starts = Vec::new();
+        let mut end = bytes.len();
+        while end > records_start {
+            let len = u32_at(&bytes, end - 4) as usize;
+            assert!(len >= MIN_RECORD && len <= end - records_start);
+            end -= len;
+            starts.push(end);
+        }
+        assert_eq!(
+            end, records_start,
+            "the trailers walk back to the first record"
+        );
+        starts.reverse();
+        let mut ends = Vec::new();
+        let mut watermarks = Vec::new();
+        for (i, &at) in starts.iter().enumerate() {
+            // The head's lengths agree with the trailer, and record i has seq i.
+            let len = MIN_RECORD
+                + u16::from_le_bytes(bytes[at + 6..at + 8].try_into().unwrap()) as usize
+                + u32_at(&bytes, at + 8) as usize
+                + u32_at(&bytes, at + 12) as usize
+                + u32_at(&bytes, at + 16) as usize;
+            ends.push(at + len);
+            assert_eq!(u64_at(&bytes, at + 24), i as u64);
+            watermarks.push(u64_at(&bytes, at + 40));
+        }
+        assert_eq!(ends.last().copied().unwrap_or(records_start), bytes.len());
+        let proof_bytes = disk.read(&proof::path_of(&log_path()));
+        let proven = proof_length(proof_bytes.as_deref(), salt);
+        assert_eq!(
+            proven,
+            proof_bytes.as_deref().map_or(0, |b| proof::decode(b, salt))
+        );
+        Image {
+            disk,
+            bytes,
+            salt,
+            starts,
+            ends,
+            watermarks,
+            proven,
+            proof_bytes,
+        }
+    }
+
+    /// One damage to the image.
+    #[derive(Debug, Clone)]
+    enum Damage {
+        Flip { at: usize, bit: u8 },
+        Overwrite { at: usize, with: Vec<u8> },
+        ZeroSector { sector: usize },
+    }
+
+    impl Damage {
+        fn apply(&self, bytes: &[u8]) -> Vec<u8> {
+            let mut out = bytes.to_vec();
+            match self {
+                Damage::Flip { at, bit } => out[*at] ^= 1 << bit,
+                Damage::Overwrite { at, with } => out[*at..at + with.len()].copy_from_slice(with),
+                Damage::ZeroSector { sector } => {
+                    let from = sector * SECTOR;
+                    let to = (from + SECTOR).min(out.len());
+                    out[from..to].fill(0);
+                }
+            }
+            out
+        }
+    }
+
+    /// A tiny deterministic generator for garbage bytes.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// The damages applied to record `r`: bit flips in its head, payload
+    /// and trailer (every byte with `full`), overwrites of 4-8 garbage
+    /// bytes, and zeroing each sector that holds a byte of it.
+    fn damages(image: &Image, r: usize, full: bool, rng: &mut Rng) -> Vec<Damage> {
+        let (start, end) = (image.starts[r], image.ends[r]);
+        let len = end - start;
+        let mut out = Vec::new();
+        let flips: Vec<usize> = if full {
+            (start..end).collect()
+        } else {
+            vec![
+                start + (r * 11) % 52,               // head
+                start + 52 + (len - MIN_RECORD) / 2, // payload
+                end - 4 + r % 2,                     // trailer
+            ]
+        };
+        for (k, at) in flips.into_iter().enumerate() {
+            out.push(Damage::Flip {
+                at,
+                bit: ((r + k) % 8) as u8,
+            });
+        }
+        let overwrites: Vec<usize> = if full {
+            (start..end - 4).step_by(8).collect()
+        } else {
+            vec![start + (r * 13) % (len - 8)]
+        };
+        for at in overwrites {
+            let n = 4 + (rng.next() % 5) as usize;
+            let n = n.min(end - at);
+            let mut with: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+            if with == image.bytes[at..at + n] {
+                with[0] ^= 0xff;
+            }
+            out.push(Damage::Overwrite { at, with });
+        }
+        for sector in start / SECTOR..=(end - 1) / SECTOR {
+            out.push(Damage::ZeroSector { sector });
+            if !full {
+                break;
+            }
+        }
+        out
+    }
+
+    /// What was checked, per sync mode and crash kind.
+    #[derive(Debug, Default, Clone)]
+    pub struct Tally {
+        pub images: u64,
+        /// Damages that changed no byte (a zeroed sector over zeros).
+        pub no_ops: u64,
+        pub corrupt: u64,
+        /// Torn: in the documented window.
+        pub torn: u64,
+        /// Acknowledged events an automatic repair cut inside the window.
+        pub acked_cut_in_window: u64,
+        /// Acknowledged events an automatic repair cut outside it (must be 0).
+        pub acked_cut_outside_window: u64,
+        /// Events `salvage` returned, and the intact events the image held.
+        pub salvaged: u64,
+        pub intact: u64,
+        /// Intact events after a torn (in-window) damage that `salvage`
+        /// did not return (it returns a loadable log's kept prefix).
+        pub torn_intact_not_salvaged: u64,
+        pub failures: Vec<String>,
+    }
+
+    fn seqs(events: &[Event]) -> String {
+        let s: Vec<String> = events.iter().map(|e| e.seq().to_string()).collect();
+        format!("[{}]", s.join(","))
+    }
+
+    macro_rules! ensure {
+        ($cond:expr, $($msg:tt)+) => {
+            if !$cond {
+                return Err(format!($($msg)+));
+            }
+        };
+    }
+
+    macro_rules! ensure_eq {
+        ($got:expr, $want:expr, $ctx:expr) => {{
+            let (got, want) = (&$got, &$want);
+            if got != want {
+                return Err(format!(
+                    "{}: {}: expected {:?}, got {:?}",
+                    $ctx,
+                    stringify!($got),
+                    want,
+                    got
+                ));
+            }
+        }};
+    }
+
+    fn ensure_events(got: &[Event], want: &[Event], ctx: &str) -> Result<(), String> {
+        if got != want {
+            let at = got.iter().zip(want).position(|(a, b)| a != b);
+            return Err(format!(
+                "{ctx}: events differ (first at index {at:?}): expected seqs {}, got seqs {}",
+                seqs(want),
+                seqs(got)
+            ));
+        }
+        Ok(())
+    }
+
+    fn ensure_bytes(got: Option<Vec<u8>>, want: &[u8], ctx: &str) -> Result<(), String> {
+        let Some(got) = got else {
+            return Err(format!("{ctx}: file missing"));
+        };
+        if got != want {
+            let at = got.iter().zip(want).position(|(a, b)| a != b);
+            return Err(format!(
+                "{ctx}: bytes differ at {at:?} (got {} bytes, expected {})",
+                got.len(),
+                want.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The log after a repair that keeps `bytes[..p]` (the events `kept`)
+    /// and appends their closers, flagged synthetic, with watermark `p`.
+    fn repaired(bytes: &[u8], p: usize, kept: &[Event], salt: u32) -> (Vec<Event>, Vec<u8>) {
+        let closers = interrupted_turn_closers(kept);
+        let mut out = bytes[..p].to_vec();
+        let mut tracker = Tracker::new(Policy::Strict);
+        tracker.accept_batch(kept).unwrap();
+        for (event, placement) in closers.iter().zip(tracker.accept_batch(&closers).unwrap()) {
+            format::encode_synthetic_record(&mut out, event, placement, p as u64, salt);
+        }
+        (closers, out)
+    }
+
+    /// FORMAT.md's classification of the bytes `rest` at the first invalid
+    /// record, when nothing proves them acknowledged.
+    fn torn_reason(rest: &[u8]) -> CutReason {
+        if rest.iter().all(|&b| b == 0) {
+            return CutReason::ZeroFill;
+        }
+        if rest.len() < MIN_RECORD {
+            return CutReason::Incomplete;
+        }
+        match format::parse_head(&rest[..format::RECORD_HEADER_LEN]) {
+            Ok(head) if head.record_len() > rest.len() as u64 => CutReason::Incomplete,
+            _ => CutReason::Invalid,
+        }
+    }
+
+    /// The single quarantine file of the store, checked by name, and its
+    /// path.
+    fn only_quarantine(store: &Store, p: usize, seq: usize, ctx: &str) -> Result<PathBuf, String> {
+        let files = store
+            .quarantined()
+            .map_err(|e| format!("{ctx}: quarantined: {e}"))?;
+        ensure!(
+            files.len() == 1,
+            "{ctx}: quarantine files {files:?}, expected one"
+        );
+        let file = files[0].clone();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let prefix = format!("{}.at-{p}.seq-{seq}.", encode_file_name(ID));
+        ensure!(
+            file.parent() == Some(&root().join("quarantine"))
+                && name.starts_with(&prefix)
+                && name.ends_with(".twal-cut"),
+            "{ctx}: quarantine file {} should be quarantine/{prefix}<ms>.twal-cut",
+            file.display()
+        );
+        Ok(file)
+    }
+
+    /// The oracle for one damaged image. `acked` is how many events were
+    /// acknowledged, `synced` how many were known fsynced.
+    fn check_image(
+        image: &Image,
+        written: &Written,
+        mode: CrashMode,
+        damage: &Damage,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        let log = log_path();
+        let damaged = damage.apply(&image.bytes);
+        let n = image.starts.len();
+        let touched: Vec<usize> = (0..n)
+            .filter(|&i| {
+                damaged[image.starts[i]..image.ends[i]]
+                    != image.bytes[image.starts[i]..image.ends[i]]
+            })
+            .collect();
+        if touched.is_empty() {
+            tally.no_ops += 1;
+            return Ok(());
+        }
+        tally.images += 1;
+        let (r0, r1) = (touched[0], *touched.last().unwrap());
+        assert_eq!(
+            touched.len(),
+            r1 - r0 + 1,
+            "damage is one contiguous region"
+        );
+        let p = image.starts[r0];
+        let len = damaged.len();
+        let acked_present = (written.acked as usize).min(n);
+        let ctx = format!(
+            "{:?} {:?} {damage:?}: first damaged record {r0} at byte {p} (records {r0}..={r1} of {n}, {} acknowledged, {} synced, proof {})",
+            written.sync, mode, acked_present, written.synced, image.proven
+        );
+
+        // The window, from the image alone: the proof on disk, the
+        // watermarks of the intact records after the damage, and a zero
+        // fill to the end (which only the proof can prove).
+        let later = (r1 + 1..n).map(|j| image.watermarks[j]);
+        let zero_fill = damaged[p..].iter().all(|&b| b == 0);
+        let rule = if (p as u64) < image.proven {
+            Some("inside-proven-length")
+        } else if zero_fill {
+            None
+        } else if later.clone().any(|w| w > p as u64) {
+            Some("below-later-watermark")
+        } else if later.clone().any(|w| w == 0) {
+            Some("inside-materialized-batch")
+        } else {
+            None
+        };
+        let in_window = rule.is_none();
+        // The documented window (docs/RECOVERY.md): after a power cut, the
+        // batch acknowledged last (the records written since the last
+        // fdatasync but one, which share its watermark); in `never` mode,
+        // everything since the last flush; after a process crash in `turn`
+        // and `batch` mode, nothing.
+        let documented = |r: usize| match (mode, written.sync) {
+            (CrashMode::KeepAll, SyncMode::Never) => r as u64 >= written.synced,
+            (CrashMode::KeepAll, _) => false,
+            _ => image.watermarks[r] == image.watermarks[n - 1],
+        };
+        // Acknowledged records a torn verdict would cut although they lie
+        // outside the documented window: each one is an acknowledged event
+        // cut by an automatic repair. The rest of the oracle still runs, so
+        // the report says what else holds.
+        let mut outside_failure = None;
+        if in_window {
+            let outside: Vec<usize> = (r0..acked_present).filter(|&r| !documented(r)).collect();
+            if !outside.is_empty() {
+                tally.acked_cut_outside_window += outside.len() as u64;
+                let at: Vec<String> = outside
+                    .iter()
+                    .map(|&r| {
+                        format!(
+                            "seq {r} at byte {} (watermark {})",
+                            image.starts[r], image.watermarks[r]
+                        )
+                    })
+                    .collect();
+                outside_failure = Some(format!(
+                    "{ctx}: expected corrupt at byte {p} (seq {r0}), but nothing left on the image proves it \
+                     (the proof file states {} and every later record is damaged or lost), so it is torn: \
+                     the automatic repair cuts acknowledged events outside the documented window \
+                     (last batch's watermark {}): {}",
+                    image.proven,
+                    image.watermarks[n - 1],
+                    at.join(", ")
+                ));
+            }
+        }
+
+        let disk = image.disk.snapshot();
+        disk.write_durable(&log, &damaged).unwrap();
+        let store = store_on(&disk, written.sync);
+        let intact: Vec<Event> = (0..n)
+            .filter(|i| !touched.contains(i))
+            .map(|i| written.sent[i].clone())
+            .collect();
+        tally.intact += intact.len() as u64;
+
+        if let Some(rule) = rule {
+            // Corrupt: every automatic path refuses and writes nothing.
+            let mut reason = None;
+            for (what, result) in [
+                ("inspect", store.inspect(ID).map(|v| v.stored)),
+                ("load", store.load(ID).map(|v| v.stored)),
+                ("recover --dry-run", store.recover(ID, true).map(|r| r.kept)),
+                ("recover", store.recover(ID, false).map(|r| r.kept)),
+            ] {
+                match result {
+                    Err(Error::Corrupt(c)) => {
+                        ensure_eq!(
+                            (c.offset, c.seq, &c.path),
+                            (p as u64, Some(r0 as u64), &log),
+                            format!("{ctx}: {what}")
+                        );
+                        ensure!(
+                            c.reason.contains(&format!("[rule: {rule}]")),
+                            "{ctx}: {what}: expected rule {rule}, got {}",
+                            c.reason
+                        );
+                        reason = Some(c.reason.clone());
+                    }
+                    Ok(kept) => {
+                        let cut = (acked_present as u64).saturating_sub(kept);
+                        tally.acked_cut_outside_window += cut;
+                        return Err(format!(
+                            "{ctx}: {what} accepted the damaged log keeping {kept} events: {cut} acknowledged events cut automatically"
+                        ));
+                    }
+                    Err(e) => return Err(format!("{ctx}: {what}: expected corruption, got {e}")),
+                }
+            }
+            let reason = reason.unwrap();
+            let report = store
+                .verify(ID)
+                .map_err(|e| format!("{ctx}: verify: {e}"))?;
+            ensure_eq!(report.state, LogState::Corrupt, ctx);
+            ensure_bytes(
+                disk.read(&log),
+                &damaged,
+                &format!("{ctx}: a refusal wrote the log"),
+            )?;
+            ensure_eq!(disk.read(&proof::path_of(&log)), image.proof_bytes, ctx);
+            ensure_eq!(store.quarantined().unwrap(), Vec::<PathBuf>::new(), ctx);
+            tally.corrupt += 1;
+
+            // Salvage: every intact event, the damaged region as one gap.
+            let salvage = store
+                .salvage(ID)
+                .map_err(|e| format!("{ctx}: salvage: {e}"))?;
+            tally.salvaged += salvage.events.len() as u64;
+            ensure_events(&salvage.events, &intact, &format!("{ctx}: salvage"))?;
+            let (gap_end, next_seq) = match image.starts.get(r1 + 1) {
+                Some(&q) => (q, Some(r1 as u64 + 1)),
+                None => (len, None),
+            };
+            let Err((_, detail)) = scan::check_at(&damaged, p as u64, Some(r0 as u64), image.salt)
+            else {
+                return Err(format!("{ctx}: the damaged record checks valid"));
+            };
+            ensure_eq!(
+                salvage.gaps,
+                [Gap {
+                    offset: p as u64,
+                    len: (gap_end - p) as u64,
+                    first_seq: r0 as u64,
+                    next_seq,
+                    reason: detail,
+                    damaged: true,
+                }],
+                ctx
+            );
+
+            // The salvage repair: the longest valid prefix plus its
+            // closers; exactly the cut bytes quarantined.
+            let report = store
+                .recover_salvage(ID, false)
+                .map_err(|e| format!("{ctx}: recover --salvage: {e}"))?;
+            let kept = &written.sent[..r0];
+            let (closers, after) = repaired(&damaged, p, kept, image.salt);
+            ensure_eq!(
+                (report.kept, report.committed, &report.cut),
+                (
+                    r0 as u64,
+                    true,
+                    &Some(Cut {
+                        offset: p as u64,
+                        seq: r0 as u64,
+                        len: (len - p) as u64,
+                        reason: CutReason::Damaged,
+                        detail: reason,
+                    })
+                ),
+                ctx
+            );
+            ensure_events(
+                &report.closers,
+                &closers,
+                &format!("{ctx}: salvage closers"),
+            )?;
+            let file = only_quarantine(&store, p, r0, &ctx)?;
+            ensure_eq!(report.quarantine.as_ref(), Some(&file), ctx);
+            ensure_bytes(
+                disk.read(&file),
+                &damaged[p..],
+                &format!("{ctx}: quarantine"),
+            )?;
+            ensure_bytes(disk.read(&log), &after, &format!("{ctx}: salvaged log"))?;
+            let proof_now = proof_length(disk.read(&proof::path_of(&log)).as_deref(), image.salt);
+            ensure_eq!(
+                proof_now,
+                after.len() as u64,
+                format!("{ctx}: proof after salvage")
+            );
+            drop(store);
+            let store = store_on(&disk, written.sync);
+            let view = store
+                .load(ID)
+                .map_err(|e| format!("{ctx}: load after salvage: {e}"))?;
+            let expected: Vec<Event> = kept.iter().chain(&closers).cloned().collect();
+            ensure_events(
+                &view.events,
+                &expected,
+                &format!("{ctx}: load after salvage"),
+            )?;
+            ensure_eq!((view.state, &view.cut), (LogState::Clean, &None), ctx);
+            ensure_bytes(disk.read(&log), &after, &format!("{ctx}: clean load wrote"))?;
+        } else {
+            // Torn, in the window: the records before it are kept and
+            // closed, the rest cut and quarantined.
+            let reason = torn_reason(&damaged[p..]);
+            let kept = &written.sent[..r0];
+            let (closers, after) = repaired(&damaged, p, kept, image.salt);
+            let expected: Vec<Event> = kept.iter().chain(&closers).cloned().collect();
+            let view = store
+                .inspect(ID)
+                .map_err(|e| format!("{ctx}: inspect (torn expected): {e}"))?;
+            ensure_events(&view.events, &expected, &format!("{ctx}: inspect"))?;
+            let cut = view
+                .cut
+                .clone()
+                .ok_or_else(|| format!("{ctx}: inspect: no cut"))?;
+            ensure_eq!(
+                (
+                    view.stored,
+                    view.state,
+                    cut.offset,
+                    cut.seq,
+                    cut.len,
+                    cut.reason
+                ),
+                (
+                    r0 as u64,
+                    LogState::Torn,
+                    p as u64,
+                    r0 as u64,
+                    (len - p) as u64,
+                    reason
+                ),
+                ctx
+            );
+            let report = store
+                .verify(ID)
+                .map_err(|e| format!("{ctx}: verify: {e}"))?;
+            ensure_eq!(
+                (report.state, report.events),
+                (LogState::Torn, r0 as u64),
+                ctx
+            );
+            ensure_bytes(disk.read(&log), &damaged, &format!("{ctx}: inspect wrote"))?;
+
+            // Salvage of a log that loads: its kept events and its cut.
+            let salvage = store
+                .salvage(ID)
+                .map_err(|e| format!("{ctx}: salvage: {e}"))?;
+            tally.salvaged += salvage.events.len() as u64;
+            let after_damage = intact.len() - r0;
+            let returned_after = salvage
+                .events
+                .iter()
+                .filter(|e| e.seq() > r1 as u64)
+                .count();
+            tally.torn_intact_not_salvaged += (after_damage - returned_after) as u64;
+            ensure_events(
+                &salvage.events[..r0.min(salvage.events.len())],
+                kept,
+                &format!("{ctx}: salvage prefix"),
+            )?;
+            ensure_eq!(salvage.events.len() >= r0, true, ctx);
+            ensure_eq!(
+                salvage.gaps.first().map(|g| (g.offset, g.first_seq)),
+                Some((p as u64, r0 as u64)),
+                ctx
+            );
+
+            // The automatic repair (load) cuts exactly there and keeps the
+            // cut bytes.
+            let view = store.load(ID).map_err(|e| format!("{ctx}: load: {e}"))?;
+            ensure_events(&view.events, &expected, &format!("{ctx}: load"))?;
+            tally.acked_cut_in_window +=
+                (r0..acked_present).filter(|&r| documented(r)).count() as u64;
+            tally.torn += 1;
+            let file = only_quarantine(&store, p, r0, &ctx)?;
+            ensure_bytes(
+                disk.read(&file),
+                &damaged[p..],
+                &format!("{ctx}: quarantine"),
+            )?;
+            ensure_bytes(disk.read(&log), &after, &format!("{ctx}: repaired log"))?;
+            drop(store);
+            let store = store_on(&disk, written.sync);
+            let view = store
+                .load(ID)
+                .map_err(|e| format!("{ctx}: second load: {e}"))?;
+            ensure_events(&view.events, &expected, &format!("{ctx}: second load"))?;
+            ensure_eq!((view.state, &view.cut), (LogState::Clean, &None), ctx);
+            ensure_bytes(
+                disk.read(&log),
+                &after,
+                &format!("{ctx}: second load wrote"),
+            )?;
+
+            // recover --salvage on the same torn image is plain recover.
+            let disk = image.disk.snapshot();
+            disk.write_durable(&log, &damaged).unwrap();
+            let store = store_on(&disk, written.sync);
+            let report = store
+                .recover_salvage(ID, false)
+                .map_err(|e| format!("{ctx}: recover --salvage: {e}"))?;
+            ensure_eq!(
+                (
+                    report.kept,
+                    report
+                        .cut
+                        .as_ref()
+                        .map(|c| (c.offset, c.seq, c.len, c.reason))
+                ),
+                (
+                    r0 as u64,
+                    Some((p as u64, r0 as u64, (len - p) as u64, reason))
+                ),
+                ctx
+            );
+            let file = only_quarantine(&store, p, r0, &ctx)?;
+            ensure_eq!(report.quarantine.as_ref(), Some(&file), ctx);
+            ensure_bytes(
+                disk.read(&file),
+                &damaged[p..],
+                &format!("{ctx}: quarantine"),
+            )?;
+            ensure_bytes(disk.read(&log), &after, &format!("{ctx}: recovered log"))?;
+        }
+        outside_failure.map_or(Ok(()), Err)
+    }
+
+    /// Crashes the written session with `mode` and damages every
+    /// acknowledged record of the image.
+    pub fn run(written: &Written, mode: CrashMode, full: bool) -> Tally {
+        let image = image_of(written.disk.crash(mode));
+        let n = image.starts.len();
+        let required = if mode == CrashMode::KeepAll {
+            written.acked
+        } else {
+            written.synced
+        };
+        // The undamaged image recovers every event it must.
+        let view = store_on(&image.disk.snapshot(), written.sync)
+            .inspect(ID)
+            .unwrap();
+        assert!(view.cut.is_none() && view.stored == n as u64);
+        assert!(n as u64 >= required, "{} records, {required} required", n);
+        assert_eq!(view.events[..n], written.sent[..n]);
+
+        let mut tally = Tally::default();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut sectors_done = std::collections::BTreeSet::new();
+        for r in 0..(written.acked as usize).min(n) {
+            for damage in damages(&image, r, full, &mut rng) {
+                if let Damage::ZeroSector { sector } = damage {
+                    if !sectors_done.insert(sector) {
+                        continue;
+                    }
+                }
+                if let Err(failure) = check_image(&image, written, mode, &damage, &mut tally) {
+                    tally.failures.push(failure);
+                }
+            }
+        }
+        tally
+    }
+}
+
+use turnwal::SyncMode;
+use turnwal::backend::wal::simdisk::CrashMode;
+
+fn wal_sweep(sync: SyncMode) -> Vec<String> {
+    let full = wal_damage::full();
+    let mut failures = Vec::new();
+    for mode in [CrashMode::KeepAll, CrashMode::LoseUnsynced] {
+        let mut total = wal_damage::Tally::default();
+        for shape in wal_damage::SHAPES {
+            let written = wal_damage::write(shape, sync);
+            let t = wal_damage::run(&written, mode, full);
+            eprintln!(
+                "wal {sync:?} {} {shape:?}: {} images ({} no-op), {} corrupt, {} torn (window), acked events cut: {} in window, {} outside (must be 0); salvage {} of {} intact; {} intact after torn damage not salvaged; {} failures",
+                crash_name(mode),
+                t.images,
+                t.no_ops,
+                t.corrupt,
+                t.torn,
+                t.acked_cut_in_window,
+                t.acked_cut_outside_window,
+                t.salvaged,
+                t.intact,
+                t.torn_intact_not_salvaged,
+                t.failures.len()
+            );
+            total.images += t.images;
+            total.no_ops += t.no_ops;
+            total.corrupt += t.corrupt;
+            total.torn += t.torn;
+            total.acked_cut_in_window += t.acked_cut_in_window;
+            total.acked_cut_outside_window += t.acked_cut_outside_window;
+            total.salvaged += t.salvaged;
+            total.intact += t.intact;
+            total.torn_intact_not_salvaged += t.torn_intact_not_salvaged;
+            failures.extend(t.failures);
+        }
+        eprintln!(
+            "wal {sync:?} {} TOTAL: {} images, {} corrupt, {} torn (window), acked cut outside window {}, salvage {} of {} intact ({} after torn damage not salvaged)",
+            crash_name(mode),
+            total.images,
+            total.corrupt,
+            total.torn,
+            total.acked_cut_outside_window,
+            total.salvaged,
+            total.intact,
+            total.torn_intact_not_salvaged
+        );
+        assert!(total.images > 0);
+        if mode == CrashMode::KeepAll && sync != SyncMode::Never {
+            assert_eq!(
+                total.torn, 0,
+                "after a process crash in {sync:?} mode no acknowledged damage is in the window"
+            );
+        }
+    }
+    failures
+}
+
+fn crash_name(mode: CrashMode) -> &'static str {
+    match mode {
+        CrashMode::KeepAll => "process-crash",
+        CrashMode::LoseUnsynced => "power-cut",
+        _ => "other",
+    }
+}
+
+fn assert_no_failures(failures: &[String]) {
+    for f in failures.iter().take(20) {
+        eprintln!("FAILURE: {f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures (first: {})",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn wal_damage_turn_mode() {
+    assert_no_failures(&wal_sweep(SyncMode::Turn));
+}
+
+#[test]
+fn wal_damage_batch_mode() {
+    assert_no_failures(&wal_sweep(SyncMode::Batch));
+}
+
+#[test]
+fn wal_damage_never_mode() {
+    assert_no_failures(&wal_sweep(SyncMode::Never));
+}
