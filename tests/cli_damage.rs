@@ -174,7 +174,8 @@ fn salvage_reads_every_intact_event_and_repairs_with_a_quarantine() {
             2,
             lines(&intact).as_str(),
             format!(
-                "turnwal: gap at bytes {at}..{} (damaged): seq 7 lost: record checksum mismatch\n",
+                "turnwal: gap at bytes {at}..{} (damaged): seq 7 lost: invalid-record: record \
+                 checksum mismatch\n",
                 starts[8]
             )
             .as_str()

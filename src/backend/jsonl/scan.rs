@@ -391,7 +391,15 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
                 undecodable = Some((frame.start as u64, failed_text(frame.start, &e)));
                 break;
             }
-            Err(e) => return Err(failed(frame.start, e)),
+            // Named by the seq its first event would have had.
+            Err(e) => {
+                return Err(corrupt(
+                    path,
+                    frame.start as u64,
+                    Some(scanner.raw.len() as u64),
+                    failed_text(frame.start, &e),
+                ));
+            }
         };
         scanner.write(&plain, Some(frame.start as u64))?;
         if scanner.damaged && !salvage {

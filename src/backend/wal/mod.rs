@@ -516,14 +516,22 @@ impl Backend for WalBackend {
     }
 
     fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
-        match self.load(id) {
-            Err(Error::Corrupt(_)) => {}
-            other => return Ok(other?.map(crate::scan::Salvage::of_stored)),
-        }
+        // Past any hole, corrupt or torn: intact records after a hole the
+        // power-loss window lets recovery cut are returned too. Its gaps are
+        // damage only when recovery refuses the log.
+        let damaged = match self.scan(id) {
+            Ok(None) => return Ok(None),
+            Ok(Some(_)) => false,
+            Err(Error::Corrupt(_)) => true,
+            Err(e) => return Err(e),
+        };
         let Some((map, meta, path)) = self.map_with_header(id)? else {
             return Ok(None);
         };
-        let (events, gaps) = scan::salvage_records(&map, &path)?;
+        let (events, mut gaps) = scan::salvage_records(&map, &path)?;
+        for gap in &mut gaps {
+            gap.damaged = damaged;
+        }
         Ok(Some(crate::scan::Salvage {
             header: meta.header,
             events,

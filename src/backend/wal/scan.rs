@@ -536,7 +536,12 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
                 expected = head.seq + 1;
                 at += head.record_len();
             }
-            Err((_, detail)) => {
+            Err((reason, detail)) => {
+                let reason = if bytes[at as usize..].iter().all(|&b| b == 0) {
+                    CutReason::ZeroFill
+                } else {
+                    reason
+                };
                 let resume =
                     (at + 1..len.saturating_sub(MIN_RECORD_LEN as u64 - 1)).find_map(|q| {
                         check_at(bytes, q, None, file.salt)
@@ -553,7 +558,7 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
                     len: end - at,
                     first_seq: expected,
                     next_seq,
-                    reason: detail,
+                    reason: format!("{reason}: {detail}"),
                     damaged: true,
                 });
                 at = end;
