@@ -1208,6 +1208,36 @@ mod upstream {
             + 1
     }
 
+    /// `recover --salvage` on a corrupt upstream log damaged at seq `d`
+    /// (its unit starting at `p`): it keeps `d` events, cuts `[p, len)` as
+    /// damaged and appends exactly `closers`.
+    fn salvage_repair(
+        store: &Store,
+        d: usize,
+        p: usize,
+        len: usize,
+        closers: &[Event],
+        ctx: &str,
+    ) -> Result<turnwal::RecoveryReport, String> {
+        let report = store
+            .recover_salvage(ID, false)
+            .map_err(|e| format!("{ctx}: recover --salvage: {e}"))?;
+        let cut = report.cut.clone().unwrap();
+        if (report.kept, cut.offset, cut.seq, cut.len, cut.reason)
+            != (
+                d as u64,
+                p as u64,
+                d as u64,
+                (len - p) as u64,
+                CutReason::Damaged,
+            )
+            || report.closers != closers
+        {
+            return Err(format!("{ctx}: recover --salvage reported {report:?}"));
+        }
+        Ok(report)
+    }
+
     fn corruption(
         result: Result<turnwal::SessionView, Error>,
     ) -> Result<(u64, Option<u64>), String> {
@@ -1390,22 +1420,7 @@ mod upstream {
             {
                 return Err(format!("{ctx}: salvage gaps {g:?}"));
             }
-            let report = store
-                .recover_salvage(ID, false)
-                .map_err(|e| format!("{ctx}: recover --salvage: {e}"))?;
-            let cut = report.cut.clone().unwrap();
-            if (report.kept, cut.offset, cut.seq, cut.len, cut.reason)
-                != (
-                    d as u64,
-                    d as u64,
-                    d as u64,
-                    (damaged.len() - d) as u64,
-                    CutReason::Damaged,
-                )
-                || report.closers != closers
-            {
-                return Err(format!("{ctx}: recover --salvage reported {report:?}"));
-            }
+            let report = salvage_repair(&store, d, d, damaged.len(), &closers, &ctx)?;
             check_sqlite_repaired(
                 &db,
                 &store,
@@ -1672,22 +1687,7 @@ mod upstream {
             {
                 return Err(format!("{ctx}: salvage gaps {g:?}"));
             }
-            let report = store
-                .recover_salvage(ID, false)
-                .map_err(|e| format!("{ctx}: recover --salvage: {e}"))?;
-            let cut = report.cut.clone().unwrap();
-            if (report.kept, cut.offset, cut.seq, cut.len, cut.reason)
-                != (
-                    d as u64,
-                    p as u64,
-                    d as u64,
-                    (damaged.len() - p) as u64,
-                    CutReason::Damaged,
-                )
-                || report.closers != closers
-            {
-                return Err(format!("{ctx}: recover --salvage reported {report:?}"));
-            }
+            let report = salvage_repair(&store, d, p, damaged.len(), &closers, &ctx)?;
             check_jsonl_repaired(
                 root,
                 &store,

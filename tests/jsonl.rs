@@ -875,7 +875,8 @@ fn zstd_corruption_versus_torn() {
     fs::write(&path, &bad).unwrap();
     let c = corruption(root.store().inspect("c"));
     let at = frames[1].start;
-    assert_eq!((c.offset, c.seq), (at as u64, None));
+    // Named by the seq its first event would have had.
+    assert_eq!((c.offset, c.seq), (at as u64, Some(0)));
     assert!(
         c.reason.starts_with(&format!(
             "corrupt Zstandard session log: frame at byte {at} failed validation ("
