@@ -76,7 +76,7 @@ type Opened = (Scan, Option<std::path::PathBuf>);
 
 /// How much of a stored log an operation reads before it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Evidence {
+enum Reading {
     /// The end of the log (the WAL's tail probe): appends, which only
     /// continue the log and refuse any damage the probe meets.
     Tail,
@@ -336,7 +336,7 @@ impl Store {
             *guard = Slot::Live(live);
             return Ok(receipt);
         }
-        let live = self.live(id, &mut guard, Evidence::Tail)?.0;
+        let live = self.live(id, &mut guard, Reading::Tail)?.0;
         live.append(id, events, self.options.sync, &*self.backend)
     }
 
@@ -357,7 +357,7 @@ impl Store {
                 durable: 0,
             });
         }
-        Ok(self.live(id, &mut guard, Evidence::Tail)?.0.receipt())
+        Ok(self.live(id, &mut guard, Reading::Tail)?.0.receipt())
     }
 
     /// Makes every accepted event of `id` durable; returns how many are.
@@ -369,7 +369,7 @@ impl Store {
         if let Slot::Pending { .. } = &*guard {
             return Ok(0);
         }
-        self.live(id, &mut guard, Evidence::Tail)?.0.writer.sync()
+        self.live(id, &mut guard, Reading::Tail)?.0.writer.sync()
     }
 
     /// Flushes and releases a session this store holds open.
@@ -469,7 +469,7 @@ impl Store {
     pub fn load(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
-        let (live, scan) = self.live(id, &mut guard, Evidence::Full)?;
+        let (live, scan) = self.live(id, &mut guard, Reading::Full)?;
         if live.tracker.in_turn() {
             return Err(Error::OpenTurn {
                 id: id.to_owned(),
@@ -692,7 +692,7 @@ impl Store {
     /// Recovers a session: with `dry_run`, reports what would be cut and
     /// appended without writing; otherwise commits it (as `load` does).
     pub fn recover(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {
-        self.recover_with(id, dry_run, Evidence::Full)
+        self.recover_with(id, dry_run, Reading::Full)
     }
 
     /// An explicit salvage repair of a corrupt session (`turnwal recover
@@ -730,10 +730,10 @@ impl Store {
     /// assert_eq!(store.load("s").unwrap().events.len(), 2);
     /// ```
     pub fn recover_salvage(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {
-        self.recover_with(id, dry_run, Evidence::Salvage)
+        self.recover_with(id, dry_run, Reading::Salvage)
     }
 
-    fn recover_with(&self, id: &str, dry_run: bool, evidence: Evidence) -> Result<RecoveryReport> {
+    fn recover_with(&self, id: &str, dry_run: bool, reading: Reading) -> Result<RecoveryReport> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         let report =
@@ -747,8 +747,8 @@ impl Store {
             };
         if dry_run || matches!(&*guard, Slot::Pending { .. }) {
             drop(guard);
-            let scan = match evidence {
-                Evidence::Salvage => self.salvage_scan(id)?,
+            let scan = match reading {
+                Reading::Salvage => self.salvage_scan(id)?,
                 _ => self
                     .backend
                     .scan(id)?
@@ -757,7 +757,7 @@ impl Store {
             self.check_version(&scan)?;
             return Ok(report(scan, None, false));
         }
-        if evidence == Evidence::Salvage && matches!(&*guard, Slot::Cold) {
+        if reading == Reading::Salvage && matches!(&*guard, Slot::Cold) {
             let mut writer = self
                 .backend
                 .open(id)?
@@ -771,7 +771,7 @@ impl Store {
             };
             return Ok(report(scan, quarantine, true));
         }
-        let (live, scan) = self.live(id, &mut guard, Evidence::Full)?;
+        let (live, scan) = self.live(id, &mut guard, Reading::Full)?;
         match scan {
             Some((scan, quarantine)) => Ok(report(scan, quarantine, true)),
             None => Ok(RecoveryReport {
@@ -1006,14 +1006,14 @@ impl Store {
     /// its repair) if this store does not hold it yet. Returns the scan it
     /// opened with, if it opened it now.
     ///
-    /// `evidence` says how much of the log opening reads: the end alone
+    /// `reading` says how much of the log opening reads: the end alone
     /// (an append, which only continues it) or all of it (`load` and
     /// `recover`, which decide exactly as `verify` does).
     fn live<'g>(
         &self,
         id: &str,
         guard: &'g mut MutexGuard<'_, Slot>,
-        evidence: Evidence,
+        reading: Reading,
     ) -> Result<(&'g mut Live, Option<Opened>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
@@ -1021,9 +1021,9 @@ impl Store {
                 .backend
                 .open(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-            let scan = match evidence {
-                Evidence::Tail => writer.scan()?,
-                Evidence::Full | Evidence::Salvage => writer.scan_full()?,
+            let scan = match reading {
+                Reading::Tail => writer.scan()?,
+                Reading::Full | Reading::Salvage => writer.scan_full()?,
             };
             self.check_version(&scan)?;
             if self.options.require_known_types {
