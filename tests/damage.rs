@@ -224,21 +224,23 @@ mod wal_damage {
         match shape {
             Shape::OneBatch => vec![turns.concat()],
             Shape::PerTurn => turns,
-            Shape::ManyBatches => {
-                let all = turns.concat();
-                let mut out = Vec::new();
-                let mut at = 0;
-                for size in [1, 3, 2].into_iter().cycle() {
-                    if at >= all.len() {
-                        break;
-                    }
-                    let end = (at + size).min(all.len());
-                    out.push(all[at..end].to_vec());
-                    at = end;
-                }
-                out
-            }
+            Shape::ManyBatches => small_batches(&turns.concat()),
         }
+    }
+
+    /// `all` in batches of 1, 3, 2, 1, 3, 2, … events.
+    pub fn small_batches(all: &[Event]) -> Vec<Vec<Event>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for size in [1, 3, 2].into_iter().cycle() {
+            if at >= all.len() {
+                break;
+            }
+            let end = (at + size).min(all.len());
+            out.push(all[at..end].to_vec());
+            at = end;
+        }
+        out
     }
 
     /// A session as written, before the crash.
@@ -1179,25 +1181,14 @@ mod upstream {
         interrupted_turn_closers,
     };
 
-    use super::wal_damage::turns;
+    use super::wal_damage::{small_batches, turns};
 
     pub const ID: &str = "s";
 
     /// The session's append batches (1, 3, 2, 1, 3, 2, … events: one zstd
     /// frame each) and every event.
     pub fn batches() -> Vec<Vec<Event>> {
-        let all = turns().concat();
-        let mut out = Vec::new();
-        let mut at = 0;
-        for size in [1, 3, 2].into_iter().cycle() {
-            if at >= all.len() {
-                break;
-            }
-            let end = (at + size).min(all.len());
-            out.push(all[at..end].to_vec());
-            at = end;
-        }
-        out
+        small_batches(&turns().concat())
     }
 
     /// Events through the last `turn/end`.
