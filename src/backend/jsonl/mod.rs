@@ -253,6 +253,48 @@ impl JsonlBackend {
         log.parent().unwrap_or(log).join(QUARANTINE_DIR)
     }
 
+    /// Refuses a directory below the root that is reached through a
+    /// symbolic link (or is not a directory): writes never leave the root
+    /// that way, and listing (which does not follow links below the root)
+    /// would never find what they wrote.
+    fn check_inside(&self, dir: &Path) -> Result<()> {
+        let Ok(below) = dir.strip_prefix(&self.root) else {
+            return Ok(());
+        };
+        let mut at = self.root.clone();
+        for part in below.components() {
+            at.push(part);
+            match fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(Error::io(
+                        "write under",
+                        &at,
+                        io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "a symbolic link inside the JSONL root: turnwal never writes through \
+                             one (writes would leave the root, and listing would not find them); \
+                             replace it with a real directory",
+                        ),
+                    ));
+                }
+                Ok(meta) if !meta.is_dir() => {
+                    return Err(Error::io(
+                        "write under",
+                        &at,
+                        io::Error::new(
+                            io::ErrorKind::NotADirectory,
+                            "not a directory inside the JSONL root",
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) if not_found(&e) => break,
+                Err(e) => return Err(Error::io("stat", &at, e)),
+            }
+        }
+        Ok(())
+    }
+
     /// The lock file a writer of stored session `id` holds.
     pub fn lock_path(&self, id: &str) -> Result<Option<PathBuf>> {
         Ok(self
@@ -873,6 +915,7 @@ impl Backend for JsonlBackend {
         if self.find_log(&header.id)?.is_some() {
             return Err(taken());
         }
+        self.check_inside(&dir)?;
         create_dirs(&dir)?;
         let lock = self.lock(&header.id, &dir)?;
         if exists(&path)? {
