@@ -47,6 +47,7 @@ pub mod event;
 pub mod header;
 pub mod json;
 pub mod jsstr;
+pub mod limits;
 pub mod quarantine;
 pub mod scan;
 pub mod store;

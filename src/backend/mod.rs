@@ -147,9 +147,11 @@ pub trait Backend: Send + Sync {
 
     /// Refuses a batch holding an event this backend could write but not
     /// read back as it was given. Called after the turn contract accepts the
-    /// batch and before any of it is written.
-    fn admit_batch(&self, _batch: &[Event]) -> Result<()> {
-        Ok(())
+    /// batch and before any of it is written. Every backend refuses an event
+    /// over the shared size limits ([`crate::limits::check_batch`]); one
+    /// that overrides this checks them too.
+    fn admit_batch(&self, batch: &[Event]) -> Result<()> {
+        crate::limits::check_batch(batch).map_err(crate::error::Error::Event)
     }
 
     /// Materializes a new session with its first batch, atomically, and

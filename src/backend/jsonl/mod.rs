@@ -638,6 +638,42 @@ impl JsonlBackend {
         }
     }
 
+    /// Refuses a zstd batch whose lines would make a frame over
+    /// [`crate::limits::MAX_FRAME_LEN`] bytes: a reader would report that
+    /// frame corrupt. A cheap estimate (twice the text's length, room for
+    /// any escaping) settles nearly every batch; a larger one is encoded and
+    /// measured.
+    fn admit_frame(&self, batch: &[Event]) -> Result<()> {
+        use crate::limits::MAX_FRAME_LEN;
+        let extra = |r: Option<&crate::event::RawJson>| r.map_or(0, |r| r.get().len());
+        let estimate: usize = batch
+            .iter()
+            .map(|e| {
+                e.data().get().len()
+                    + extra(e.source_event_seqs())
+                    + extra(e.surface_op())
+                    + 6 * e.event_type().len()
+                    + 128
+            })
+            .sum();
+        if estimate.saturating_mul(2) <= MAX_FRAME_LEN {
+            return Ok(());
+        }
+        let len = records::encode_batch(batch, self.pack_chunks).len();
+        if len <= MAX_FRAME_LEN {
+            return Ok(());
+        }
+        let last = batch.last().expect("an empty batch encodes to nothing");
+        Err(Error::Event(
+            EventError::new(format!(
+                "this batch's lines are {len} bytes, over the {MAX_FRAME_LEN}-byte bound of one \
+                 zstd frame (one append batch); append it in smaller batches"
+            ))
+            .at_seq(last.seq())
+            .of_type(last.event_type()),
+        ))
+    }
+
     /// One append batch in the store's encoding.
     pub(crate) fn encode_batch(&self, batch: &[Event]) -> Vec<u8> {
         let body = records::encode_batch(batch, self.pack_chunks);
@@ -768,7 +804,16 @@ impl Backend for JsonlBackend {
     /// An event whose type is a packed-row tag would read back as a
     /// malformed packed row (upstream's format cannot tell them apart), so it
     /// is refused before anything is written; the WAL and SQLite hold it.
+    ///
+    /// Every event must fit the shared limits ([`crate::limits`]), and in
+    /// zstd mode the batch's lines (its frame) at most
+    /// [`crate::limits::MAX_FRAME_LEN`] bytes, the bound a reader inflates a
+    /// frame to.
     fn admit_batch(&self, batch: &[Event]) -> Result<()> {
+        crate::limits::check_batch(batch).map_err(Error::Event)?;
+        if self.compression == Compression::Zstd {
+            self.admit_frame(batch)?;
+        }
         match batch.iter().find(|e| records::is_row_tag(e.event_type())) {
             None => Ok(()),
             Some(e) => Err(Error::Event(

@@ -20,7 +20,7 @@ use super::layout::Compression;
 use super::normalize::normalize;
 use super::records::decode_line;
 use super::scan::zstd_header;
-use super::zstd::{decompress_frame, scan_frames};
+use super::zstd::{decompress_frame_within, scan_frames};
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
@@ -148,8 +148,10 @@ fn zstd_tail(path: &Path) -> Option<Tail> {
     let mut budget = TAIL_BOUND;
     // Every frame walked without a `turn/end`: the events from seq 0.
     for frame in scan.frames[1..].iter().rev() {
-        let plain = decompress_frame(&bytes[frame.clone()]).ok()?;
-        budget = budget.checked_sub(plain.len())?;
+        // Inflating no more than the budget left: a frame past it (a bomb
+        // included) leaves the summary to the full read, which reports it.
+        let plain = decompress_frame_within(&bytes[frame.clone()], budget).ok()?;
+        budget -= plain.len();
         if walk_back(&plain, &mut back)? {
             break;
         }

@@ -12,6 +12,8 @@ use std::ops::Range;
 
 use zstd::stream::raw::{CParameter, Decoder as RawDecoder, Operation};
 
+use crate::limits::MAX_FRAME_LEN;
+
 /// The magic of a zstd frame, `28 b5 2f fd` on disk.
 pub const ZSTD_MAGIC: u32 = 0xFD2F_B528;
 
@@ -170,21 +172,50 @@ pub fn compress_frame(plain: &[u8]) -> Vec<u8> {
         .expect("compressing into a growable buffer cannot fail")
 }
 
-/// Decompresses one complete frame and checks its checksum.
+/// Decompresses one complete frame and checks its checksum. A frame that
+/// would decompress past [`MAX_FRAME_LEN`] bytes (no writer makes one: a
+/// batch over it is refused) is an error, found after inflating at most one
+/// byte past the bound.
 pub fn decompress_frame(frame: &[u8]) -> Result<Vec<u8>, String> {
+    decompress_frame_within(frame, MAX_FRAME_LEN)
+}
+
+/// [`decompress_frame`] with the bound given: never inflates more than
+/// `max + 1` bytes.
+///
+/// ```
+/// use turnwal::backend::jsonl::zstd::{compress_frame, decompress_frame_within};
+/// let bomb = compress_frame(&vec![0u8; 1 << 20]);
+/// assert_eq!(decompress_frame_within(&bomb, 1000).unwrap_err(),
+///     "the frame decompresses past the 1000-byte bound");
+/// ```
+pub fn decompress_frame_within(frame: &[u8], max: usize) -> Result<Vec<u8>, String> {
     let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
         .map_err(|e| e.to_string())?
         .single_frame();
     let mut out = Vec::new();
-    decoder.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    (&mut decoder)
+        .take((max as u64).saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() > max {
+        return Err(format!("the frame decompresses past the {max}-byte bound"));
+    }
     Ok(out)
 }
 
 /// The plaintext a torn (structurally incomplete) final frame still gives,
 /// as upstream's `decompressZstdPrefix` (`finishFlush: ZSTD_e_flush`) does:
 /// whatever the decoder produces from the bytes present. A decoding error
-/// gives nothing at all, as upstream's catch does.
+/// gives nothing at all, as upstream's catch does, and so does a prefix that
+/// inflates past [`MAX_FRAME_LEN`] bytes (no writer makes one).
 pub fn decompress_prefix(bytes: &[u8]) -> Vec<u8> {
+    decompress_prefix_within(bytes, MAX_FRAME_LEN)
+}
+
+/// [`decompress_prefix`] with the bound given: never holds more than
+/// `max` plus one 128 KiB chunk of output.
+pub fn decompress_prefix_within(bytes: &[u8], max: usize) -> Vec<u8> {
     let Ok(mut decoder) = RawDecoder::new() else {
         return Vec::new();
     };
@@ -196,6 +227,9 @@ pub fn decompress_prefix(bytes: &[u8]) -> Vec<u8> {
             return Vec::new();
         };
         out.extend_from_slice(&chunk[..status.bytes_written]);
+        if out.len() > max {
+            return Vec::new();
+        }
         input = &input[status.bytes_read..];
         if status.bytes_read == 0 && status.bytes_written == 0 {
             break;

@@ -39,8 +39,9 @@ pub const MIN_PACKED_MEMBERS: usize = 3;
 pub const MAX_PACKED_MEMBERS: usize = 1024;
 /// Largest uncompressed `data` of a packed row, in bytes.
 pub const MAX_PACKED_DATA_BYTES: usize = 1 << 20;
-/// Largest decompressed `data` of a scalar row (the native format's bound).
-pub const MAX_SCALAR_DATA_BYTES: usize = 256 << 20;
+/// Largest decompressed `data` of a scalar row (the bound every store
+/// shares, [`crate::limits::MAX_DATA_LEN`]).
+pub const MAX_SCALAR_DATA_BYTES: usize = crate::limits::MAX_DATA_LEN;
 /// The `ignorable` value that marks a packed row.
 pub const PACKED_DISCRIMINATOR: i64 = 0;
 /// The packed tag of `text-delta` runs.

@@ -19,10 +19,10 @@ pub const RECORD_HEADER_LEN: usize = 52;
 pub const TRAILER_LEN: usize = 4;
 /// The smallest possible record (one byte of data).
 pub const MIN_RECORD_LEN: usize = RECORD_HEADER_LEN + 1 + TRAILER_LEN;
-/// Largest `data` text.
-pub const MAX_DATA_LEN: u32 = 256 << 20;
-/// Largest `sourceEventSeqs` or `surfaceOp` text.
-pub const MAX_EXTRA_LEN: u32 = 16 << 20;
+/// Largest `data` text (the limit every store shares, [`crate::limits`]).
+pub const MAX_DATA_LEN: u32 = crate::limits::MAX_DATA_LEN as u32;
+/// Largest `sourceEventSeqs` or `surfaceOp` text ([`crate::limits`]).
+pub const MAX_EXTRA_LEN: u32 = crate::limits::MAX_EXTRA_LEN as u32;
 
 const FLAG_LENIENT: u16 = 1;
 
@@ -479,23 +479,10 @@ fn encode(
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Checks that an event fits the format's limits before it is encoded.
+/// Checks that an event fits the format's limits (the shared ones,
+/// [`crate::limits::check_event`]) before it is encoded.
 pub fn check_limits(event: &Event) -> Result<(), String> {
-    let data = event.data().get().len();
-    if data > MAX_DATA_LEN as usize {
-        return Err(format!(
-            "data is {data} bytes; the native format stores at most {MAX_DATA_LEN}"
-        ));
-    }
-    let extra = |r: Option<&RawJson>| r.map_or(0, |r| r.get().len());
-    if extra(event.source_event_seqs()) > MAX_EXTRA_LEN as usize
-        || extra(event.surface_op()) > MAX_EXTRA_LEN as usize
-    {
-        return Err(format!(
-            "sourceEventSeqs or surfaceOp exceeds {MAX_EXTRA_LEN} bytes"
-        ));
-    }
-    Ok(())
+    crate::limits::check_event(event).map_err(|e| e.reason)
 }
 
 /// Decodes a checked record back into its event.
