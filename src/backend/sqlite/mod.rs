@@ -372,6 +372,16 @@ impl Conn {
     /// Runs `f` in a `BEGIN IMMEDIATE` transaction after re-checking schema
     /// ownership; commits when it succeeds, rolls back when it fails.
     fn write<T>(&mut self, path: &Path, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(Error::io(
+                "write",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::ReadOnlyFilesystem,
+                    "the database (or its file system) is read-only: reads work, writes cannot",
+                ),
+            ));
+        }
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -83,6 +83,44 @@ pub(super) struct Opened {
     pub schema_version: i64,
 }
 
+/// Whether this process may write the file at `path` (`access(2)`, which
+/// also answers for a read-only file system, even to root).
+pub(super) fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Opens a database this process may not write. A WAL-mode database needs
+/// its `-shm` file, which a read-only directory cannot get: there, when no
+/// `-wal` file holds commits the database file lacks, it is opened
+/// `immutable` (nothing can change it while the directory is read-only to
+/// this process, and a writer would need that directory for its `-wal`).
+fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir_writable = writable(parent.unwrap_or(Path::new(".")));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if dir_writable || Path::new(&wal).exists() {
+        return Connection::open_with_flags(path, flags);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+}
+
 /// Creates an absent database file with mode 0600, as upstream does.
 fn create_file(path: &Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -203,6 +241,10 @@ fn set_pragma(conn: &Connection, name: &str, value: &str, path: &Path) -> Result
 pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
     let started = Instant::now();
     let memory = path == Path::new(":memory:");
+    // A database this process may not write (a read-only file system or
+    // file) is opened read-only: every read works, and a write says why it
+    // cannot (`Conn::write`).
+    let read_only = !memory && path.exists() && !writable(path);
     let conn = if memory {
         Connection::open_in_memory()
     } else {
@@ -213,12 +255,18 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
             ));
         }
         check_parent(path)?;
-        create_file(path)?;
+        if !read_only {
+            create_file(path)?;
+        }
         check_file(path)?;
-        Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
+        if read_only {
+            open_read_only(path)
+        } else {
+            Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        }
     }
     .map_err(|e| sql_error("open", path, e))?;
     conn.busy_timeout(options.busy_timeout)
@@ -246,8 +294,10 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
     }
     set_pragma(&conn, "foreign_keys", "ON", path)?;
 
-    let schema_version = claim(&conn, path)?;
-    select_journal_mode(&conn, path, options, memory, started)?;
+    let schema_version = claim(&conn, path, read_only)?;
+    if !read_only {
+        select_journal_mode(&conn, path, options, memory, started)?;
+    }
     let (value, code) = synchronous_pragma(options);
     set_pragma(&conn, "synchronous", value, path)?;
     let synchronous = pragma_int(&conn, "synchronous", path)?;
@@ -303,8 +353,16 @@ pub(super) fn synchronous_pragma(options: &SqliteOptions) -> (&'static str, i64)
 /// The ownership transaction of every open: a pristine database gets the
 /// schema, a store id and the identity pragmas in one transaction; anything
 /// else must already be ours, unchanged. Returns `PRAGMA schema_version`.
-fn claim(conn: &Connection, path: &Path) -> Result<i64> {
-    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+///
+/// A read-only database is checked alike, in a read transaction, and one
+/// that holds no session store is refused: it cannot be made one.
+fn claim(conn: &Connection, path: &Path, read_only: bool) -> Result<i64> {
+    let behavior = if read_only {
+        TransactionBehavior::Deferred
+    } else {
+        TransactionBehavior::Immediate
+    };
+    let tx = rusqlite::Transaction::new_unchecked(conn, behavior)
         .map_err(|e| sql_error("begin immediate", path, e))?;
     let on_disk = pragma_int(&tx, "user_version", path)?;
     let application_id = pragma_int(&tx, "application_id", path)?;
@@ -335,6 +393,12 @@ fn claim(conn: &Connection, path: &Path) -> Result<i64> {
                 "session database has application id {application_id}, expected \
                  {APPLICATION_ID} (0x44534850, \"DSHP\")"
             ),
+        ));
+    }
+    if on_disk == 0 && read_only {
+        return Err(refused(
+            path,
+            "the database is read-only and holds no session store yet".into(),
         ));
     }
     if on_disk == 0 {

@@ -1,0 +1,81 @@
+//! A SQLite store on a read-only file system: every read works, a write says
+//! the file system is read-only. The read-only mount is real: `unshare -rm`
+//! (an unprivileged user and mount namespace) bind-mounts the store's
+//! directory read-only for the commands it runs, so it holds for root too.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::{BIN, T0, lines, on, turn};
+
+/// Runs `script` (sh) with `dir` bind-mounted read-only over itself.
+fn read_only(dir: &Path, script: &str) -> (i32, String, String) {
+    let out = Command::new("unshare")
+        .args(["-rm", "sh", "-c"])
+        .arg(format!(
+            "mount --bind -o ro {d} {d} && {script}",
+            d = dir.display()
+        ))
+        .output()
+        .expect("unshare runs (util-linux)");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn a_read_only_sqlite_store_reads_and_refuses_writes_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.sqlite");
+    let events = turn(1, 0, T0);
+    let out = on(&db, &["append", "s", "--create"], &lines(&events));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let before = std::fs::read(&db).unwrap();
+
+    let run = |args: &str| format!("{BIN} --store {} {args}", db.display());
+    let (status, stdout, stderr) = read_only(dir.path(), &run("cat s"));
+    assert_eq!((status, stdout, stderr.as_str()), (0, lines(&events), ""));
+    let (status, stdout, _) = read_only(dir.path(), &run("verify"));
+    assert_eq!(
+        (status, stdout),
+        (
+            0,
+            format!(
+                "s: clean, 6 events, 1 turn, {} bytes\n",
+                data_bytes(&events)
+            )
+        )
+    );
+    let (status, stdout, _) = read_only(dir.path(), &run("ls --json"));
+    assert_eq!(status, 0);
+    assert!(stdout.contains(r#""id":"s","events":6"#), "{stdout}");
+
+    let (status, stdout, stderr) = read_only(
+        dir.path(),
+        &format!(
+            "echo '{{\"type\":\"turn/start\",\"data\":{{\"turn\":2}}}}' | {}",
+            run("append s")
+        ),
+    );
+    assert_eq!((status, stdout.as_str()), (4, ""));
+    assert!(
+        stderr.starts_with("turnwal: ") && stderr.contains("Read-only file system"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "nothing was written");
+}
+
+/// The `data` bytes a SQLite store counts for `events` (`ls`/`verify` size).
+fn data_bytes(events: &[String]) -> usize {
+    events
+        .iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(e).unwrap();
+            serde_json::to_string(&v["data"]).unwrap().len()
+        })
+        .sum()
+}
