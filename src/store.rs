@@ -819,6 +819,13 @@ impl Store {
         self.backend.quarantined()
     }
 
+    /// Entries named like session logs that are not regular files (a FIFO,
+    /// a directory, a symlink), with what each is. [`Store::list`] skips
+    /// them without opening them; `turnwal ls` and `verify` report them.
+    pub fn foreign_entries(&self) -> Result<Vec<(std::path::PathBuf, &'static str)>> {
+        self.backend.foreign_entries()
+    }
+
     /// Opens `id` for appending **without repairing it**, for a harness that
     /// runs recovery itself: the upstream harness's coordinator decides when
     /// a crashed log is closed (with [`Store::commit_repair`]), and a live

@@ -127,6 +127,13 @@ pub trait Backend: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Entries where session logs live that are not regular files (a FIFO,
+    /// a directory, a symlink named like a log), with what each is. Listings
+    /// skip them without opening them.
+    fn foreign_entries(&self) -> Result<Vec<(std::path::PathBuf, &'static str)>> {
+        Ok(Vec::new())
+    }
+
     /// The kept events from `from_seq` on, as stored (no closers, no repair).
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
 

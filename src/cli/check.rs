@@ -20,6 +20,7 @@ pub(crate) fn verify(
     let ids = match only {
         Some(id) => vec![id.to_owned()],
         None => {
+            report_foreign(store)?;
             let mut ids: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
             ids.sort();
             ids
@@ -59,6 +60,19 @@ pub(crate) fn verify(
         }
     }
     Ok(worst)
+}
+
+/// Reports on stderr each entry named like a session log that is not a
+/// regular file (a FIFO, a directory, a symlink): listings skip it without
+/// opening it, and go on with the sessions.
+pub(crate) fn report_foreign(store: &Store) -> Result<(), Failure> {
+    for (path, kind) in store.foreign_entries()? {
+        eprintln!(
+            "turnwal: skipped {}: {kind}, not a session log; remove or rename it",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Commits (or with `dry_run` only shows) the repair of a session: the state

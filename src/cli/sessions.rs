@@ -15,6 +15,7 @@ use crate::store::Store;
 pub(crate) fn ls(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
     let mut sessions = store.list()?;
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    super::check::report_foreign(store)?;
     if json {
         for s in &sessions {
             json_line(out, &SessionJson::from(s))?;

@@ -227,9 +227,37 @@ impl WalBackend {
         }
     }
 
+    /// Whether the entry `name` of the sessions directory is anything but a
+    /// regular file (a FIFO, a directory, a symlink…): not a log, never
+    /// opened by a listing (see [`Backend::foreign_entries`]). An entry that
+    /// cannot be examined is left to the listing, which reports why.
+    fn is_foreign(&self, name: &str) -> bool {
+        matches!(
+            self.storage.foreign_kind(&self.sessions_dir().join(name)),
+            Ok(Some(_))
+        )
+    }
+
     /// Header and state of one log from its file header and last record,
-    /// falling back to a full scan when the last record is not valid.
+    /// falling back to a full scan when the last record is not valid. A log
+    /// whose header holds another session than its file name encodes (a
+    /// copied or renamed log) is corrupt, listed under its file name's id
+    /// with a problem naming both.
     fn summarize(&self, name: &str) -> SessionSummary {
+        let mut summary = self.summarize_log(name);
+        let stem = name.trim_end_matches(LOG_EXTENSION);
+        if summary.header.is_some() && encode_file_name(&summary.id) != stem {
+            let held = std::mem::replace(
+                &mut summary.id,
+                decode_file_name(stem).unwrap_or_else(|| stem.to_owned()),
+            );
+            summary.state = LogState::Corrupt;
+            summary.problem = Some(collision_text(name, &held, &summary.id));
+        }
+        summary
+    }
+
+    fn summarize_log(&self, name: &str) -> SessionSummary {
         let path = self.sessions_dir().join(name);
         let id_guess = decode_file_name(name.trim_end_matches(LOG_EXTENSION)).unwrap_or_default();
         let broken = |problem: String, state: LogState| SessionSummary {
@@ -420,6 +448,15 @@ fn check_id(header: &SessionHeader, id: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The problem a listing names for the log `name` whose header holds session
+/// `held` while its name encodes `named`.
+fn collision_text(name: &str, held: &str, named: &str) -> String {
+    format!(
+        "file {name} holds session {held:?}, not {named:?} (a file name collision: a copied \
+         or renamed log; move it back to its own name or remove it)"
+    )
+}
+
 impl Backend for WalBackend {
     fn location(&self) -> String {
         self.root.display().to_string()
@@ -434,6 +471,7 @@ impl Backend for WalBackend {
         let names: Vec<&String> = names
             .iter()
             .filter(|n| n.ends_with(LOG_EXTENSION) && !n.starts_with('.'))
+            .filter(|n| !self.is_foreign(n))
             .collect();
         // Each summary is a few small reads: with thousands of sessions,
         // spread them over the cores.
@@ -537,6 +575,29 @@ impl Backend for WalBackend {
             events,
             gaps,
         }))
+    }
+
+    fn foreign_entries(&self) -> Result<Vec<(PathBuf, &'static str)>> {
+        let dir = self.sessions_dir();
+        let names = self
+            .storage
+            .list_dir(&dir)
+            .map_err(|e| Error::io("list", &dir, e))?;
+        let mut foreign = Vec::new();
+        for name in names
+            .iter()
+            .filter(|n| n.ends_with(LOG_EXTENSION) && !n.starts_with('.'))
+        {
+            let path = dir.join(name);
+            if let Some(kind) = self
+                .storage
+                .foreign_kind(&path)
+                .map_err(|e| Error::io("stat", &path, e))?
+            {
+                foreign.push((path, kind));
+            }
+        }
+        Ok(foreign)
     }
 
     fn quarantined(&self) -> Result<Vec<PathBuf>> {

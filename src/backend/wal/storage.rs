@@ -48,6 +48,140 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn random(&self) -> u64 {
         random_u64()
     }
+    /// What the entry at `path` is when it is anything but a regular file
+    /// (`"a FIFO (named pipe)"`, `"a directory"`, …), without following a
+    /// symlink; `None` for a regular file or a missing entry. Listings skip
+    /// such entries instead of opening them.
+    fn foreign_kind(&self, _path: &Path) -> io::Result<Option<&'static str>> {
+        Ok(None)
+    }
+}
+
+/// What a file type is, for messages; `None` for a regular file.
+pub fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if file_type.is_file() {
+        return None;
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else if file_type.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    })
+}
+
+/// The effective uid of this process.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A refusal to touch a file or directory another user could have planted
+/// or could tamper with (the message says what to do).
+fn refused(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, message)
+}
+
+/// Upstream's checks of the directory its SQLite database lives in, applied
+/// to every directory turnwal writes its files in (logs, lock files,
+/// sidecars, temp and quarantine files): a real directory (not a symlink),
+/// owned by the current effective user, not writable by group or others.
+/// Anyone else who can write there could plant a symlink or a file of their
+/// own under a name turnwal is about to write.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(refused(format!(
+            "its directory {} is not a real directory ({}); turnwal does not follow symlinks \
+             there: use the directory itself",
+            dir.display(),
+            kind_of(meta.file_type()).unwrap_or("a regular file")
+        )));
+    }
+    if meta.uid() != euid() {
+        return Err(refused(format!(
+            "its directory {} is owned by uid {}, not by this user ({}); run as its owner or \
+             chown it",
+            dir.display(),
+            meta.uid(),
+            euid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refused(format!(
+            "its directory {} is writable by group or others (mode {:o}); chmod go-w it",
+            dir.display(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Opens `path` without following a symlink and without blocking (a FIFO
+/// opened for reading would wait for a writer), then checks with fstat that
+/// it is a regular file and, when `write`, that it is owned by the current
+/// effective user. A refusal says what the entry is and what to do.
+fn open_regular(path: &Path, options: &mut OpenOptions, write: bool) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(refused(
+                "is a symbolic link, which turnwal never follows for a store's files; remove it"
+                    .into(),
+            ));
+        }
+        Err(e) => {
+            // A socket (ENXIO), a directory opened for writing (EISDIR): say
+            // what the entry is rather than the errno.
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
+            ) && let Some(kind) = std::fs::symlink_metadata(path)
+                .ok()
+                .and_then(|m| kind_of(m.file_type()))
+            {
+                return Err(not_regular(kind));
+            }
+            return Err(e);
+        }
+    };
+    let meta = file.metadata()?;
+    if let Some(kind) = kind_of(meta.file_type()) {
+        return Err(not_regular(kind));
+    }
+    if write && meta.uid() != euid() {
+        return Err(refused(format!(
+            "is owned by uid {}, not by this user ({}); turnwal writes only files of its own: \
+             remove it, or run as its owner",
+            meta.uid(),
+            euid()
+        )));
+    }
+    Ok(file)
+}
+
+fn not_regular(kind: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("is {kind}, not a regular file; remove or rename it"),
+    )
 }
 
 /// A random value without a dependency: the standard library seeds
@@ -203,7 +337,11 @@ impl Storage for FsStorage {
                 options.write(true).create_new(true).mode(0o600);
             }
         }
-        let file = options.open(path)?;
+        let write = mode != OpenMode::Read;
+        if write {
+            check_private_dir(path.parent().unwrap_or(Path::new(".")))?;
+        }
+        let file = open_regular(path, &mut options, write)?;
         Ok(Box::new(FsFile {
             file,
             path: path.to_owned(),
@@ -229,6 +367,14 @@ impl Storage for FsStorage {
         ))
     }
 
+    fn foreign_kind(&self, path: &Path) -> io::Result<Option<&'static str>> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => Ok(kind_of(meta.file_type())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
@@ -252,7 +398,13 @@ impl Storage for FsStorage {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             self.create_dir_all(parent)?;
         }
-        match std::fs::create_dir(dir) {
+        // 0700, as upstream creates its directories: the files turnwal
+        // writes are refused in a directory others can write to.
+        let created = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(dir)
+        };
+        match created {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
             Err(e) => return Err(e),
@@ -278,13 +430,20 @@ impl Storage for FsStorage {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Result<Box<dyn LockGuard>, Option<u32>>> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)?;
+        // Never through a symlink (the pid would be written into its
+        // target), only in a directory no one else can plant one in, and
+        // only into a regular file of this user's.
+        check_private_dir(path.parent().unwrap_or(Path::new(".")))?;
+        let mut file = open_regular(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600),
+            true,
+        )?;
         match file.try_lock() {
             Ok(()) => {
                 // A fixed-width pid at offset 0: a contender never reads a
@@ -309,6 +468,12 @@ impl Storage for FsStorage {
 /// a stream of overlapping readers cannot starve it.
 fn turnstile(path: &Path) -> io::Result<File> {
     File::open(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// A second read-only handle on an open log (its own flock), opened the
+/// way every file is: no symlink followed, nothing that could block.
+fn reopen(path: &Path) -> io::Result<File> {
+    open_regular(path, OpenOptions::new().read(true), false)
 }
 
 impl StorageFile for FsFile {
@@ -342,7 +507,7 @@ impl StorageFile for FsFile {
         // forever, and this waits only for the readers already in.
         let turnstile = turnstile(&self.path)?;
         turnstile.lock()?;
-        let guard = File::open(&self.path)?;
+        let guard = reopen(&self.path)?;
         guard.lock()?;
         let result = self.file.set_len(len);
         drop(guard);
@@ -351,7 +516,7 @@ impl StorageFile for FsFile {
     }
 
     fn map(&self) -> io::Result<Mapped> {
-        let handle = File::open(&self.path)?;
+        let handle = reopen(&self.path)?;
         {
             let turnstile = turnstile(&self.path)?;
             turnstile.lock_shared()?;
