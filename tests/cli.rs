@@ -395,6 +395,111 @@ fn append_refuses_missing_and_existing_sessions() {
     );
 }
 
+/// Session `s` holding one complete turn (seqs 0-5) and then turn 2 left
+/// open by an `append` that exited normally (seqs 6-7); returns the log's
+/// bytes.
+fn session_with_open_turn(store: &Path) -> Vec<u8> {
+    session_with_turns(store, "s", 1);
+    let open = &turn(2, 6, T0 + 1000)[..2];
+    let out = run(store, &["append", "s"], &lines(open));
+    assert_eq!((out.status, out.stdout.as_str()), (0, "ack 6\nack 7\n"));
+    fs::read(log_path(store, "s")).unwrap()
+}
+
+#[test]
+fn a_rejected_append_after_an_open_turn_leaves_the_log_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = session_with_open_turn(dir.path());
+    // A wrong seq: after the closer (seq 8) the next is 9.
+    let msg = ev("user/message", 12, T0 + 2000, r#"{"id":"late"}"#);
+    let out = run(dir.path(), &["append", "s"], &lines(&[msg]));
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            3,
+            "",
+            "turnwal: line 1: seq mismatch: the session's next seq is 9, but the line has seq 12; \
+             nothing was written (turn 2 an earlier writer left open stays open: no closers \
+             were appended)\n"
+        )
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+    // A contract violation: the repaired log has no turn open for a message.
+    let msg = r#"{"type":"user/message","data":{"id":"late"}}"#;
+    let out = run(dir.path(), &["append", "s"], &format!("{msg}\n"));
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            3,
+            "",
+            "turnwal: line 1: turn contract violation at seq 9 (user/message): rule enclosure: \
+             no turn is open (strict policy); nothing was written (turn 2 an earlier writer \
+             left open stays open: no closers were appended)\n"
+        )
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+    // A line that is not JSON at all.
+    let out = run(dir.path(), &["append", "s"], "\nnot json\n");
+    assert_eq!(out.status, 3);
+    assert_eq!(
+        out.stderr,
+        "turnwal: line 2: invalid event: invalid event JSON: expected an object at byte 0; \
+         nothing was written (turn 2 an earlier writer left open stays open: no closers were \
+         appended)\n"
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+}
+
+#[test]
+fn an_accepted_append_after_an_open_turn_says_which_closers_it_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_open_turn(dir.path());
+    let next = turn(3, 9, T0 + 3000);
+    let out = run(dir.path(), &["append", "s"], &lines(&next));
+    let closer = ev(
+        "turn/end",
+        8,
+        T0 + 1001,
+        r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+    );
+    assert_eq!(
+        (out.status, out.stdout, out.stderr),
+        (
+            0,
+            acks(9..15),
+            format!(
+                "turnwal: session \"s\": turn 2 was left open by an earlier writer; closed it \
+                 as interrupted before appending (append --continue would continue it): 1 \
+                 synthetic closer at seq 8: {closer}\n"
+            )
+        )
+    );
+    let mut expected = turn(1, 0, T0 + 100);
+    expected.extend_from_slice(&turn(2, 6, T0 + 1000)[..2]);
+    expected.push(closer);
+    expected.extend(next);
+    let out = run(dir.path(), &["cat", "s", "--raw"], "");
+    assert_eq!((out.status, out.stdout), (0, lines(&expected)));
+}
+
+#[test]
+fn append_continue_appends_into_the_open_turn_without_closers() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_open_turn(dir.path());
+    let rest = &turn(2, 6, T0 + 1000)[2..];
+    let out = run(dir.path(), &["append", "s", "--continue"], &lines(rest));
+    assert_eq!(
+        (out.status, out.stdout, out.stderr.as_str()),
+        (0, acks(8..12), "")
+    );
+    let mut expected = turn(1, 0, T0 + 100);
+    expected.extend(turn(2, 6, T0 + 1000));
+    let out = run(dir.path(), &["cat", "s", "--raw"], "");
+    assert_eq!((out.status, out.stdout), (0, lines(&expected)));
+    let out = run(dir.path(), &["append", "s", "--continue", "--create"], "");
+    assert_eq!(out.status, 64);
+}
+
 // ------------------------------------------------------- reading a crash
 
 /// A session whose writer stopped inside a step: seqs 0-8 stored.

@@ -150,7 +150,9 @@ pub enum Command {
         acknowledged. The first batch of a new session is always fsynced (materialization).\n\n\
         A rejected line stops the command with exit status 3 and an error naming the line; \
         the valid lines before it are stored and acknowledged first. A turn left open at end \
-        of input stays open on disk; the next writer closes it as interrupted."
+        of input stays open on disk; the next writer closes it as interrupted, and `append` \
+        says so on stderr (turn, closer seqs) - unless not one of its input lines is \
+        accepted: then it writes nothing at all. --continue continues the open turn instead."
     )]
     Append(AppendArgs),
     /// Print a session's events as JSONL, with the synthetic closers a crash
@@ -256,6 +258,11 @@ pub struct AppendArgs {
     /// between turns). Needs --create.
     #[arg(long, requires = "create")]
     pub lenient: bool,
+    /// Continue a turn an earlier `append` left open instead of closing it
+    /// as interrupted: the input's first event goes into the open turn.
+    /// Refuses a log with torn bytes to cut (run `recover` first).
+    #[arg(long = "continue", conflicts_with = "create")]
+    pub continue_turn: bool,
 }
 
 /// The `--sync` values.
