@@ -584,6 +584,96 @@ fn tail_follow_prints_events_another_process_appends() {
     tail.wait().unwrap();
 }
 
+/// The `createdAt` of a WAL session's header, read from its log file.
+fn created_at(store: &Path, id: &str) -> u64 {
+    let bytes = fs::read(log_path(store, id)).unwrap();
+    let at = find(&bytes, b"\"createdAt\":") + 12;
+    let digits: String = bytes[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .map(|&b| b as char)
+        .collect();
+    digits.parse().unwrap()
+}
+
+/// `tail s -n 1 --follow` on `store`, once it has printed `first`.
+fn follow(
+    store: &Path,
+    first: &str,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut tail = turnwal(store)
+        .args(["tail", "s", "-n", "1", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = BufReader::new(tail.stdout.take().unwrap()).lines();
+    assert_eq!(seen.next().unwrap().unwrap(), first);
+    (tail, seen)
+}
+
+/// What a `tail --follow` that stopped by itself printed after its first
+/// line, its stderr and exit status.
+fn stopped(
+    mut tail: Child,
+    seen: std::io::Lines<BufReader<std::process::ChildStdout>>,
+) -> (Vec<String>, String, i32) {
+    let rest: Vec<String> = seen.map(|l| l.unwrap()).collect();
+    let mut stderr = String::new();
+    tail.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = tail.wait().unwrap().code().unwrap();
+    (rest, stderr, status)
+}
+
+#[test]
+fn tail_follow_stops_at_a_recreated_session_instead_of_splicing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    let old = created_at(dir.path(), "s");
+    let (tail, seen) = follow(dir.path(), &first[5]);
+    // The new incarnation (two turns: seqs 6-11 would continue the old
+    // one's) is built elsewhere and swapped in between two polls.
+    let other = tempfile::tempdir().unwrap();
+    thread::sleep(Duration::from_millis(5));
+    session_with_turns(other.path(), "s", 2);
+    let new = created_at(other.path(), "s");
+    assert_ne!(old, new);
+    fs::rename(log_path(other.path(), "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            format!(
+                "turnwal: session \"s\" was removed and recreated while following (header \
+                 createdAt {old}, now {new}); stopped after seq 5, printing nothing of the new \
+                 session\n"
+            ),
+            4
+        )
+    );
+}
+
+#[test]
+fn tail_follow_stops_when_the_session_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    let (tail, seen) = follow(dir.path(), &first[5]);
+    let out = run(dir.path(), &["rm", "s"], "");
+    assert_eq!(out.status, 0);
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed while following; stopped after seq 5\n".to_owned(),
+            4
+        )
+    );
+}
+
 // ------------------------------------------------------ verify, recover
 
 fn verify_json(store: &Path, id: &str) -> (i32, Value) {

@@ -385,7 +385,8 @@ pub struct TailArgs {
     /// How many of the last stored events to print.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
     pub lines: usize,
-    /// Keep polling and print events as another process appends them.
+    /// Keep polling and print events as another process appends them; stop
+    /// (exit 4) if the session is removed or replaced by a new one.
     #[arg(long)]
     pub follow: bool,
 }
