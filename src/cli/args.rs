@@ -30,8 +30,9 @@ included), the policy, and every event's type, seq, time, payload bytes and extr
 Stores are named as --store names them (a directory is a native WAL store); the \
 destination is created if missing. The source is only read.
 
-Sessions are copied one by one, in bounded batches, each batch fsynced; a session is \
-reported on stdout once it is whole and durable in the destination.
+Sessions are copied one by one, each as one batch that the destination publishes \
+atomically (so a killed convert leaves whole sessions only, never a prefix), fsynced; \
+a session is reported on stdout once it is whole and durable in the destination.
 
 A source session whose final turn is open (a crashed writer) is copied as its inspect \
 view (`turnwal cat`): its stored events plus the synthetic closers recovery would add, \
@@ -39,9 +40,10 @@ so the copy is balanced; torn bytes or debris after its commit point are not cop
 The session's line says so. Convert a store no writer is appending to.
 
 A session the destination already holds is never overwritten: it is reported on \
-stderr and not copied, and the other sessions are still copied. So is a session that \
-cannot be copied for another reason (corrupt, unreadable, a failed write; a copy that \
-fails halfway is deleted from the destination).
+stderr and not copied, and the other sessions are still copied; with --skip-existing \
+it is skipped instead (a stdout line, not a failure), which finishes an interrupted \
+convert. A session that cannot be copied for another reason (corrupt, unreadable, a \
+failed write) is reported and skipped too; a failed copy leaves nothing behind.
 
 Exit status: 0 when every session was copied; otherwise the highest of 2 (a source \
 session is corrupt) and 4 (a session was not copied for another reason: already in the \
@@ -237,6 +239,10 @@ pub struct ConvertArgs {
     /// One JSON object per session (copied or not), no summary line.
     #[arg(long)]
     pub json: bool,
+    /// Skip a session the destination already holds (a re-run after an
+    /// interrupted convert) instead of reporting it as not copied.
+    #[arg(long)]
+    pub skip_existing: bool,
 }
 
 /// `turnwal append`.
