@@ -657,6 +657,74 @@ fn tail_follow_stops_at_a_recreated_session_instead_of_splicing_it() {
     );
 }
 
+/// Copies session `s` of `from` into a new WAL store (same header, same
+/// events) and returns it.
+fn copy_of_s(from: &Path) -> tempfile::TempDir {
+    let other = tempfile::tempdir().unwrap();
+    let to = other.path().join("store");
+    let out = run_cmd(
+        &mut command(&[
+            "convert",
+            "--from",
+            from.to_str().unwrap(),
+            "--to",
+            to.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    other
+}
+
+#[test]
+fn tail_follow_stops_at_a_recreated_session_with_the_same_header() {
+    // A new incarnation with the old one's header (a copy), but shorter.
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let short = copy_of_s(dir.path());
+    let second = turn(2, 6, T0 + 1000);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&second)).status, 0);
+    let (tail, seen) = follow(dir.path(), &second[5]);
+    let copy = short.path().join("store");
+    fs::rename(log_path(&copy, "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed and recreated while following (it holds \
+             fewer events than the 12 read); stopped after seq 11, printing nothing of the new \
+             session\n"
+                .to_owned(),
+            4
+        )
+    );
+
+    // As long, but another event at the last seq read.
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let other = copy_of_s(dir.path());
+    let copy = other.path().join("store");
+    let theirs: Vec<String> = turn(2, 6, T0 + 2000)
+        .into_iter()
+        .chain(turn(3, 12, T0 + 3000))
+        .collect();
+    assert_eq!(run(&copy, &["append", "s"], &lines(&theirs)).status, 0);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&second)).status, 0);
+    let (tail, seen) = follow(dir.path(), &second[5]);
+    fs::rename(log_path(&copy, "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed and recreated while following (its event at \
+             seq 11 is not the one read); stopped after seq 11, printing nothing of the new \
+             session\n"
+                .to_owned(),
+            4
+        )
+    );
+}
+
 #[test]
 fn tail_follow_stops_when_the_session_is_removed() {
     let dir = tempfile::tempdir().unwrap();

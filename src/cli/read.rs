@@ -65,13 +65,14 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
 pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
     let events = store.read_from(id, 0)?;
+    // Read before anything is printed: the incarnation that is followed.
+    let header = args.follow.then(|| store.header(id)).transpose()?;
     let skip = events.len().saturating_sub(args.lines);
     write_events(out, &events[skip..])?;
     out.flush()?;
-    if !args.follow {
+    let Some(header) = header else {
         return Ok(exit::SUCCESS);
-    }
-    let header = store.header(id)?;
+    };
     // Event i has seq i, so the stored length is the next seq to look for.
     let mut next = events.len() as u64;
     let mut last = events.last().cloned();
@@ -97,7 +98,7 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
         if let Some(last) = &last {
             match new.first() {
                 None => {
-                    let why = format!("it holds {from} events, fewer than the {next} read");
+                    let why = format!("it holds fewer events than the {next} read");
                     return Err(gone(id, next, Some(&why)));
                 }
                 Some(first) if first.to_json() != last.to_json() => {
