@@ -450,6 +450,67 @@ fn a_rejected_append_after_an_open_turn_leaves_the_log_byte_identical() {
     assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
 }
 
+/// Every file under `dir`, with its bytes, sorted by path.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_rejected_append_after_an_open_turn_changes_no_byte_of_any_store_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, store) in [
+        ("wal", dir.path().join("wal").display().to_string()),
+        (
+            "sqlite",
+            dir.path().join("sqlite/s.sqlite").display().to_string(),
+        ),
+        (
+            "jsonl",
+            format!("jsonl:{}", dir.path().join("jsonl").display()),
+        ),
+    ] {
+        fs::create_dir(dir.path().join(name)).unwrap();
+        let store = Path::new(&store);
+        let mut events = turn(1, 0, T0 + 100);
+        events.extend_from_slice(&turn(2, 6, T0 + 1000)[..2]);
+        let out = run(store, &["append", "s", "--create"], &lines(&events[..6]));
+        assert_eq!(out.status, 0, "{name}: {}", out.stderr);
+        let out = run(store, &["append", "s"], &lines(&events[6..]));
+        assert_eq!(out.status, 0, "{name}: {}", out.stderr);
+        let before = snapshot(&dir.path().join(name));
+        let msg = r#"{"type":"user/message","data":{"id":"late"}}"#;
+        let out = run(store, &["append", "s"], &format!("{msg}\n"));
+        assert_eq!(
+            (out.status, out.stdout.as_str(), out.stderr.as_str()),
+            (
+                3,
+                "",
+                "turnwal: line 1: turn contract violation at seq 9 (user/message): rule \
+                 enclosure: no turn is open (strict policy); nothing was written (turn 2 an \
+                 earlier writer left open stays open: no closers were appended)\n"
+            ),
+            "{name}"
+        );
+        assert!(snapshot(&dir.path().join(name)) == before, "{name}");
+        let out = run(store, &["cat", "s", "--raw"], "");
+        assert_eq!(out.stdout, lines(&events), "{name}");
+    }
+}
+
 #[test]
 fn an_accepted_append_after_an_open_turn_says_which_closers_it_stored() {
     let dir = tempfile::tempdir().unwrap();
