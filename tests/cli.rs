@@ -395,6 +395,172 @@ fn append_refuses_missing_and_existing_sessions() {
     );
 }
 
+/// Session `s` holding one complete turn (seqs 0-5) and then turn 2 left
+/// open by an `append` that exited normally (seqs 6-7); returns the log's
+/// bytes.
+fn session_with_open_turn(store: &Path) -> Vec<u8> {
+    session_with_turns(store, "s", 1);
+    let open = &turn(2, 6, T0 + 1000)[..2];
+    let out = run(store, &["append", "s"], &lines(open));
+    assert_eq!((out.status, out.stdout.as_str()), (0, "ack 6\nack 7\n"));
+    fs::read(log_path(store, "s")).unwrap()
+}
+
+#[test]
+fn a_rejected_append_after_an_open_turn_leaves_the_log_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = session_with_open_turn(dir.path());
+    // A wrong seq: after the closer (seq 8) the next is 9.
+    let msg = ev("user/message", 12, T0 + 2000, r#"{"id":"late"}"#);
+    let out = run(dir.path(), &["append", "s"], &lines(&[msg]));
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            3,
+            "",
+            "turnwal: line 1: seq mismatch: the session's next seq is 9, but the line has seq 12; \
+             nothing was written (turn 2 an earlier writer left open stays open: no closers \
+             were appended)\n"
+        )
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+    // A contract violation: the repaired log has no turn open for a message.
+    let msg = r#"{"type":"user/message","data":{"id":"late"}}"#;
+    let out = run(dir.path(), &["append", "s"], &format!("{msg}\n"));
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            3,
+            "",
+            "turnwal: line 1: turn contract violation at seq 9 (user/message): rule enclosure: \
+             no turn is open (strict policy); nothing was written (turn 2 an earlier writer \
+             left open stays open: no closers were appended)\n"
+        )
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+    // A line that is not JSON at all.
+    let out = run(dir.path(), &["append", "s"], "\nnot json\n");
+    assert_eq!(out.status, 3);
+    assert_eq!(
+        out.stderr,
+        "turnwal: line 2: invalid event: invalid event JSON: expected an object at byte 0; \
+         nothing was written (turn 2 an earlier writer left open stays open: no closers were \
+         appended)\n"
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+}
+
+/// Every file under `dir`, with its bytes, sorted by path.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_rejected_append_after_an_open_turn_changes_no_byte_of_any_store_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, store) in [
+        ("wal", dir.path().join("wal").display().to_string()),
+        (
+            "sqlite",
+            dir.path().join("sqlite/s.sqlite").display().to_string(),
+        ),
+        (
+            "jsonl",
+            format!("jsonl:{}", dir.path().join("jsonl").display()),
+        ),
+    ] {
+        fs::create_dir(dir.path().join(name)).unwrap();
+        let store = Path::new(&store);
+        let mut events = turn(1, 0, T0 + 100);
+        events.extend_from_slice(&turn(2, 6, T0 + 1000)[..2]);
+        let out = run(store, &["append", "s", "--create"], &lines(&events[..6]));
+        assert_eq!(out.status, 0, "{name}: {}", out.stderr);
+        let out = run(store, &["append", "s"], &lines(&events[6..]));
+        assert_eq!(out.status, 0, "{name}: {}", out.stderr);
+        let before = snapshot(&dir.path().join(name));
+        let msg = r#"{"type":"user/message","data":{"id":"late"}}"#;
+        let out = run(store, &["append", "s"], &format!("{msg}\n"));
+        assert_eq!(
+            (out.status, out.stdout.as_str(), out.stderr.as_str()),
+            (
+                3,
+                "",
+                "turnwal: line 1: turn contract violation at seq 9 (user/message): rule \
+                 enclosure: no turn is open (strict policy); nothing was written (turn 2 an \
+                 earlier writer left open stays open: no closers were appended)\n"
+            ),
+            "{name}"
+        );
+        assert!(snapshot(&dir.path().join(name)) == before, "{name}");
+        let out = run(store, &["cat", "s", "--raw"], "");
+        assert_eq!(out.stdout, lines(&events), "{name}");
+    }
+}
+
+#[test]
+fn an_accepted_append_after_an_open_turn_says_which_closers_it_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_open_turn(dir.path());
+    let next = turn(3, 9, T0 + 3000);
+    let out = run(dir.path(), &["append", "s"], &lines(&next));
+    let closer = ev(
+        "turn/end",
+        8,
+        T0 + 1001,
+        r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+    );
+    assert_eq!(
+        (out.status, out.stdout, out.stderr),
+        (
+            0,
+            acks(9..15),
+            format!(
+                "turnwal: session \"s\": turn 2 was left open by an earlier writer; closed it \
+                 as interrupted before appending (append --continue would continue it): 1 \
+                 synthetic closer at seq 8: {closer}\n"
+            )
+        )
+    );
+    let mut expected = turn(1, 0, T0 + 100);
+    expected.extend_from_slice(&turn(2, 6, T0 + 1000)[..2]);
+    expected.push(closer);
+    expected.extend(next);
+    let out = run(dir.path(), &["cat", "s", "--raw"], "");
+    assert_eq!((out.status, out.stdout), (0, lines(&expected)));
+}
+
+#[test]
+fn append_continue_appends_into_the_open_turn_without_closers() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_open_turn(dir.path());
+    let rest = &turn(2, 6, T0 + 1000)[2..];
+    let out = run(dir.path(), &["append", "s", "--continue"], &lines(rest));
+    assert_eq!(
+        (out.status, out.stdout, out.stderr.as_str()),
+        (0, acks(8..12), "")
+    );
+    let mut expected = turn(1, 0, T0 + 100);
+    expected.extend(turn(2, 6, T0 + 1000));
+    let out = run(dir.path(), &["cat", "s", "--raw"], "");
+    assert_eq!((out.status, out.stdout), (0, lines(&expected)));
+    let out = run(dir.path(), &["append", "s", "--continue", "--create"], "");
+    assert_eq!(out.status, 64);
+}
+
 // ------------------------------------------------------- reading a crash
 
 /// A session whose writer stopped inside a step: seqs 0-8 stored.
@@ -477,6 +643,164 @@ fn tail_follow_prints_events_another_process_appends() {
     }
     tail.kill().unwrap();
     tail.wait().unwrap();
+}
+
+/// The `createdAt` of a WAL session's header, read from its log file.
+fn created_at(store: &Path, id: &str) -> u64 {
+    let bytes = fs::read(log_path(store, id)).unwrap();
+    let at = find(&bytes, b"\"createdAt\":") + 12;
+    let digits: String = bytes[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .map(|&b| b as char)
+        .collect();
+    digits.parse().unwrap()
+}
+
+/// `tail s -n 1 --follow` on `store`, once it has printed `first`.
+fn follow(
+    store: &Path,
+    first: &str,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut tail = turnwal(store)
+        .args(["tail", "s", "-n", "1", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = BufReader::new(tail.stdout.take().unwrap()).lines();
+    assert_eq!(seen.next().unwrap().unwrap(), first);
+    (tail, seen)
+}
+
+/// What a `tail --follow` that stopped by itself printed after its first
+/// line, its stderr and exit status.
+fn stopped(
+    mut tail: Child,
+    seen: std::io::Lines<BufReader<std::process::ChildStdout>>,
+) -> (Vec<String>, String, i32) {
+    let rest: Vec<String> = seen.map(|l| l.unwrap()).collect();
+    let mut stderr = String::new();
+    tail.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = tail.wait().unwrap().code().unwrap();
+    (rest, stderr, status)
+}
+
+#[test]
+fn tail_follow_stops_at_a_recreated_session_instead_of_splicing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    let old = created_at(dir.path(), "s");
+    let (tail, seen) = follow(dir.path(), &first[5]);
+    // The new incarnation (two turns: seqs 6-11 would continue the old
+    // one's) is built elsewhere and swapped in between two polls.
+    let other = tempfile::tempdir().unwrap();
+    thread::sleep(Duration::from_millis(5));
+    session_with_turns(other.path(), "s", 2);
+    let new = created_at(other.path(), "s");
+    assert_ne!(old, new);
+    fs::rename(log_path(other.path(), "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            format!(
+                "turnwal: session \"s\" was removed and recreated while following (header \
+                 createdAt {old}, now {new}); stopped after seq 5, printing nothing of the new \
+                 session\n"
+            ),
+            4
+        )
+    );
+}
+
+/// Copies session `s` of `from` into a new WAL store (same header, same
+/// events) and returns it.
+fn copy_of_s(from: &Path) -> tempfile::TempDir {
+    let other = tempfile::tempdir().unwrap();
+    let to = other.path().join("store");
+    let out = run_cmd(
+        &mut command(&[
+            "convert",
+            "--from",
+            from.to_str().unwrap(),
+            "--to",
+            to.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    other
+}
+
+#[test]
+fn tail_follow_stops_at_a_recreated_session_with_the_same_header() {
+    // A new incarnation with the old one's header (a copy), but shorter.
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let short = copy_of_s(dir.path());
+    let second = turn(2, 6, T0 + 1000);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&second)).status, 0);
+    let (tail, seen) = follow(dir.path(), &second[5]);
+    let copy = short.path().join("store");
+    fs::rename(log_path(&copy, "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed and recreated while following (it holds \
+             fewer events than the 12 read); stopped after seq 11, printing nothing of the new \
+             session\n"
+                .to_owned(),
+            4
+        )
+    );
+
+    // As long, but another event at the last seq read.
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let other = copy_of_s(dir.path());
+    let copy = other.path().join("store");
+    let theirs: Vec<String> = turn(2, 6, T0 + 2000)
+        .into_iter()
+        .chain(turn(3, 12, T0 + 3000))
+        .collect();
+    assert_eq!(run(&copy, &["append", "s"], &lines(&theirs)).status, 0);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&second)).status, 0);
+    let (tail, seen) = follow(dir.path(), &second[5]);
+    fs::rename(log_path(&copy, "s"), log_path(dir.path(), "s")).unwrap();
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed and recreated while following (its event at \
+             seq 11 is not the one read); stopped after seq 11, printing nothing of the new \
+             session\n"
+                .to_owned(),
+            4
+        )
+    );
+}
+
+#[test]
+fn tail_follow_stops_when_the_session_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    let (tail, seen) = follow(dir.path(), &first[5]);
+    let out = run(dir.path(), &["rm", "s"], "");
+    assert_eq!(out.status, 0);
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![],
+            "turnwal: session \"s\" was removed while following; stopped after seq 5\n".to_owned(),
+            4
+        )
+    );
 }
 
 // ------------------------------------------------------ verify, recover

@@ -861,3 +861,153 @@ fn lone_surrogate_ids_are_printed_taken_back_and_converted() {
     assert_eq!(bad.status, 64, "{}", bad.stderr);
     assert!(bad.stderr.contains("noncharacter"), "{}", bad.stderr);
 }
+
+// ------------------------------------------------- an interrupted convert
+
+/// `turnwal convert --from SRC --to DST` with the hidden abort hook set: it
+/// must end by SIGABRT (as a SIGKILL would: no cleanup), having printed the
+/// lines of the sessions it copied.
+fn convert_aborted(src: &Path, dst: &Path, abort_after: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let out = support::command(&[
+        "convert",
+        "--from",
+        src.to_str().unwrap(),
+        "--to",
+        dst.to_str().unwrap(),
+    ])
+    .env("TURNWAL_TEST_CONVERT_ABORT_AFTER", abort_after)
+    .output()
+    .unwrap();
+    assert_eq!(out.status.signal(), Some(6), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Sessions `a`, `b` and `c` of 1, 1,500 and 2 turns in a WAL store at
+/// `src`; returns each one's `cat`.
+fn three_sessions(src: &Path) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for (id, turns) in [("a", 1u64), ("b", 1500), ("c", 2)] {
+        let mut events = Vec::new();
+        for n in 1..=turns {
+            events.extend(turn(n, events.len() as u64, T0 + n as i64));
+        }
+        append(src, &["append", id, "--create", "--sync", "never"], &events);
+        out.push((id, lines(&events)));
+    }
+    out
+}
+
+#[test]
+fn a_killed_convert_leaves_no_partial_session_and_skip_existing_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let sessions = three_sessions(&src);
+    for dst in [
+        dir.path().join("dst"),
+        dir.path().join("dst.sqlite"),
+        PathBuf::from(format!("jsonl:{}", dir.path().join("root").display())),
+    ] {
+        // Killed once `a` is copied and 4,096 of `b`'s 9,000 events are read
+        // (the old batches would have made that a balanced, clean prefix).
+        let printed = convert_aborted(&src, &dst, "1:4096");
+        assert_eq!(printed, "a: copied 6 events\n", "{dst:?}");
+        let out = on(&dst, &["ls", "--json"], "");
+        let listed: Vec<Value> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(listed.len(), 1, "{dst:?}: {}", out.stdout);
+        assert_eq!(listed[0]["id"], "a");
+        let out = on(&dst, &["verify"], "");
+        assert_eq!(out.status, 0, "{dst:?}: {}", out.stdout);
+
+        // Killed between sessions: `b` is whole, `c` absent.
+        let out = convert(&src, &dst, &["b"]);
+        assert_eq!(out.status, 0, "{dst:?}: {}", out.stderr);
+
+        // A plain re-run refuses what is there; --skip-existing skips it
+        // and copies the rest exactly.
+        let out = convert(&src, &dst, &["a"]);
+        assert_eq!(
+            (out.status, out.stderr.as_str()),
+            (
+                4,
+                "turnwal: a: not copied: the destination already holds this session (never \
+                 overwritten)\n"
+            ),
+            "{dst:?}"
+        );
+        let out = convert(&src, &dst, &["--skip-existing"]);
+        assert_eq!(
+            (out.status, out.stdout.as_str(), out.stderr.as_str()),
+            (
+                0,
+                "a: skipped: the destination already holds it\nb: skipped: the destination \
+                 already holds it\nc: copied 12 events\nconverted 1 of 3 sessions (2 skipped: \
+                 already in the destination)\n",
+                ""
+            ),
+            "{dst:?}"
+        );
+        for (id, events) in &sessions {
+            assert_eq!(&cat(&dst, id, true), events, "{dst:?} {id}");
+        }
+        let out = convert(&src, &dst, &["--skip-existing", "--json", "a"]);
+        assert_eq!(
+            (out.status, out.stdout.as_str()),
+            (
+                0,
+                "{\"id\":\"a\",\"copied\":false,\"state\":null,\"events\":0,\"stored\":0,\
+                 \"closers\":0,\"cut\":null,\"error\":\"the destination already holds this \
+                 session\",\"skipped\":true}\n"
+            )
+        );
+    }
+}
+
+#[test]
+fn a_sigkilled_convert_never_leaves_a_session_that_looks_complete() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let sessions = three_sessions(&src);
+    for (round, delay_ms) in [0u64, 5, 10, 20, 40, 80].into_iter().enumerate() {
+        for dst in [
+            dir.path().join(format!("dst{round}")),
+            dir.path().join(format!("dst{round}.sqlite")),
+        ] {
+            let mut child = support::command(&[
+                "convert",
+                "--from",
+                src.to_str().unwrap(),
+                "--to",
+                dst.to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let _ = child.kill();
+            child.wait().unwrap();
+            if !dst.exists() {
+                continue;
+            }
+            // Whatever is listed is whole.
+            let out = on(&dst, &["ls", "--json"], "");
+            for line in out.stdout.lines() {
+                let s: Value = serde_json::from_str(line).unwrap();
+                let id = s["id"].as_str().unwrap();
+                let (_, events) = sessions.iter().find(|(i, _)| *i == id).unwrap();
+                assert_eq!(&cat(&dst, id, true), events, "{dst:?} {id}");
+            }
+            let out = convert(&src, &dst, &["--skip-existing"]);
+            assert_eq!(out.status, 0, "{dst:?}: {}", out.stderr);
+            for (id, events) in &sessions {
+                assert_eq!(&cat(&dst, id, true), events, "{dst:?} {id}");
+            }
+        }
+    }
+}

@@ -8,7 +8,8 @@ use crate::contract::Policy;
 use crate::error::Error;
 use crate::event::{Event, IncomingEvent};
 use crate::header::SessionHeader;
-use crate::store::{Store, now_ms};
+use crate::scan::Scan;
+use crate::store::{RepairBasis, Store, now_ms};
 
 /// Most events appended as one batch; bounds memory and ack latency when a
 /// producer floods stdin.
@@ -26,7 +27,9 @@ pub(crate) fn run(
     input: impl Read,
     out: &mut dyn Write,
 ) -> Outcome {
-    let start = open_session(store, args)?;
+    let mut reader = BufReader::with_capacity(READ_BUFFER, input);
+    let mut line_no = 0;
+    let (start, mut first) = open_session(store, args, &mut reader, &mut line_no)?;
     let mut appender = Appender {
         store,
         id: &args.session,
@@ -34,10 +37,11 @@ pub(crate) fn run(
         acked: start,
         out,
     };
-    let mut reader = BufReader::with_capacity(READ_BUFFER, input);
-    let mut line_no = 0;
     loop {
-        let (batch, end) = read_batch(&mut reader, &mut line_no, appender.next_seq)?;
+        let (batch, end) = match first.take() {
+            Some(first) => first,
+            None => read_batch(&mut reader, &mut line_no, appender.next_seq)?,
+        };
         // A contract violation inside the batch comes before any bad line
         // that ended it, so it is the one reported.
         let rejected = match appender.append(&batch)? {
@@ -58,11 +62,61 @@ pub(crate) fn run(
     }
 }
 
-/// Creates the session (`--create`) or opens it, committing any crash repair;
-/// returns the seq appends start at.
-fn open_session(store: &Store, args: &AppendArgs) -> Result<u64, Failure> {
+/// Creates the session (`--create`), adopts it as it is (`--continue`), or
+/// opens it, committing any crash repair; returns the seq appends start at,
+/// and the first batch when it had to be read before the session was opened.
+///
+/// A repair (cut torn bytes, close a turn an earlier writer left open) is
+/// committed only once the first batch is known to hold an event the
+/// repaired session accepts: an input rejected outright changes nothing.
+/// The closers appended are reported on stderr.
+fn open_session(
+    store: &Store,
+    args: &AppendArgs,
+    reader: &mut BufReader<impl Read>,
+    line_no: &mut u64,
+) -> Result<(u64, Option<(Batch, End)>), Failure> {
+    let id = &args.session;
+    if args.continue_turn {
+        return Ok((store.adopt(id)?.next_seq, None));
+    }
     if !args.create {
-        return Ok(store.resume(&args.session)?.next_seq);
+        let scan = store
+            .backend()
+            .scan(id)?
+            .ok_or_else(|| Error::NotFound { id: id.clone() })?;
+        if !scan.needs_repair() {
+            return Ok((store.resume(id)?.next_seq, None));
+        }
+        let mut tracker = scan
+            .resume_tracker()
+            .require_known_types(store.options().require_known_types);
+        let (batch, end) = read_batch(reader, line_no, tracker.next_seq())?;
+        // Nothing of the input is accepted: refuse it with the log as it is.
+        let untouched = |line, reason| Failure::Rejected {
+            line,
+            reason: format!("{reason}; nothing was written{}", open_turn_note(&scan)),
+        };
+        if let Err(violation) = tracker.accept_batch(&batch.events)
+            && batch.events.first().map(Event::seq) == Some(violation.seq)
+        {
+            return Err(untouched(
+                batch.lines[0],
+                Error::Contract(violation).to_string(),
+            ));
+        }
+        if batch.events.is_empty()
+            && let End::Rejected(Rejected { line, reason }) = end
+        {
+            return Err(untouched(line, reason));
+        }
+        let basis = RepairBasis {
+            stored: scan.stored_len(),
+            cut_offset: scan.cut.as_ref().map(|c| c.offset),
+        };
+        let receipt = store.commit_repair(id, &basis, &scan.closers)?;
+        report_repair(id, &scan);
+        return Ok((receipt.next_seq, Some((batch, end))));
     }
     let mut header = SessionHeader::new(args.session.clone(), now_ms());
     header.cwd = args.cwd.clone();
@@ -78,7 +132,49 @@ fn open_session(store: &Store, args: &AppendArgs) -> Result<u64, Failure> {
             e @ Error::Header(_) => Failure::Usage(e.to_string()),
             e => Failure::Store(e),
         })?;
-    Ok(0)
+    Ok((0, None))
+}
+
+/// For a rejection that left the log untouched: the open turn it did not
+/// close.
+fn open_turn_note(scan: &Scan) -> String {
+    if scan.closers.is_empty() {
+        return String::new();
+    }
+    format!(
+        " (turn {} an earlier writer left open stays open: no closers were appended)",
+        scan.last_turn
+    )
+}
+
+/// Says on stderr what opening the session repaired before this input.
+fn report_repair(id: &str, scan: &Scan) {
+    if let Some(cut) = &scan.cut {
+        eprintln!(
+            "turnwal: session {id:?}: cut {} bytes at byte {} (seq {}: {}) before appending",
+            cut.len, cut.offset, cut.seq, cut.reason
+        );
+    }
+    if scan.closers.is_empty() {
+        return;
+    }
+    let seqs: Vec<String> = scan.closers.iter().map(|e| e.seq().to_string()).collect();
+    let (closers, seqs) = match seqs.len() {
+        1 => ("closer", format!("seq {}", seqs[0])),
+        _ => ("closers", format!("seqs {}", seqs.join(", "))),
+    };
+    eprintln!(
+        "turnwal: session {id:?}: turn {} was left open by an earlier writer; closed it as \
+         interrupted before appending (append --continue would continue it): {} synthetic \
+         {closers} at {seqs}: {}",
+        scan.last_turn,
+        scan.closers.len(),
+        scan.closers
+            .iter()
+            .map(|e| e.to_json())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 }
 
 /// A line the session refuses.

@@ -30,8 +30,9 @@ included), the policy, and every event's type, seq, time, payload bytes and extr
 Stores are named as --store names them (a directory is a native WAL store); the \
 destination is created if missing. The source is only read.
 
-Sessions are copied one by one, in bounded batches, each batch fsynced; a session is \
-reported on stdout once it is whole and durable in the destination.
+Sessions are copied one by one, each as one batch that the destination publishes \
+atomically (so a killed convert leaves whole sessions only, never a prefix), fsynced; \
+a session is reported on stdout once it is whole and durable in the destination.
 
 A source session whose final turn is open (a crashed writer) is copied as its inspect \
 view (`turnwal cat`): its stored events plus the synthetic closers recovery would add, \
@@ -39,9 +40,10 @@ so the copy is balanced; torn bytes or debris after its commit point are not cop
 The session's line says so. Convert a store no writer is appending to.
 
 A session the destination already holds is never overwritten: it is reported on \
-stderr and not copied, and the other sessions are still copied. So is a session that \
-cannot be copied for another reason (corrupt, unreadable, a failed write; a copy that \
-fails halfway is deleted from the destination).
+stderr and not copied, and the other sessions are still copied; with --skip-existing \
+it is skipped instead (a stdout line, not a failure), which finishes an interrupted \
+convert. A session that cannot be copied for another reason (corrupt, unreadable, a \
+failed write) is reported and skipped too; a failed copy leaves nothing behind.
 
 Exit status: 0 when every session was copied; otherwise the highest of 2 (a source \
 session is corrupt) and 4 (a session was not copied for another reason: already in the \
@@ -150,7 +152,9 @@ pub enum Command {
         acknowledged. The first batch of a new session is always fsynced (materialization).\n\n\
         A rejected line stops the command with exit status 3 and an error naming the line; \
         the valid lines before it are stored and acknowledged first. A turn left open at end \
-        of input stays open on disk; the next writer closes it as interrupted."
+        of input stays open on disk; the next writer closes it as interrupted, and `append` \
+        says so on stderr (turn, closer seqs) - unless not one of its input lines is \
+        accepted: then it writes nothing at all. --continue continues the open turn instead."
     )]
     Append(AppendArgs),
     /// Print a session's events as JSONL, with the synthetic closers a crash
@@ -235,6 +239,10 @@ pub struct ConvertArgs {
     /// One JSON object per session (copied or not), no summary line.
     #[arg(long)]
     pub json: bool,
+    /// Skip a session the destination already holds (a re-run after an
+    /// interrupted convert) instead of reporting it as not copied.
+    #[arg(long)]
+    pub skip_existing: bool,
 }
 
 /// `turnwal append`.
@@ -256,6 +264,11 @@ pub struct AppendArgs {
     /// between turns). Needs --create.
     #[arg(long, requires = "create")]
     pub lenient: bool,
+    /// Continue a turn an earlier `append` left open instead of closing it
+    /// as interrupted: the input's first event goes into the open turn.
+    /// Refuses a log with torn bytes to cut (run `recover` first).
+    #[arg(long = "continue", conflicts_with = "create")]
+    pub continue_turn: bool,
 }
 
 /// The `--sync` values.
@@ -378,7 +391,8 @@ pub struct TailArgs {
     /// How many of the last stored events to print.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
     pub lines: usize,
-    /// Keep polling and print events as another process appends them.
+    /// Keep polling and print events as another process appends them; stop
+    /// (exit 4) if the session is removed or replaced by a new one.
     #[arg(long)]
     pub follow: bool,
 }

@@ -4,11 +4,17 @@
 //! Each session is copied on its own:
 //!
 //! - The destination must not hold it: an existing session is never
-//!   overwritten or appended to ([`Error::AlreadyExists`], exit status 4).
+//!   overwritten or appended to ([`Error::AlreadyExists`], exit status 4;
+//!   with `--skip-existing` it is skipped, status 0).
+//! - The copy is published whole or not at all: every event is appended as
+//!   the session's first batch, which each backend materializes atomically
+//!   (the WAL and JSONL write a temp file and publish it by rename or link,
+//!   SQLite in one transaction). A killed convert leaves no session that
+//!   looks complete but is a prefix; a re-run with `--skip-existing` copies
+//!   what is missing. The price is memory: the session's events are held
+//!   once (the source is read in place, [`Store::view`]).
 //! - The source is read and never written: the copy is the source's inspect
-//!   view ([`Store::view`]), read in place and appended in bounded batches,
-//!   so a large session is never held in memory whole (on the WAL backend;
-//!   a backend without an in-place view holds the session's events once).
+//!   view.
 //!   A source whose final turn is open gets the synthetic closers recovery
 //!   would add, stored in the copy; torn bytes or debris after the commit
 //!   point are not copied. Both are said on the session's line.
@@ -16,8 +22,8 @@
 //!   payload bytes and extras, and the session's policy are kept.
 //! - A session that cannot be copied (already in the destination, corrupt,
 //!   unreadable, a write that fails) is reported on stderr and the others
-//!   are still copied; a copy that fails halfway is deleted from the
-//!   destination. The exit status is 0 when every session was copied,
+//!   are still copied; a failed copy publishes nothing (one that fails
+//!   after publishing is deleted). The exit status is 0 when every session was copied,
 //!   else the highest of the failures' (2 corrupt, 4 anything else), as
 //!   `verify` over a whole store does.
 
@@ -37,12 +43,24 @@ use crate::event::Event;
 use crate::scan::{Cut, LogState};
 use crate::store::{Store, StoreOptions};
 
-/// Most events appended to the destination as one batch.
-const BATCH_EVENTS: usize = 4096;
+/// How many events are read between two progress reports.
+const PROGRESS_EVENTS: usize = 4096;
 
-/// Most payload bytes (type, data and extras) appended as one batch: each
-/// batch is fsynced, so this bounds both memory and the unsynced bytes.
-const BATCH_BYTES: usize = 4 << 20;
+/// The hidden test hook: `TURNWAL_TEST_CONVERT_ABORT_AFTER=N` aborts the
+/// process (as a SIGKILL would end it: no cleanup) once N sessions are
+/// copied, or, with `N:EVENTS`, once N sessions are copied and EVENTS events
+/// of the next one are read.
+const ABORT_HOOK: &str = "TURNWAL_TEST_CONVERT_ABORT_AFTER";
+
+/// Where the test hook aborts: sessions copied, then events of the next.
+fn abort_point() -> Option<(usize, Option<usize>)> {
+    let value = std::env::var(ABORT_HOOK).ok()?;
+    let (sessions, events) = match value.split_once(':') {
+        Some((s, e)) => (s, Some(e.parse().ok()?)),
+        None => (value.as_str(), None),
+    };
+    Some((sessions.parse().ok()?, events))
+}
 
 /// What was copied from one source session.
 #[derive(Debug)]
@@ -101,9 +119,39 @@ pub(crate) fn run(
     let progress = Progress::new("converting", true, ids.len());
     let mut worst = exit::SUCCESS;
     let mut copied = 0usize;
+    let mut skipped = 0usize;
+    let abort = abort_point();
     for (i, id) in ids.iter().enumerate() {
+        if args.skip_existing && dst.backend().exists(id)? {
+            skipped += 1;
+            if args.json {
+                json_line(out, &ConvertJson::skipped(id))?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: skipped: the destination already holds it",
+                    display_id(id)
+                )?;
+            }
+            continue;
+        }
+        if let Some((n, events)) = abort
+            && n == copied
+        {
+            // What the hook's kill leaves on stdout: the lines printed so far.
+            out.flush()?;
+            if events.is_none() {
+                std::process::abort();
+            }
+        }
         progress.show(i, id);
         let result = copy_session(&src, &dst, id, &|done, total| {
+            if let Some((n, Some(events))) = abort
+                && n == copied
+                && done >= events
+            {
+                std::process::abort();
+            }
             progress.show_detail(i, id, &format!("{done}/{total} events"));
         });
         progress.clear();
@@ -141,11 +189,15 @@ pub(crate) fn run(
         }
     }
     if !args.json {
-        writeln!(
+        write!(
             out,
             "converted {copied} of {}",
             count(ids.len() as u64, "session")
         )?;
+        if skipped > 0 {
+            write!(out, " ({skipped} skipped: already in the destination)")?;
+        }
+        writeln!(out)?;
     }
     Ok(worst)
 }
@@ -211,37 +263,31 @@ fn copy_session(
         .into());
     }
     dst.create_with_policy(view.header().clone(), scan.policy)?;
-    // Events appended so far: the first append materializes the session.
-    let mut appended = 0;
-    let written = (|| -> Result<(), Error> {
-        let total = view.len();
-        let mut batch: Vec<Event> = Vec::new();
-        let mut bytes = 0;
-        for (i, event) in view.iter().enumerate() {
-            bytes += event.event_type().len()
-                + event.data().len()
-                + event.source_event_seqs().map_or(0, str::len)
-                + event.surface_op().map_or(0, str::len);
-            batch.push(event.to_event());
-            if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES || i + 1 == total {
-                dst.append(id, &batch)?;
-                appended = i + 1;
-                batch.clear();
-                bytes = 0;
-                progress(i + 1, total);
-            }
+    // The whole session is the first batch: the destination materializes
+    // it atomically, so it is never visible as a prefix.
+    let total = view.len();
+    let mut events: Vec<Event> = Vec::with_capacity(total);
+    for event in view.iter() {
+        events.push(event.to_event());
+        if events.len().is_multiple_of(PROGRESS_EVENTS) {
+            progress(events.len(), total);
         }
+    }
+    let written = (|| -> Result<(), Error> {
+        if !events.is_empty() {
+            dst.append(id, &events)?;
+        }
+        progress(total, total);
         dst.flush(id)?;
         dst.close(id)
     })();
     if let Err(e) = written {
-        // A session never appended to is only forgotten: nothing to say.
-        let deleted = dst.delete(id);
-        let note = match deleted {
-            Ok(()) if appended == 0 => None,
-            Ok(()) => Some("the partial copy was deleted from the destination".to_owned()),
+        // Nothing was published (or, if the failure came after, the copy is
+        // whole): forget the pending session, delete a published one.
+        let note = match dst.delete(id) {
+            Ok(()) => None,
             Err(d) => Some(format!(
-                "deleting the partial copy from the destination failed too: {d}"
+                "deleting the copy from the destination failed too: {d}"
             )),
         };
         return Err(NotCopied {
@@ -299,6 +345,9 @@ struct ConvertJson<'a> {
     cut: Option<CutJson<'a>>,
     /// Why it was not copied.
     error: Option<&'a str>,
+    /// Skipped by `--skip-existing` (the key appears only then).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    skipped: bool,
 }
 
 impl<'a> ConvertJson<'a> {
@@ -312,6 +361,14 @@ impl<'a> ConvertJson<'a> {
             closers: c.closers,
             cut: c.cut.as_ref().map(CutJson::from),
             error: None,
+            skipped: false,
+        }
+    }
+
+    fn skipped(id: &'a str) -> ConvertJson<'a> {
+        ConvertJson {
+            skipped: true,
+            ..ConvertJson::failed(id, "the destination already holds this session")
         }
     }
 
@@ -325,6 +382,7 @@ impl<'a> ConvertJson<'a> {
             closers: 0,
             cut: None,
             error: Some(error),
+            skipped: false,
         }
     }
 }

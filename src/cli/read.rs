@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::args::TailArgs;
 use super::output::{gap_text, write_events};
-use super::{Outcome, exit};
+use super::{Failure, Outcome, exit};
+use crate::error::Error;
 use crate::store::Store;
 
 /// How often `tail --follow` looks for new events.
@@ -55,23 +56,81 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
 /// Prints the last `-n` stored events; with `--follow`, polls for events
 /// another process appends and prints them until interrupted. Reads take no
 /// lock, so this never blocks the writer.
+///
+/// Following stops (exit 4, a message on stderr) when the session it
+/// follows is gone: removed, or removed and recreated between two polls (its
+/// header changed, it holds fewer events than were read, or the last event
+/// read is no longer the one at its seq). The new incarnation's events are
+/// never printed after the old one's.
 pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outcome {
-    let events = store.read_from(&args.session, 0)?;
+    let id = &args.session;
+    let events = store.read_from(id, 0)?;
+    // Read before anything is printed: the incarnation that is followed.
+    let header = args.follow.then(|| store.header(id)).transpose()?;
     let skip = events.len().saturating_sub(args.lines);
     write_events(out, &events[skip..])?;
     out.flush()?;
-    if !args.follow {
+    let Some(header) = header else {
         return Ok(exit::SUCCESS);
-    }
+    };
     // Event i has seq i, so the stored length is the next seq to look for.
     let mut next = events.len() as u64;
+    let mut last = events.last().cloned();
     loop {
         thread::sleep(FOLLOW_INTERVAL);
-        let new = store.read_from(&args.session, next)?;
-        if let Some(last) = new.last() {
-            next = last.seq() + 1;
+        // The last event read comes back too, to prove the log continues it.
+        let from = next.saturating_sub(1);
+        let read = store
+            .read_from(id, from)
+            .and_then(|events| Ok((events, store.header(id)?)));
+        let (mut new, now) = match read {
+            Ok(read) => read,
+            Err(Error::NotFound { .. }) => return Err(gone(id, next, None)),
+            Err(e) => return Err(e.into()),
+        };
+        if now != header {
+            let why = format!(
+                "header createdAt {}, now {}",
+                header.created_at, now.created_at
+            );
+            return Err(gone(id, next, Some(&why)));
+        }
+        if let Some(last) = &last {
+            match new.first() {
+                None => {
+                    let why = format!("it holds fewer events than the {next} read");
+                    return Err(gone(id, next, Some(&why)));
+                }
+                Some(first) if first.to_json() != last.to_json() => {
+                    let why = format!("its event at seq {from} is not the one read");
+                    return Err(gone(id, next, Some(&why)));
+                }
+                Some(_) => {
+                    new.remove(0);
+                }
+            }
+        }
+        if let Some(event) = new.last() {
+            next = event.seq() + 1;
             write_events(out, &new)?;
             out.flush()?;
+            last = Some(event.clone());
         }
     }
+}
+
+/// Why `tail --follow` stopped: the session it followed was removed, or
+/// (with `recreated`, saying how that showed) removed and recreated.
+fn gone(id: &str, next: u64, recreated: Option<&str>) -> Failure {
+    let after = match next {
+        0 => "before any event".to_owned(),
+        n => format!("after seq {}", n - 1),
+    };
+    Failure::Other(match recreated {
+        None => format!("session {id:?} was removed while following; stopped {after}"),
+        Some(why) => format!(
+            "session {id:?} was removed and recreated while following ({why}); stopped {after}, \
+             printing nothing of the new session"
+        ),
+    })
 }
