@@ -753,6 +753,20 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Takes the writer's hold on the open transcript `file`
+/// (`storage::hold_writer`): refused, as locked, when another writer holds
+/// it although this one got the lock file (someone deleted or replaced it).
+pub(crate) fn hold(id: &str, path: &Path, file: &File) -> Result<()> {
+    if crate::backend::wal::storage::hold_writer(file).map_err(|e| Error::io("lock", path, e))? {
+        return Ok(());
+    }
+    Err(Error::Locked {
+        id: id.to_owned(),
+        path: path.with_file_name(LOCK_FILE),
+        holder: None,
+    })
+}
+
 /// Removes temp files an interrupted materialization or repair left.
 pub(crate) fn remove_temps(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -997,6 +1011,7 @@ impl Backend for JsonlBackend {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
+        hold(&header.id, &path, &file)?;
         Ok(Box::new(JsonlWriter::new(
             self.clone(),
             header.clone(),
@@ -1022,6 +1037,7 @@ impl Backend for JsonlBackend {
             Err(e) if not_found(&e) => return Ok(None),
             Err(e) => return Err(Error::io("open", &path, e)),
         };
+        hold(id, &path, &file)?;
         // What a crashed writer left in the page cache becomes durable now.
         file.sync_data()
             .map_err(|e| Error::io("fdatasync", &path, e))?;

@@ -181,11 +181,13 @@ impl JsonlWriter {
     }
 
     fn reopen(&mut self) -> Result<()> {
-        self.file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&self.path)
             .map_err(|e| Error::io("open", &self.path, e))?;
+        super::hold(&self.header.id, &self.path, &file)?;
+        self.file = file;
         Ok(())
     }
 }

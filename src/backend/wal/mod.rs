@@ -214,6 +214,20 @@ impl WalBackend {
         read_file_header(map, path).map_or(0, |fh| proof::decode(proof_bytes, fh.salt))
     }
 
+    /// Takes the writer's hold on the open log `file` ([`storage::hold_writer`]):
+    /// refused, as locked, when another writer holds the log although this
+    /// one got the lock file (someone deleted or replaced it).
+    fn hold(&self, id: &str, path: &Path, file: &dyn StorageFile) -> Result<()> {
+        if file.hold_writer().map_err(|e| Error::io("lock", path, e))? {
+            return Ok(());
+        }
+        Err(Error::Locked {
+            id: id.to_owned(),
+            path: self.lock_path(id),
+            holder: None,
+        })
+    }
+
     fn lock(&self, id: &str) -> Result<Box<dyn storage::LockGuard>> {
         let path = self.lock_path(id);
         match self.storage.try_lock(&path) {
@@ -695,6 +709,7 @@ impl Backend for WalBackend {
             .storage
             .open(&path, OpenMode::ReadWrite)
             .map_err(|e| Error::io("open", &path, e))?;
+        self.hold(&header.id, &path, file.as_ref())?;
         let mut writer = Box::new(WalWriter::new(
             header.id.clone(),
             path,
@@ -728,6 +743,7 @@ impl Backend for WalBackend {
         let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else {
             return Ok(None);
         };
+        self.hold(id, &path, file.as_ref())?;
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let fh = read_header_of(file.as_ref(), len, &path)?;
         check_id(&fh.header, id, &path)?;
@@ -745,6 +761,7 @@ impl Backend for WalBackend {
             file = self
                 .open_file(&path, OpenMode::ReadWrite)?
                 .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
+            self.hold(id, &path, file.as_ref())?;
             let _ = self.storage.remove_file(&mark);
         } else if let Err(e) = file.sync_data() {
             // Best effort, as in the writer: the open fails either way.

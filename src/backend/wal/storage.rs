@@ -227,6 +227,44 @@ pub trait StorageFile: Send + fmt::Debug {
     /// Maps the whole file read-only. While the map lives, shrinking the file
     /// through [`StorageFile::set_len`] waits.
     fn map(&self) -> io::Result<Mapped>;
+    /// Takes the writer's hold on this open log ([`hold_writer`]); `false`
+    /// when another writer holds it. A simulated disk has one process: it
+    /// always grants it.
+    fn hold_writer(&self) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+/// Where the writer's hold sits: one byte far past any log's data.
+const WRITER_HOLD_AT: i64 = 1 << 62;
+
+/// Takes the writer's hold on an open log file: an open-file-description
+/// `fcntl` write lock (`F_OFD_SETLK`) on one byte far past its data, held
+/// until the file is closed, released by the kernel when the holder dies.
+/// It lives on the log itself, so deleting or replacing the session's lock
+/// file does not release it: a second writer that got past a deleted lock
+/// file still cannot write. Readers' shared `flock`s are another kind of
+/// lock and never meet it. `false` when another writer holds it.
+pub fn hold_writer(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
+    // is set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = WRITER_HOLD_AT;
+    lock.l_len = 1;
+    // SAFETY: a valid open descriptor and a pointer to an initialized
+    // `flock` that outlives the call.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
 }
 
 impl dyn StorageFile + '_ {
@@ -513,6 +551,10 @@ impl StorageFile for FsFile {
         drop(guard);
         drop(turnstile);
         result
+    }
+
+    fn hold_writer(&self) -> io::Result<bool> {
+        hold_writer(&self.file)
     }
 
     fn map(&self) -> io::Result<Mapped> {
