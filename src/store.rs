@@ -814,6 +814,12 @@ impl Store {
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })
     }
 
+    /// The deeper check of the store's own structure, where its format allows
+    /// one (`verify --deep`; see [`crate::backend::Backend::deep_check`]).
+    pub fn deep_check(&self) -> Result<Vec<String>> {
+        self.backend.deep_check()
+    }
+
     /// The files this store's repairs quarantined, every session's, sorted.
     pub fn quarantined(&self) -> Result<Vec<std::path::PathBuf>> {
         self.backend.quarantined()

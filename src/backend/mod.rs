@@ -122,6 +122,16 @@ pub trait Backend: Send + Sync {
         Ok(self.load(id)?.map(Salvage::of_stored))
     }
 
+    /// Checks what the store holds beyond its logs, where the format allows
+    /// a deeper check than reading every log (`verify --deep`): SQLite's
+    /// `PRAGMA integrity_check` of the database's pages and indexes. The
+    /// problems found; none when there are none, or nothing more to check
+    /// (the native WAL and the JSONL roots check every record's or frame's
+    /// checksum on every read already).
+    fn deep_check(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// The files this store's repairs quarantined (every session), sorted.
     fn quarantined(&self) -> Result<Vec<std::path::PathBuf>> {
         Ok(Vec::new())

@@ -321,6 +321,11 @@ pub struct VerifyArgs {
     /// One JSON object per session.
     #[arg(long)]
     pub json: bool,
+    /// Also check the store's own structure where its format allows more
+    /// than reading every log: SQLite's `PRAGMA integrity_check` (pages,
+    /// indexes, the freelist). Damage found exits 2.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 /// `turnwal recover`.

@@ -15,6 +15,7 @@ pub(crate) fn verify(
     store: &Store,
     only: Option<&str>,
     json: bool,
+    deep: bool,
     out: &mut dyn Write,
 ) -> Outcome {
     let ids = match only {
@@ -53,6 +54,16 @@ pub(crate) fn verify(
         worst = worst.max(report.exit_code());
     }
     progress.clear();
+    if deep {
+        for problem in store.deep_check()? {
+            if json {
+                json_line(out, &serde_json::json!({ "deep": problem }))?;
+            } else {
+                writeln!(out, "deep: {problem}")?;
+            }
+            worst = worst.max(exit::CORRUPT);
+        }
+    }
     if !json {
         // What earlier repairs cut is still here: say where.
         for path in store.quarantined()? {

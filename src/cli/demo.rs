@@ -169,7 +169,10 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         "every committed record checks out; the crashed session has a recoverable tail, \
          so verify exits 1.",
     )?;
-    expect_status(check::verify(&store, None, false, out)?, exit::RECOVERABLE)?;
+    expect_status(
+        check::verify(&store, None, false, false, out)?,
+        exit::RECOVERABLE,
+    )?;
     step(
         out,
         &format!("recover {CRASHED}"),
@@ -189,7 +192,10 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         "verify",
         "every session is clean again, so verify exits 0.",
     )?;
-    expect_status(check::verify(&store, None, false, out)?, exit::SUCCESS)?;
+    expect_status(
+        check::verify(&store, None, false, false, out)?,
+        exit::SUCCESS,
+    )?;
     writeln!(out)?;
     writeln!(
         out,

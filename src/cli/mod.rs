@@ -188,7 +188,9 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Cat(a) if a.salvage => read::salvage(&existing()?, &a.session, a.from, out),
         Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
         Command::Tail(a) => read::tail(&existing()?, &a, out),
-        Command::Verify(a) => check::verify(&existing()?, a.session.as_deref(), a.json, out),
+        Command::Verify(a) => {
+            check::verify(&existing()?, a.session.as_deref(), a.json, a.deep, out)
+        }
         Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, a.salvage, out),
         Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
         Command::Stats(a) => sessions::stats(&existing()?, &a.session, a.json, out),

@@ -637,6 +637,29 @@ impl Backend for SqliteBackend {
     }
 
     /// The files in `<database>.turnwal-quarantine/`.
+    fn deep_check(&self) -> Result<Vec<String>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let mut stmt = conn
+                .prepare("PRAGMA integrity_check")
+                .map_err(|e| sql_error("integrity_check", path, e))?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(|e| sql_error("integrity_check", path, e))?;
+            let mut problems = Vec::new();
+            for row in rows {
+                let row = row.map_err(|e| sql_error("integrity_check", path, e))?;
+                if row != "ok" {
+                    // One line a problem: SQLite starts some with a line
+                    // naming the schema.
+                    let row = row.replace('\n', "; ");
+                    problems.push(format!("{}: PRAGMA integrity_check: {row}", path.display()));
+                }
+            }
+            Ok(problems)
+        })
+    }
+
     fn quarantined(&self) -> Result<Vec<PathBuf>> {
         let Some(dir) = self.shared.quarantine_dir() else {
             return Ok(Vec::new());
