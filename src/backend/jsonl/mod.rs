@@ -261,31 +261,32 @@ impl JsonlBackend {
         let Ok(below) = dir.strip_prefix(&self.root) else {
             return Ok(());
         };
+        let refuse = |at: &Path, kind, why: &str| {
+            Err(Error::io(
+                "write under",
+                at,
+                io::Error::new(kind, why.to_owned()),
+            ))
+        };
         let mut at = self.root.clone();
         for part in below.components() {
             at.push(part);
             match fs::symlink_metadata(&at) {
                 Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(Error::io(
-                        "write under",
+                    return refuse(
                         &at,
-                        io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            "a symbolic link inside the JSONL root: turnwal never writes through \
-                             one (writes would leave the root, and listing would not find them); \
-                             replace it with a real directory",
-                        ),
-                    ));
+                        io::ErrorKind::InvalidInput,
+                        "a symbolic link inside the JSONL root: turnwal never writes through one \
+                         (writes would leave the root, and listing would not find them); replace \
+                         it with a real directory",
+                    );
                 }
                 Ok(meta) if !meta.is_dir() => {
-                    return Err(Error::io(
-                        "write under",
+                    return refuse(
                         &at,
-                        io::Error::new(
-                            io::ErrorKind::NotADirectory,
-                            "not a directory inside the JSONL root",
-                        ),
-                    ));
+                        io::ErrorKind::NotADirectory,
+                        "not a directory inside the JSONL root",
+                    );
                 }
                 Ok(_) => {}
                 Err(e) if not_found(&e) => break,
