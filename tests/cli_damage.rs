@@ -235,6 +235,17 @@ fn salvage_reads_every_intact_event_and_repairs_with_a_quarantine() {
             )
         )
     );
+    let verify = on(store, &["verify", "--json"], "");
+    let last: serde_json::Value =
+        serde_json::from_str(verify.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (verify.status, verify.stdout.lines().count(), last),
+        (
+            0,
+            2,
+            serde_json::json!({ "quarantined": quarantine[0].to_str().unwrap() })
+        )
+    );
     let mut kept: Vec<String> = events[..7].to_vec();
     kept.push(closer.to_owned());
     let out = on(store, &["cat", "s"], "");

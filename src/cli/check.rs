@@ -64,9 +64,14 @@ pub(crate) fn verify(
             worst = worst.max(exit::CORRUPT);
         }
     }
-    if !json {
-        // What earlier repairs cut is still here: say where.
-        for path in store.quarantined()? {
+    // What earlier repairs cut is still here: say where.
+    for path in store.quarantined()? {
+        if json {
+            json_line(
+                out,
+                &serde_json::json!({ "quarantined": path.to_string_lossy() }),
+            )?;
+        } else {
             writeln!(out, "quarantined: {}", path.display())?;
         }
     }
