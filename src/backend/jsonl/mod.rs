@@ -38,17 +38,18 @@ mod scan;
 mod writer;
 pub mod zstd;
 
-use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use layout::Compression;
 
 use self::scan::Plan;
 use self::writer::JsonlWriter;
 use super::{Backend, LogWriter, Stored};
-use crate::backend::wal::storage::{FsStorage, LockGuard, Storage, random_u64};
+use crate::backend::wal::storage::{
+    EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile,
+};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventError};
@@ -73,6 +74,9 @@ pub const QUARANTINE_DIR: &str = ".turnwal-quarantine";
 /// directories, all in one encoding.
 #[derive(Debug, Clone)]
 pub struct JsonlBackend {
+    /// Every file and directory operation goes through it, so the crash lab
+    /// runs the backend on a simulated disk.
+    storage: Arc<dyn Storage>,
     root: PathBuf,
     compression: Compression,
     pack_chunks: bool,
@@ -100,49 +104,51 @@ fn not_found(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-/// `dev:ino:size:mtimeNs:ctimeNs`, as upstream's revisions.
-fn revision_of(meta: &fs::Metadata) -> String {
-    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-    format!(
-        "{}:{}:{}:{}:{}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        ns(meta.mtime(), meta.mtime_nsec()),
-        ns(meta.ctime(), meta.ctime_nsec())
-    )
-}
-
 impl JsonlBackend {
     /// A store at `root` (made absolute, as upstream resolves it) in the
     /// given encoding. Nothing is created until the first session is
     /// materialized. A root that is not a directory, or that holds a
     /// transcript of the other encoding, is refused.
     pub fn open(root: impl AsRef<Path>, compression: Compression) -> Result<JsonlBackend> {
+        JsonlBackend::with_storage(root, compression, Arc::new(FsStorage))
+    }
+
+    /// [`JsonlBackend::open`] over any [`Storage`] (the crash lab's
+    /// simulated disk).
+    pub fn with_storage(
+        root: impl AsRef<Path>,
+        compression: Compression,
+        storage: Arc<dyn Storage>,
+    ) -> Result<JsonlBackend> {
         let root = root.as_ref();
         let root = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
-        match fs::metadata(&root) {
-            Ok(meta) if !meta.is_dir() => {
-                return Err(Error::io(
-                    "open store",
-                    &root,
-                    io::Error::new(
-                        io::ErrorKind::NotADirectory,
-                        "a JSONL root must be a directory",
-                    ),
-                ));
-            }
-            Ok(_) => {}
-            Err(e) if not_found(&e) => {}
-            Err(e) => return Err(Error::io("open store", &root, e)),
-        }
+        JsonlBackend::check_root(storage.as_ref(), &root)?;
         let backend = JsonlBackend {
+            storage,
             root,
             compression,
             pack_chunks: true,
         };
         backend.check_root_encoding()?;
         Ok(backend)
+    }
+
+    /// A symbolic link to the root directory is followed (as any path the
+    /// user gives); below the root none is.
+    fn check_root(storage: &dyn Storage, root: &Path) -> Result<()> {
+        match storage.entry_kind(root) {
+            Ok(Some(EntryKind::File | EntryKind::Other(_))) => Err(Error::io(
+                "open store",
+                root,
+                io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "a JSONL root must be a directory",
+                ),
+            )),
+            Ok(_) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(Error::io("open store", root, e)),
+        }
     }
 
     /// A store at `root` in the encoding its transcripts already use, or
@@ -158,6 +164,7 @@ impl JsonlBackend {
     /// none (or does not exist).
     pub fn detect(root: impl AsRef<Path>) -> Result<Option<Compression>> {
         let probe = JsonlBackend {
+            storage: Arc::new(FsStorage),
             root: std::path::absolute(root.as_ref())
                 .map_err(|e| Error::io("resolve", root.as_ref(), e))?,
             compression: Compression::Zstd,
@@ -168,7 +175,7 @@ impl JsonlBackend {
             for dir in probe.session_dirs(&project)? {
                 for c in [Compression::Zstd, Compression::None] {
                     let path = dir.join(c.log_name());
-                    if exists(&path)? {
+                    if probe.entry_exists(&path)? {
                         match found {
                             Some(other) if other != c => {
                                 return Err(JsonlBackend {
@@ -222,17 +229,17 @@ impl JsonlBackend {
         for project in self.project_dirs()? {
             for c in [Compression::Zstd, Compression::None] {
                 let flat = project.join(format!("{segment}{}", c.suffix()));
-                if exists(&flat)? {
+                if self.entry_exists(&flat)? {
                     return Err(self.legacy_layout(&flat));
                 }
             }
             let dir = project.join(&segment);
             let opposite = dir.join(self.compression.opposite().log_name());
-            if exists(&opposite)? {
+            if self.entry_exists(&opposite)? {
                 return Err(self.encoding_mismatch(&opposite));
             }
             let path = dir.join(self.compression.log_name());
-            if exists(&path)? {
+            if self.entry_exists(&path)? {
                 found.push(path);
             }
         }
@@ -271,8 +278,8 @@ impl JsonlBackend {
         let mut at = self.root.clone();
         for part in below.components() {
             at.push(part);
-            match fs::symlink_metadata(&at) {
-                Ok(meta) if meta.file_type().is_symlink() => {
+            match self.storage.entry_kind(&at) {
+                Ok(Some(EntryKind::Symlink)) => {
                     return refuse(
                         &at,
                         io::ErrorKind::InvalidInput,
@@ -281,15 +288,15 @@ impl JsonlBackend {
                          it with a real directory",
                     );
                 }
-                Ok(meta) if !meta.is_dir() => {
+                Ok(Some(EntryKind::File | EntryKind::Other(_))) => {
                     return refuse(
                         &at,
                         io::ErrorKind::NotADirectory,
                         "not a directory inside the JSONL root",
                     );
                 }
-                Ok(_) => {}
-                Err(e) if not_found(&e) => break,
+                Ok(Some(EntryKind::Dir)) => {}
+                Ok(None) => break,
                 Err(e) => return Err(Error::io("stat", &at, e)),
             }
         }
@@ -304,16 +311,15 @@ impl JsonlBackend {
     }
 
     fn project_dirs(&self) -> Result<Vec<PathBuf>> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(entries) => entries,
-            Err(e) if not_found(&e) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &self.root, e)),
-        };
+        let names = self
+            .storage
+            .list_dir(&self.root)
+            .map_err(|e| Error::io("list", &self.root, e))?;
         let mut dirs = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", &self.root, e))?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs.push(entry.path());
+        for name in names {
+            let path = self.root.join(name);
+            if matches!(self.storage.entry_kind(&path), Ok(Some(EntryKind::Dir))) {
+                dirs.push(path);
             }
         }
         dirs.sort();
@@ -323,20 +329,24 @@ impl JsonlBackend {
     /// The session directories of a project directory; a flat transcript
     /// beside them is the retired layout and is refused.
     fn session_dirs(&self, project: &Path) -> Result<Vec<PathBuf>> {
-        let entries = fs::read_dir(project).map_err(|e| Error::io("list", project, e))?;
+        let names = self
+            .storage
+            .list_dir(project)
+            .map_err(|e| Error::io("list", project, e))?;
         let mut dirs = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", project, e))?;
-            let kind = entry
-                .file_type()
-                .map_err(|e| Error::io("stat", entry.path(), e))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if kind.is_file() && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd")) {
-                return Err(self.legacy_layout(&entry.path()));
+        for name in names {
+            let path = project.join(&name);
+            let kind = self
+                .storage
+                .entry_kind(&path)
+                .map_err(|e| Error::io("stat", &path, e))?;
+            if kind == Some(EntryKind::File)
+                && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd"))
+            {
+                return Err(self.legacy_layout(&path));
             }
-            if kind.is_dir() {
-                dirs.push(entry.path());
+            if kind == Some(EntryKind::Dir) {
+                dirs.push(path);
             }
         }
         dirs.sort();
@@ -347,7 +357,7 @@ impl JsonlBackend {
         for project in self.project_dirs()? {
             for dir in self.session_dirs(&project)? {
                 let opposite = dir.join(self.compression.opposite().log_name());
-                if exists(&opposite)? {
+                if self.entry_exists(&opposite)? {
                     return Err(self.encoding_mismatch(&opposite));
                 }
             }
@@ -379,29 +389,38 @@ impl JsonlBackend {
 
     /// Reads a file until two stats around the read agree (a writer
     /// appending meanwhile would give a torn read).
-    fn read_stable(path: &Path) -> Result<Option<Vec<u8>>> {
+    fn read_stable(&self, path: &Path) -> Result<Option<Vec<u8>>> {
         loop {
-            let before = match fs::metadata(path) {
-                Ok(m) => revision_of(&m),
+            let before = match self.storage.revision(path) {
+                Ok(revision) => revision,
                 Err(e) if not_found(&e) => return Ok(None),
                 Err(e) => return Err(Error::io("stat", path, e)),
             };
-            let bytes = match fs::read(path) {
-                Ok(b) => b,
-                Err(e) if not_found(&e) => return Ok(None),
-                Err(e) => return Err(Error::io("read", path, e)),
+            let Some(bytes) = self
+                .read_file(path)
+                .map_err(|e| Error::io("read", path, e))?
+            else {
+                return Ok(None);
             };
-            let after = fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
-            if revision_of(&after) == before {
+            let after = self
+                .storage
+                .revision(path)
+                .map_err(|e| Error::io("stat", path, e))?;
+            if after == before {
                 return Ok(Some(bytes));
             }
         }
     }
 
+    /// A whole file; `None` when it does not exist.
+    fn read_file(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        self.storage.as_ref().read_all(path)
+    }
+
     /// The policy recorded beside a transcript (`Lenient` without one).
-    fn policy_at(dir: &Path) -> Policy {
-        match fs::read_to_string(dir.join(POLICY_FILE)) {
-            Ok(text) if text.trim() == "strict" => Policy::Strict,
+    fn policy_at(&self, dir: &Path) -> Policy {
+        match self.read_file(&dir.join(POLICY_FILE)) {
+            Ok(Some(text)) if text.trim_ascii() == b"strict" => Policy::Strict,
             _ => Policy::Lenient,
         }
     }
@@ -432,7 +451,7 @@ impl JsonlBackend {
         })?;
         let same = expected == path
             || matches!(
-                (fs::canonicalize(path), fs::canonicalize(&expected)),
+                (self.storage.canonicalize(path), self.storage.canonicalize(&expected)),
                 (Ok(a), Ok(b)) if a == b
             );
         if !same {
@@ -480,7 +499,7 @@ impl JsonlBackend {
     ) -> Result<Plan> {
         let parsed = scan::parse_for(bytes, self.compression, path, salvage)?;
         self.check_identity(path, &parsed.header, id)?;
-        let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
+        let policy = self.policy_at(path.parent().unwrap_or(path));
         scan::plan(parsed, policy, path)
     }
 
@@ -490,7 +509,7 @@ impl JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+        let Some(bytes) = self.read_stable(&path)? else {
             return Ok(None);
         };
         match cwd {
@@ -503,8 +522,8 @@ impl JsonlBackend {
     /// `list`'s line for the log at `path`: from its two ends when they
     /// settle it (`quick`), else from a full scan.
     fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
-        let policy = JsonlBackend::policy_at(path.parent().unwrap_or(path));
-        if let Some(summary) = quick::summary(path, self.compression, policy)
+        let policy = self.policy_at(path.parent().unwrap_or(path));
+        if let Some(summary) = quick::summary(self.storage(), path, self.compression, policy)
             && summary.header.as_ref().is_some_and(|h| {
                 h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok()
             })
@@ -521,7 +540,7 @@ impl JsonlBackend {
             .and_then(|d| d.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(bytes) = JsonlBackend::read_stable(path)? else {
+        let Some(bytes) = self.read_stable(path)? else {
             return Ok(None);
         };
         Ok(Some(match self.plan_bytes(path, &bytes, None, false) {
@@ -559,13 +578,15 @@ impl JsonlBackend {
     /// The header of the transcript at `path`, reading only as much of the
     /// file as holds the first line (raw) or the first frame (zstd).
     fn read_header(&self, path: &Path) -> Result<SessionHeader> {
-        use std::io::Read;
-        let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let file = self
+            .storage
+            .open(path, OpenMode::Read)
+            .map_err(|e| Error::io("open", path, e))?;
         let mut head = Vec::new();
         let mut chunk = [0u8; 8192];
         loop {
             let n = file
-                .read(&mut chunk)
+                .read_at(&mut chunk, head.len() as u64)
                 .map_err(|e| Error::io("read", path, e))?;
             head.extend_from_slice(&chunk[..n]);
             let complete = n == 0
@@ -596,7 +617,7 @@ impl JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+        let Some(bytes) = self.read_stable(&path)? else {
             return Ok(None);
         };
         let mut parsed = scan::parse(&bytes, self.compression, &path)?;
@@ -609,7 +630,7 @@ impl JsonlBackend {
 
     fn lock(&self, id: &str, dir: &Path) -> Result<Box<dyn LockGuard>> {
         let path = dir.join(LOCK_FILE);
-        match FsStorage.try_lock(&path) {
+        match self.storage.try_lock(&path) {
             Ok(Ok(guard)) => Ok(guard),
             Ok(Err(holder)) => Err(Error::Locked {
                 id: id.to_owned(),
@@ -686,121 +707,120 @@ impl JsonlBackend {
 
     fn remove_session(&self, path: &Path) -> Result<()> {
         let dir = path.parent().unwrap_or(path);
-        match fs::remove_file(path) {
+        match self.storage.remove_file(path) {
             Ok(()) => {}
             Err(e) if not_found(&e) => {}
             Err(e) => return Err(Error::io("remove", path, e)),
         }
-        sync_dir(dir)?;
-        let _ = fs::remove_file(dir.join(POLICY_FILE));
-        let _ = fs::remove_file(dir.join(LOCK_FILE));
-        remove_temps(path);
-        if fs::remove_dir(dir).is_ok()
+        self.sync_dir(dir)?;
+        let _ = self.storage.remove_file(&dir.join(POLICY_FILE));
+        let _ = self.storage.remove_file(&dir.join(LOCK_FILE));
+        self.remove_temps(path);
+        if self.storage.remove_dir(dir).is_ok()
             && let Some(project) = dir.parent()
         {
-            let _ = fs::remove_dir(project);
+            let _ = self.storage.remove_dir(project);
         }
         Ok(())
     }
-}
 
-/// Whether a file exists (`open` succeeds); a missing parent is absence, a
-/// parent that is not a directory is an error, as upstream's `exists`.
-fn exists(path: &Path) -> Result<bool> {
-    match File::open(path) {
-        Ok(_) => Ok(true),
-        Err(e) if not_found(&e) => Ok(false),
-        Err(e) => Err(Error::io("open", path, e)),
-    }
-}
-
-/// fsync of a directory, so an entry created, renamed or removed in it
-/// survives a crash.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("fsync directory", dir, e))
-}
-
-/// `mkdir` with mode 0700 of each missing directory down to `dir`, fsyncing
-/// each parent, as upstream's materialization does.
-fn create_dirs(dir: &Path) -> Result<()> {
-    let mut missing = Vec::new();
-    let mut at = dir;
-    while !at.is_dir() {
-        missing.push(at.to_owned());
-        match at.parent() {
-            Some(parent) => at = parent,
-            None => break,
+    /// Whether an entry exists; a missing parent is absence, a parent that
+    /// is not a directory is an error, as upstream's `exists`.
+    fn entry_exists(&self, path: &Path) -> Result<bool> {
+        match self.storage.entry_kind(path) {
+            Ok(kind) => Ok(kind.is_some()),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(Error::io("open", path, e)),
         }
     }
-    for d in missing.iter().rev() {
-        match fs::DirBuilder::new().mode(0o700).create(d) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
-            Err(e) => return Err(Error::io("create directory", d, e)),
-        }
-        if let Some(parent) = d.parent() {
-            sync_dir(parent)?;
-        }
+
+    /// fsync of a directory, so an entry created, renamed or removed in it
+    /// survives a crash.
+    pub(crate) fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.storage
+            .sync_dir(dir)
+            .map_err(|e| Error::io("fsync directory", dir, e))
     }
-    Ok(())
-}
 
-/// A fresh temp name beside the transcript: `<final>.<12 hex>.tmp`.
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".{:012x}.tmp", random_u64() & 0xffff_ffff_ffff));
-    PathBuf::from(name)
-}
-
-/// Takes the writer's hold on the open transcript `file`
-/// (`storage::hold_writer`): refused, as locked, when another writer holds
-/// it although this one got the lock file (someone deleted or replaced it).
-pub(crate) fn hold(id: &str, path: &Path, file: &File) -> Result<()> {
-    if crate::backend::wal::storage::hold_writer(file).map_err(|e| Error::io("lock", path, e))? {
-        return Ok(());
+    /// `mkdir` with mode 0700 of each missing directory down to `dir`,
+    /// fsyncing each parent, as upstream's materialization does.
+    fn create_dirs(&self, dir: &Path) -> Result<()> {
+        self.storage
+            .create_dir_all(dir)
+            .map_err(|e| Error::io("create directory", dir, e))
     }
-    Err(Error::Locked {
-        id: id.to_owned(),
-        path: path.with_file_name(LOCK_FILE),
-        holder: None,
-    })
-}
 
-/// Removes temp files an interrupted materialization or repair left.
-pub(crate) fn remove_temps(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let n = entry.file_name().to_string_lossy().into_owned();
+    /// A fresh temp name beside the transcript: `<final>.<12 hex>.tmp`.
+    fn temp_path(&self, path: &Path) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(
+            ".{:012x}.tmp",
+            self.storage.random() & 0xffff_ffff_ffff
+        ));
+        PathBuf::from(name)
+    }
+
+    /// Opens the transcript for writing and takes the writer's hold on it
+    /// (`storage::hold_writer`): refused, as locked, when another writer
+    /// holds it although this one got the lock file (someone deleted or
+    /// replaced it). `None` when the transcript is gone.
+    pub(crate) fn open_held(&self, id: &str, path: &Path) -> Result<Option<Box<dyn StorageFile>>> {
+        let file = match self.storage.open(path, OpenMode::ReadWrite) {
+            Ok(file) => file,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        if file.hold_writer().map_err(|e| Error::io("lock", path, e))? {
+            return Ok(Some(file));
+        }
+        Err(Error::Locked {
+            id: id.to_owned(),
+            path: path.with_file_name(LOCK_FILE),
+            holder: None,
+        })
+    }
+
+    /// Removes temp files an interrupted materialization or repair left.
+    pub(crate) fn remove_temps(&self, path: &Path) {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        for n in self.storage.list_dir(dir).unwrap_or_default() {
             if n.starts_with(&prefix) && n.ends_with(".tmp") {
-                let _ = fs::remove_file(entry.path());
+                let _ = self.storage.remove_file(&dir.join(n));
             }
         }
     }
-}
 
-/// Writes `bytes` to a new temp file beside `path` (mode 0600) and fsyncs it.
-pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    use std::io::Write;
-    let tmp = temp_path(path);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("create", &tmp, e))?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    if let Err(e) = written {
-        drop(file);
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("write", &tmp, e));
+    /// Writes `bytes` to a new temp file beside `path` (mode 0600) and
+    /// fsyncs it.
+    pub(crate) fn write_temp(&self, path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+        let tmp = self.temp_path(path);
+        let mut file = self
+            .storage
+            .open(&tmp, OpenMode::CreateNew)
+            .map_err(|e| Error::io("create", &tmp, e))?;
+        let written = file.write_all_at(bytes, 0).and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            drop(file);
+            let _ = self.storage.remove_file(&tmp);
+            return Err(Error::io("write", &tmp, e));
+        }
+        Ok(tmp)
     }
-    Ok(tmp)
+
+    /// Renames `from` over `to` (both in `to`'s directory).
+    pub(crate) fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.storage.rename(from, to).map_err(|e| {
+            let _ = self.storage.remove_file(from);
+            Error::io("rename", to, e)
+        })
+    }
+
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
 }
 
 impl Backend for JsonlBackend {
@@ -848,11 +868,11 @@ impl Backend for JsonlBackend {
         for project in self.project_dirs()? {
             for dir in self.session_dirs(&project)? {
                 let opposite = dir.join(self.compression.opposite().log_name());
-                if exists(&opposite)? {
+                if self.entry_exists(&opposite)? {
                     return Err(self.encoding_mismatch(&opposite));
                 }
                 let path = dir.join(self.compression.log_name());
-                if !exists(&path)? {
+                if !self.entry_exists(&path)? {
                     continue;
                 }
                 if let Some(summary) = self.summarize(&path)? {
@@ -880,8 +900,8 @@ impl Backend for JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        match fs::metadata(&path) {
-            Ok(meta) => Ok(Some(revision_of(&meta))),
+        match self.storage.revision(&path) {
+            Ok(revision) => Ok(Some(revision)),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(Error::io("stat", path, e)),
         }
@@ -919,7 +939,7 @@ impl Backend for JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let Some(bytes) = JsonlBackend::read_stable(&path)? else {
+        let Some(bytes) = self.read_stable(&path)? else {
             return Ok(None);
         };
         let (header, raw, gaps) = match self.compression {
@@ -943,7 +963,8 @@ impl Backend for JsonlBackend {
             for dir in self.session_dirs(&project)? {
                 let dir = dir.join(QUARANTINE_DIR);
                 files.extend(
-                    crate::quarantine::list_files(&dir).map_err(|e| Error::io("list", &dir, e))?,
+                    crate::quarantine::list(self.storage(), &dir)
+                        .map_err(|e| Error::io("list", &dir, e))?,
                 );
             }
         }
@@ -969,50 +990,47 @@ impl Backend for JsonlBackend {
         };
         self.check_root_encoding()?;
         let opposite = dir.join(self.compression.opposite().log_name());
-        if exists(&opposite)? {
+        if self.entry_exists(&opposite)? {
             return Err(self.encoding_mismatch(&opposite));
         }
         if self.find_log(&header.id)?.is_some() {
             return Err(taken());
         }
         self.check_inside(&dir)?;
-        create_dirs(&dir)?;
+        self.create_dirs(&dir)?;
         let lock = self.lock(&header.id, &dir)?;
-        if exists(&path)? {
+        if self.entry_exists(&path)? {
             return Err(taken());
         }
-        remove_temps(&path);
+        self.remove_temps(&path);
         if policy == Policy::Strict {
             let policy_path = dir.join(POLICY_FILE);
-            let tmp = write_temp(&policy_path, b"strict\n")?;
-            fs::rename(&tmp, &policy_path).map_err(|e| Error::io("rename", &policy_path, e))?;
+            let tmp = self.write_temp(&policy_path, b"strict\n")?;
+            self.rename(&tmp, &policy_path)?;
         } else {
-            match fs::remove_file(dir.join(POLICY_FILE)) {
+            match self.storage.remove_file(&dir.join(POLICY_FILE)) {
                 Ok(()) => {}
                 Err(e) if not_found(&e) => {}
                 Err(e) => return Err(Error::io("remove", dir.join(POLICY_FILE), e)),
             }
         }
         let bytes = self.materialization(header, batch);
-        let tmp = write_temp(&path, &bytes)?;
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
+        let tmp = self.write_temp(&path, &bytes)?;
+        let linked = self.storage.link(&tmp, &path);
+        let _ = self.storage.remove_file(&tmp);
         match linked {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
             Err(e) => return Err(Error::io("link", &path, e)),
         }
-        if let Err(e) = sync_dir(&dir) {
+        if let Err(e) = self.sync_dir(&dir) {
             // Not published durably: take it back so a retry starts over.
-            let _ = fs::remove_file(&path);
+            let _ = self.storage.remove_file(&path);
             return Err(e);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
-        hold(&header.id, &path, &file)?;
+        let file = self
+            .open_held(&header.id, &path)?
+            .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
         Ok(Box::new(JsonlWriter::new(
             self.clone(),
             header.clone(),
@@ -1033,19 +1051,13 @@ impl Backend for JsonlBackend {
             .expect("a transcript has a directory")
             .to_owned();
         let lock = self.lock(id, &dir)?;
-        let file = match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if not_found(&e) => return Ok(None),
-            Err(e) => return Err(Error::io("open", &path, e)),
+        let Some(mut file) = self.open_held(id, &path)? else {
+            return Ok(None);
         };
-        hold(id, &path, &file)?;
         // What a crashed writer left in the page cache becomes durable now.
         file.sync_data()
             .map_err(|e| Error::io("fdatasync", &path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", &path, e))?
-            .len();
+        let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let header = self.read_header(&path)?;
         self.check_identity(&path, &header, Some(id))?;
         Ok(Some(Box::new(JsonlWriter::new(

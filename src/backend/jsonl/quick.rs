@@ -10,9 +10,6 @@
 //! damage). Like the WAL's listing, this does not look for damage before the
 //! last `turn/end`: `verify` reads every byte.
 
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::header::parse_header_line;
@@ -21,6 +18,7 @@ use super::normalize::normalize;
 use super::records::decode_line;
 use super::scan::zstd_header;
 use super::zstd::{decompress_frame_within, scan_frames};
+use crate::backend::wal::storage::{OpenMode, Storage};
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
@@ -44,13 +42,14 @@ struct Tail {
 /// The summary of the log at `path` from its ends; `None` when they do not
 /// settle it.
 pub(super) fn summary(
+    storage: &dyn Storage,
     path: &Path,
     compression: Compression,
     policy: Policy,
 ) -> Option<SessionSummary> {
     let tail = match compression {
-        Compression::None => raw_tail(path),
-        Compression::Zstd => zstd_tail(path),
+        Compression::None => raw_tail(storage, path),
+        Compression::Zstd => zstd_tail(storage, path),
     }?;
     let base = tail.events.first().map_or(0, Event::seq);
     let follows = tail
@@ -90,9 +89,9 @@ pub(super) fn summary(
     })
 }
 
-fn raw_tail(path: &Path) -> Option<Tail> {
-    let file = File::open(path).ok()?;
-    let file_len = file.metadata().ok()?.len();
+fn raw_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
+    let file = storage.open(path, OpenMode::Read).ok()?;
+    let file_len = file.len().ok()?;
     let read = |at: u64, len: u64| -> Option<Vec<u8>> {
         let mut buf = vec![0; len as usize];
         file.read_exact_at(&mut buf, at).ok()?;
@@ -136,9 +135,8 @@ fn raw_tail(path: &Path) -> Option<Tail> {
     })
 }
 
-fn zstd_tail(path: &Path) -> Option<Tail> {
-    let mut bytes = Vec::new();
-    File::open(path).ok()?.read_to_end(&mut bytes).ok()?;
+fn zstd_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
+    let bytes = storage.read_all(path).ok()??;
     let scan = scan_frames(&bytes, usize::MAX).ok()?;
     if scan.torn_start.is_some() || scan.frames.is_empty() {
         return None;
@@ -240,8 +238,8 @@ mod tests {
 
     /// The quick summary and the full scan's, side by side.
     fn both(backend: &JsonlBackend, path: &Path) -> (Option<String>, String) {
-        let policy = JsonlBackend::policy_at(path.parent().unwrap());
-        let quick = summary(path, backend.compression, policy).map(|s| {
+        let policy = backend.policy_at(path.parent().unwrap());
+        let quick = summary(backend.storage(), path, backend.compression, policy).map(|s| {
             assert_eq!(s.checked, crate::scan::Checked::Tail);
             format!("{s:?}")
         });
@@ -318,9 +316,10 @@ mod tests {
                 let (quick, full) = both(&r.backend, path);
                 assert_eq!(quick.as_deref(), Some(full.as_str()), "{compression:?}");
                 let s = summary(
+                    r.backend.storage(),
                     path,
                     compression,
-                    JsonlBackend::policy_at(path.parent().unwrap()),
+                    r.backend.policy_at(path.parent().unwrap()),
                 )
                 .unwrap();
                 assert_eq!(

@@ -17,12 +17,10 @@
 //! the new one, never a truncated file that lost them (upstream's two-step
 //! repair loses them if it dies between truncating and appending).
 
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::{JsonlBackend, remove_temps, sync_dir, write_temp};
-use crate::backend::wal::storage::LockGuard;
+use super::JsonlBackend;
+use crate::backend::wal::storage::{LockGuard, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -35,7 +33,7 @@ pub(crate) struct JsonlWriter {
     backend: JsonlBackend,
     header: SessionHeader,
     path: PathBuf,
-    file: File,
+    file: Box<dyn StorageFile>,
     _lock: Box<dyn LockGuard>,
     /// Bytes written (durable or not).
     len: u64,
@@ -57,7 +55,7 @@ impl JsonlWriter {
         backend: JsonlBackend,
         header: SessionHeader,
         path: PathBuf,
-        file: File,
+        file: Box<dyn StorageFile>,
         lock: Box<dyn LockGuard>,
         len: u64,
         events: u64,
@@ -94,7 +92,12 @@ impl JsonlWriter {
 
     /// The plan of the file as it is now; with `salvage`, the salvage read.
     fn read_plan_for(&self, salvage: bool) -> Result<(super::scan::Plan, Vec<u8>)> {
-        let bytes = fs::read(&self.path).map_err(|e| Error::io("read", &self.path, e))?;
+        let bytes = self
+            .backend
+            .storage()
+            .read_all(&self.path)
+            .map_err(|e| Error::io("read", &self.path, e))?
+            .ok_or_else(|| Error::io("read", &self.path, std::io::ErrorKind::NotFound.into()))?;
         let plan = self
             .backend
             .plan_bytes(&self.path, &bytes, Some(&self.header.id), salvage)?;
@@ -132,7 +135,8 @@ impl JsonlWriter {
         let start = usize::try_from(cut.offset)
             .unwrap_or(usize::MAX)
             .min(bytes.len());
-        quarantine::keep_file(&at, &bytes[start..]).map_err(|e| Error::io("quarantine", &dir, e))
+        quarantine::keep(self.backend.storage(), &at, &bytes[start..])
+            .map_err(|e| Error::io("quarantine", &dir, e))
     }
 
     /// Cuts the file back to its durable length after a failed write or
@@ -181,13 +185,10 @@ impl JsonlWriter {
     }
 
     fn reopen(&mut self) -> Result<()> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.path)
-            .map_err(|e| Error::io("open", &self.path, e))?;
-        super::hold(&self.header.id, &self.path, &file)?;
-        self.file = file;
+        self.file = self
+            .backend
+            .open_held(&self.header.id, &self.path)?
+            .ok_or_else(|| Error::io("open", &self.path, std::io::ErrorKind::NotFound.into()))?;
         Ok(())
     }
 }
@@ -270,15 +271,13 @@ impl LogWriter for JsonlWriter {
                 self.file.sync_data().map_err(|e| io("fdatasync", e))?;
             }
         } else {
-            remove_temps(&self.path);
+            self.backend.remove_temps(&self.path);
             let mut content = bytes[..keep as usize].to_vec();
             content.extend_from_slice(&tail);
-            let tmp = write_temp(&self.path, &content)?;
-            if let Err(e) = fs::rename(&tmp, &self.path) {
-                let _ = fs::remove_file(&tmp);
-                return Err(Error::io("rename", &self.path, e));
-            }
-            sync_dir(self.path.parent().expect("a transcript has a directory"))?;
+            let tmp = self.backend.write_temp(&self.path, &content)?;
+            self.backend.rename(&tmp, &self.path)?;
+            self.backend
+                .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
             self.reopen()?;
         }
         self.len = keep + tail.len() as u64;

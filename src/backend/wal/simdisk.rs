@@ -43,7 +43,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::storage::{LockGuard, Mapped, OpenMode, Storage, StorageFile};
+use super::storage::{EntryKind, LockGuard, Mapped, OpenMode, Storage, StorageFile};
 
 /// The kinds of operation that change the disk; faults and crash points
 /// count them.
@@ -568,12 +568,66 @@ impl Storage for SimDisk {
         Ok(format!("sim:{inode}:{}:{}", file.live.len(), file.version))
     }
 
+    /// Files and subdirectories, as a real directory lists them.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let dir = normalize(dir);
         let s = self.lock();
-        Ok(s.dirs
-            .get(&normalize(dir))
+        let mut names: Vec<String> = s
+            .dirs
+            .get(&dir)
             .map(|d| d.live.keys().cloned().collect())
-            .unwrap_or_default())
+            .unwrap_or_default();
+        names.extend(s.dirs.keys().filter_map(|d| {
+            (d.parent() == Some(&dir))
+                .then(|| d.file_name()?.to_str().map(str::to_owned))
+                .flatten()
+        }));
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        let path = normalize(path);
+        let s = self.lock();
+        Ok(if s.lookup(&path).is_some() {
+            Some(EntryKind::File)
+        } else if s.dirs.contains_key(&path) {
+            Some(EntryKind::Dir)
+        } else {
+            None
+        })
+    }
+
+    /// Counted (and faulted) as a create: it makes a directory entry, which
+    /// survives a crash only once its directory is synced.
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from, to) = (normalize(from), normalize(to));
+        let mut s = self.lock();
+        s.begin(OpKind::Create)?;
+        let inode = s
+            .lookup(&from)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        if s.lookup(&to).is_some() || s.dirs.contains_key(&to) {
+            return Err(io::ErrorKind::AlreadyExists.into());
+        }
+        let (dir, name) = State::split(&to)?;
+        s.dir_mut(&dir)?.live.insert(name, inode);
+        Ok(())
+    }
+
+    /// Directories are removed at once, as they are created.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let dir = normalize(dir);
+        let mut s = self.lock();
+        s.begin(OpKind::Remove)?;
+        let Some(d) = s.dirs.get(&dir) else {
+            return Err(io::ErrorKind::NotFound.into());
+        };
+        if !d.live.is_empty() || s.dirs.keys().any(|k| k.parent() == Some(&dir)) {
+            return Err(io::ErrorKind::DirectoryNotEmpty.into());
+        }
+        s.dirs.remove(&dir);
+        Ok(())
     }
 
     /// Directories are created durably at once: the simulation models the

@@ -48,12 +48,60 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn random(&self) -> u64 {
         random_u64()
     }
+    /// What the entry at `path` is, without following a symlink; `None`
+    /// when there is none.
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
     /// What the entry at `path` is when it is anything but a regular file
     /// (`"a FIFO (named pipe)"`, `"a directory"`, …), without following a
     /// symlink; `None` for a regular file or a missing entry. Listings skip
     /// such entries instead of opening them.
-    fn foreign_kind(&self, _path: &Path) -> io::Result<Option<&'static str>> {
-        Ok(None)
+    fn foreign_kind(&self, path: &Path) -> io::Result<Option<&'static str>> {
+        Ok(match self.entry_kind(path)? {
+            None | Some(EntryKind::File) => None,
+            Some(EntryKind::Dir) => Some("a directory"),
+            Some(EntryKind::Symlink) => Some("a symbolic link"),
+            Some(EntryKind::Other(kind)) => Some(kind),
+        })
+    }
+    /// Gives the file at `from` a second name `to`, failing with
+    /// `AlreadyExists` when `to` exists: the one publication that can never
+    /// replace a file someone else created meanwhile (a rename would).
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
+    /// `path` with every symbolic link resolved (a simulated disk has none).
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        Ok(path.to_owned())
+    }
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed below a store's root).
+    Symlink,
+    /// Anything else, named for messages (`"a symbolic link"`, …).
+    Other(&'static str),
+}
+
+impl dyn Storage + '_ {
+    /// The whole content of the file at `path`; `None` when it does not
+    /// exist.
+    pub fn read_all(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        let file = match self.open(path, OpenMode::Read) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = usize::try_from(file.len()?)
+            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "file too large to read"))?;
+        let mut bytes = vec![0; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        Ok(Some(bytes))
     }
 }
 
@@ -77,6 +125,20 @@ pub fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
     } else {
         "not a regular file"
     })
+}
+
+/// `dev:ino:size:mtimeNs:ctimeNs`, the form of upstream's revisions.
+pub fn revision_of(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    format!(
+        "{}:{}:{}:{}:{}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        ns(meta.mtime(), meta.mtime_nsec()),
+        ns(meta.ctime(), meta.ctime_nsec())
+    )
 }
 
 /// The effective uid of this process.
@@ -391,26 +453,33 @@ impl Storage for FsStorage {
     }
 
     fn revision(&self, path: &Path) -> io::Result<String> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path)?;
-        Ok(format!(
-            "{}:{}:{}:{}.{:09}:{}.{:09}",
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        ))
+        Ok(revision_of(&std::fs::metadata(path)?))
     }
 
-    fn foreign_kind(&self, path: &Path) -> io::Result<Option<&'static str>> {
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
         match std::fs::symlink_metadata(path) {
-            Ok(meta) => Ok(kind_of(meta.file_type())),
+            Ok(meta) => Ok(Some(match kind_of(meta.file_type()) {
+                None => EntryKind::File,
+                Some(_) if meta.is_dir() => EntryKind::Dir,
+                Some(_) if meta.is_symlink() => EntryKind::Symlink,
+                Some(kind) => EntryKind::Other(kind),
+            })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        check_private_dir(to.parent().unwrap_or(Path::new(".")))?;
+        std::fs::hard_link(from, to)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
