@@ -27,6 +27,8 @@
 //! TURNWAL_CRASHLAB_SCALE=20 cargo test --release --test crashlab -- --nocapture
 //! ```
 
+#[path = "crashlab/jsonl.rs"]
+mod jsonl;
 #[path = "crashlab/sqlite.rs"]
 mod sqlite;
 #[path = "crashlab/sqlite_vfs.rs"]

@@ -5,13 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::oracle::{self, Model};
+use super::oracle::{self, Model, Target};
 use super::workload::{Generator, Rng};
 use crate::backend::SyncMode;
 use crate::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::error::Error;
 use crate::event::Event;
-use crate::header::SessionHeader;
 use crate::store::{Store, StoreOptions};
 
 /// Sessions a run writes to.
@@ -116,6 +115,7 @@ pub struct Stats {
 /// A workload in progress: a store over a simulated disk, one generator per
 /// session, the model of what was sent and acknowledged.
 pub struct Run {
+    target: Target,
     root: PathBuf,
     disk: SimDisk,
     store: Store,
@@ -138,8 +138,13 @@ fn id(session: usize) -> String {
 }
 
 impl Run {
-    /// A fresh run on an empty disk.
+    /// A fresh run of a WAL store on an empty disk.
     pub fn new(seed: u64, sync: SyncMode) -> Run {
+        Run::on(Target::Wal, seed, sync)
+    }
+
+    /// A fresh run of a store of kind `target` on an empty disk.
+    pub fn on(target: Target, seed: u64, sync: SyncMode) -> Run {
         let root = PathBuf::from("/store");
         let disk = SimDisk::new(seed);
         let options = StoreOptions {
@@ -147,7 +152,8 @@ impl Run {
             ..StoreOptions::default()
         };
         Run {
-            store: oracle::store_on(&disk, &root, options),
+            store: target.store_on(&disk, &root, options),
+            target,
             root,
             disk,
             options,
@@ -228,7 +234,7 @@ impl Run {
             }
         }
         if !self.created[session] {
-            match self.store.create(SessionHeader::new(name.clone(), 1)) {
+            match self.store.create(self.target.header(&name)) {
                 Ok(()) | Err(Error::AlreadyExists { .. }) => self.created[session] = true,
                 Err(_) => return Ok(()),
             }
@@ -302,10 +308,12 @@ impl Run {
     /// logs.
     pub fn crash(&mut self, mode: CrashMode) -> Result<(), String> {
         self.stats.faults = self.disk.faults_injected();
-        let placeholder = oracle::store_on(&SimDisk::new(0), &self.root, self.options);
+        let placeholder = self
+            .target
+            .store_on(&SimDisk::new(0), &self.root, self.options);
         drop(std::mem::replace(&mut self.store, placeholder));
         let after = self.disk.crash(mode);
-        let checked = oracle::check(&after, &self.root, &mut self.model, mode)
+        let checked = oracle::check_on(self.target, &after, &self.root, &mut self.model, mode)
             .map_err(|e| format!("after crash {mode:?}: {e}"))?;
         self.stats.crashes += 1;
         self.stats.acked_events_checked += checked.acked_events;
@@ -320,7 +328,7 @@ impl Run {
         self.created = vec![false; SESSIONS];
         self.stale = vec![false; SESSIONS];
         self.disk = after;
-        self.store = oracle::store_on(&self.disk, &self.root, self.options);
+        self.store = self.target.store_on(&self.disk, &self.root, self.options);
         Ok(())
     }
 

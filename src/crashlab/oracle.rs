@@ -1,17 +1,19 @@
 //! The one oracle every crash test and fuzz target checks against: [`check`]
-//! for a WAL store on the simulated disk, [`check_sqlite`] for an SQLite
-//! database a real crash left.
+//! for a WAL store on the simulated disk ([`check_on`] for a JSONL root
+//! there), [`check_sqlite`] for an SQLite database a real crash left.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::SqliteOptions;
 use crate::backend::wal::WalBackend;
 use crate::backend::wal::simdisk::{CrashMode, SimDisk};
 use crate::contract::interrupted_turn_closers;
 use crate::error::Error;
 use crate::event::{Event, EventKind};
+use crate::header::SessionHeader;
 use crate::scan::LogState;
 use crate::store::{Store, StoreOptions};
 
@@ -99,11 +101,65 @@ impl Model {
     }
 }
 
-/// A store over a simulated disk, the way every crash test opens one.
+/// A WAL store over a simulated disk, the way every crash test opens one.
 pub fn store_on(disk: &SimDisk, root: &Path, options: StoreOptions) -> Store {
-    let backend = WalBackend::with_storage(root, Arc::new(disk.clone()))
-        .expect("a simulated store always opens");
-    Store::with_backend(Arc::new(backend), options)
+    Target::Wal.store_on(disk, root, options)
+}
+
+/// Which kind of store a crash test runs on the simulated disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The native WAL.
+    Wal,
+    /// An upstream JSONL root, raw or zstd.
+    Jsonl(Compression),
+}
+
+impl Target {
+    /// Every kind of store the simulated disk runs.
+    pub const ALL: [Target; 3] = [
+        Target::Wal,
+        Target::Jsonl(Compression::None),
+        Target::Jsonl(Compression::Zstd),
+    ];
+
+    /// A store of this kind at `root` on `disk`.
+    pub fn store_on(self, disk: &SimDisk, root: &Path, options: StoreOptions) -> Store {
+        let storage = Arc::new(disk.clone());
+        let backend: Arc<dyn crate::backend::Backend> = match self {
+            Target::Wal => Arc::new(
+                WalBackend::with_storage(root, storage).expect("a simulated store always opens"),
+            ),
+            Target::Jsonl(compression) => Arc::new(
+                JsonlBackend::with_storage(root, compression, storage)
+                    .expect("a simulated store always opens"),
+            ),
+        };
+        Store::with_backend(backend, options)
+    }
+
+    /// The header a crash test creates session `id` with (a JSONL session
+    /// is placed by its cwd).
+    pub fn header(self, id: &str) -> SessionHeader {
+        let header = SessionHeader::new(id, 1);
+        match self {
+            Target::Wal => header,
+            Target::Jsonl(_) => header.with_cwd("/work/app"),
+        }
+    }
+
+    /// The file that holds session `id`'s log.
+    pub fn log_path(self, root: &Path, id: &str) -> PathBuf {
+        match self {
+            Target::Wal => WalBackend::with_storage(root, Arc::new(SimDisk::new(0)))
+                .expect("opens")
+                .log_path(id),
+            Target::Jsonl(compression) => {
+                crate::backend::jsonl::layout::log_path(root, Some("/work/app"), id, compression)
+                    .expect("a valid id")
+            }
+        }
+    }
 }
 
 /// What a check found, for the figures.
@@ -138,6 +194,18 @@ pub fn check(
     model: &mut Model,
     mode: CrashMode,
 ) -> Result<Checked, String> {
+    check_on(Target::Wal, disk, root, model, mode)
+}
+
+/// [`check`] for a store of any [`Target`] kind.
+pub fn check_on(
+    target: Target,
+    disk: &SimDisk,
+    root: &Path,
+    model: &mut Model,
+    mode: CrashMode,
+) -> Result<Checked, String> {
+    let store_on = |disk: &SimDisk, root: &Path, options| target.store_on(disk, root, options);
     let mut checked = Checked::default();
     let ids: Vec<String> = model.sessions.keys().cloned().collect();
     for id in ids {
@@ -152,9 +220,7 @@ pub fn check(
             continue;
         };
         check_recovered(&store, &id, &view.events, &written, required, &mut checked)?;
-        let path = WalBackend::with_storage(root, Arc::new(disk.clone()))
-            .expect("opens")
-            .log_path(&id);
+        let path = target.log_path(root, &id);
         let bytes = disk
             .read(&path)
             .ok_or_else(|| format!("{id}: log file vanished"))?;

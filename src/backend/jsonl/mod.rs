@@ -31,6 +31,7 @@
 pub mod header;
 pub mod layout;
 pub mod normalize;
+mod proof;
 mod quick;
 pub mod records;
 mod salvage;
@@ -63,6 +64,11 @@ pub const POLICY_FILE: &str = ".turnwal-policy";
 
 /// The writer lock file in a session directory.
 pub const LOCK_FILE: &str = ".turnwal-lock";
+
+/// The durability proof in a session directory (docs/JSONL.md, "The
+/// durability proof"): how much of the transcript an fdatasync has made
+/// durable, tagged with the CRC-32 of that prefix.
+pub const PROOF_FILE: &str = ".turnwal-durable";
 
 /// The quarantine directory in a session directory, where repairs keep the
 /// bytes they cut (docs/JSONL.md, "Quarantine"). Upstream reads only the
@@ -252,6 +258,21 @@ impl JsonlBackend {
             ));
         }
         Ok(found.pop())
+    }
+
+    /// The durability proof of the transcript at `log`.
+    pub fn proof_path(log: &Path) -> PathBuf {
+        log.parent().unwrap_or(log).join(PROOF_FILE)
+    }
+
+    /// The length of `bytes` (the transcript at `log`) its durability proof
+    /// proves durable: `None` without a proof, or when the proof does not
+    /// describe these bytes (longer than the file, or its tag is not the
+    /// CRC of that prefix: another incarnation's proof, a file another
+    /// writer rewrote, or damage inside the prefix — then upstream's own
+    /// rule decides).
+    fn proven(&self, log: &Path, bytes: &[u8]) -> Option<u64> {
+        proof::proven(self.storage(), &JsonlBackend::proof_path(log), bytes)
     }
 
     /// Where repairs of the session whose transcript is `log` quarantine
@@ -497,7 +518,8 @@ impl JsonlBackend {
         id: Option<&str>,
         salvage: bool,
     ) -> Result<Plan> {
-        let parsed = scan::parse_for(bytes, self.compression, path, salvage)?;
+        let proven = self.proven(path, bytes);
+        let parsed = scan::parse_for(bytes, self.compression, path, salvage, proven)?;
         self.check_identity(path, &parsed.header, id)?;
         let policy = self.policy_at(path.parent().unwrap_or(path));
         scan::plan(parsed, policy, path)
@@ -620,7 +642,8 @@ impl JsonlBackend {
         let Some(bytes) = self.read_stable(&path)? else {
             return Ok(None);
         };
-        let mut parsed = scan::parse(&bytes, self.compression, &path)?;
+        let proven = self.proven(&path, &bytes);
+        let mut parsed = scan::parse_for(&bytes, self.compression, &path, false, proven)?;
         self.check_identity(&path, &parsed.header, Some(id))?;
         let start = usize::try_from(from_seq)
             .unwrap_or(usize::MAX)
@@ -714,6 +737,7 @@ impl JsonlBackend {
         }
         self.sync_dir(dir)?;
         let _ = self.storage.remove_file(&dir.join(POLICY_FILE));
+        let _ = self.storage.remove_file(&dir.join(PROOF_FILE));
         let _ = self.storage.remove_file(&dir.join(LOCK_FILE));
         self.remove_temps(path);
         if self.storage.remove_dir(dir).is_ok()
@@ -1003,6 +1027,11 @@ impl Backend for JsonlBackend {
             return Err(taken());
         }
         self.remove_temps(&path);
+        match self.storage.remove_file(&dir.join(PROOF_FILE)) {
+            Ok(()) => {}
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(Error::io("remove", dir.join(PROOF_FILE), e)),
+        }
         if policy == Policy::Strict {
             let policy_path = dir.join(POLICY_FILE);
             let tmp = self.write_temp(&policy_path, b"strict\n")?;
@@ -1023,23 +1052,28 @@ impl Backend for JsonlBackend {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
             Err(e) => return Err(Error::io("link", &path, e)),
         }
-        if let Err(e) = self.sync_dir(&dir) {
-            // Not published durably: take it back so a retry starts over.
-            let _ = self.storage.remove_file(&path);
-            return Err(e);
-        }
         let file = self
             .open_held(&header.id, &path)?
             .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
-        Ok(Box::new(JsonlWriter::new(
+        let mut writer = JsonlWriter::new(
             self.clone(),
             header.clone(),
-            path,
+            path.clone(),
             file,
             lock,
             bytes.len() as u64,
             batch.len() as u64,
-        )))
+        );
+        // Published whole and fsynced: all of it is durable. The proof's
+        // first write syncs the directory, which makes the transcript's new
+        // entry durable too.
+        if let Err(e) = writer.prove(bytes.len() as u64) {
+            // Not published durably: take it back so a retry starts over.
+            drop(writer);
+            let _ = self.storage.remove_file(&path);
+            return Err(e);
+        }
+        Ok(Box::new(writer))
     }
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {

@@ -113,11 +113,17 @@ struct LineScanner<'p> {
     /// Where the pending fragment's record starts (the offset corruption
     /// reports would name for it).
     fragment_at: u64,
+    /// The length of the file its durability proof proves durable, if it
+    /// has a proof that describes it: a defect there is corruption, a
+    /// defect past it a tear (a later `turn/end` proves nothing then: it
+    /// may be the batch whose fdatasync never returned).
+    proven: Option<u64>,
 }
 
 impl<'p> LineScanner<'p> {
-    fn new(path: &'p Path, start: u64) -> LineScanner<'p> {
+    fn new(path: &'p Path, start: u64, proven: Option<u64>) -> LineScanner<'p> {
         LineScanner {
+            proven,
             path,
             raw: Vec::new(),
             recs: Vec::new(),
@@ -135,25 +141,44 @@ impl<'p> LineScanner<'p> {
     /// a fragment without a newline) and whether a later commit proves the
     /// issue committed.
     fn evidence(&self, len: u64) -> Evidence {
+        let invalid = (self.committed < len).then_some(if self.issue.is_some() {
+            CutReason::Invalid
+        } else {
+            CutReason::Incomplete
+        });
         Evidence {
-            invalid: (self.committed < len).then_some(if self.issue.is_some() {
-                CutReason::Invalid
-            } else {
-                CutReason::Incomplete
-            }),
-            proof: self.damaged.then_some(Proof::LaterCommit),
+            invalid,
+            proof: invalid.and(proof_of(self.proven, self.defect_at(), self.damaged)),
             ..Evidence::default()
         }
     }
 
+    /// Where the first defect lies: the first issue's record, or the end of
+    /// the last good line.
+    fn defect_at(&self) -> u64 {
+        self.issue.as_ref().map_or(self.fragment_at, |i| i.offset)
+    }
+
     /// The refusal of the first issue, proven committed.
     fn refusal(&self) -> Error {
-        let issue = self.issue.as_ref().expect("a proven issue");
+        let Some(issue) = self.issue.as_ref() else {
+            let at = self.fragment_at;
+            return corrupt(
+                self.path,
+                at,
+                Some(self.raw.len() as u64),
+                with_rule(
+                    "corrupt session log: a committed line lacks its newline",
+                    self.proven,
+                    at,
+                ),
+            );
+        };
         corrupt(
             self.path,
             issue.offset,
             Some(issue.seq),
-            issue.reason.clone(),
+            with_rule(&issue.reason, self.proven, issue.offset),
         )
     }
 
@@ -240,25 +265,51 @@ impl<'p> LineScanner<'p> {
     }
 }
 
-/// Reads a whole log file's bytes into a [`Parsed`].
-pub(crate) fn parse(bytes: &[u8], compression: Compression, path: &Path) -> Result<Parsed> {
-    parse_for(bytes, compression, path, false)
+/// What proves a defect at `at` committed: a durability proof that covers it
+/// ([`Proof::Proven`]); with a proof that does not, nothing (the bytes past
+/// the proven length were never acknowledged as durable); without a proof,
+/// upstream's rule, a later `turn/end` ([`Proof::LaterCommit`]).
+fn proof_of(proven: Option<u64>, at: u64, later_commit: bool) -> Option<Proof> {
+    match proven {
+        Some(len) if at < len => Some(Proof::Proven),
+        Some(_) => None,
+        None => later_commit.then_some(Proof::LaterCommit),
+    }
 }
 
-/// [`parse`], or with `salvage` the salvage read of `recover --salvage`:
-/// a defect in the committed region (which [`parse`] refuses as corruption)
+/// A refusal's reason: upstream's text, and when the durability proof is
+/// what proves the defect committed, the rule and the proven length.
+fn with_rule(reason: &str, proven: Option<u64>, at: u64) -> String {
+    match proven {
+        Some(len) if at < len => format!(
+            "{reason}; the transcript's durability proof ({}) states {len} bytes durable \
+             [rule: {}]",
+            super::PROOF_FILE,
+            Proof::Proven.code()
+        ),
+        _ => reason.to_owned(),
+    }
+}
+
+/// Reads a whole log file's bytes into a [`Parsed`]; with `salvage`, the
+/// salvage read of `recover --salvage`: a defect in the committed region
+/// (which a plain read refuses as corruption)
 /// becomes a cut from the first damaged line or frame to the end of the file
 /// ([`CutReason::Damaged`]), keeping the longest valid prefix. A log
 /// [`parse`] accepts parses the same either way.
+///
+/// `proven` is the length the transcript's durability proof proves durable
+/// (when it has one that describes these bytes).
 pub(crate) fn parse_for(
     bytes: &[u8],
     compression: Compression,
     path: &Path,
     salvage: bool,
+    proven: Option<u64>,
 ) -> Result<Parsed> {
     match compression {
-        Compression::None => parse_raw(bytes, path, salvage),
-        Compression::Zstd => parse_zstd(bytes, path, salvage),
+        Compression::None => parse_raw(bytes, path, salvage, proven),
+        Compression::Zstd => parse_zstd(bytes, path, salvage, proven),
     }
 }
 
@@ -272,9 +323,9 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, us
     Ok((header, nl + 1))
 }
 
-fn parse_raw(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
+fn parse_raw(bytes: &[u8], path: &Path, salvage: bool, proven: Option<u64>) -> Result<Parsed> {
     let (header, start) = raw_header(bytes, path)?;
-    let mut scanner = LineScanner::new(path, start as u64);
+    let mut scanner = LineScanner::new(path, start as u64, proven);
     scanner.write(&bytes[start..], None)?;
     let len = bytes.len() as u64;
     let torn = match decide(&scanner.evidence(len), on_damage(salvage)) {
@@ -355,13 +406,20 @@ fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
     parse_header_line(&plain[..plain.len() - 1]).map_err(|p| header_error(path, p))
 }
 
-fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
+fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<u64>) -> Result<Parsed> {
     let (frames, end) = walk_frames(bytes, usize::MAX);
-    // A salvage read uses the complete frames before invalid structure; the
-    // damaged frame starts where the last of them ends.
+    // Past the proven length a defect is a tear, cut from where it starts
+    // as a salvage read cuts damage.
+    let past_proof = |at: u64| proven.is_some_and(|len| at >= len);
+    // A salvage read (or a tear past the proof) uses the complete frames
+    // before invalid structure; the damaged frame starts where the last of
+    // them ends.
     let (torn_start, broken_frame) = match end {
         Ok(torn_start) => (torn_start, None),
-        Err(e) if salvage && !frames.is_empty() => {
+        Err(e)
+            if !frames.is_empty()
+                && (salvage || past_proof(frames.last().map_or(0, |f| f.end) as u64)) =>
+        {
             let at = frames.last().map_or(0, |f| f.end);
             (None, Some((at as u64, e.reason)))
         }
@@ -382,12 +440,12 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
         |start: usize, e: String| corrupt(path, start as u64, None, failed_text(start, &e));
     let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| failed(0, e))?;
     let header = header_of_frame(&plain, path)?;
-    let mut scanner = LineScanner::new(path, plain.len() as u64);
+    let mut scanner = LineScanner::new(path, plain.len() as u64, proven);
     let mut undecodable = None;
     for frame in &frames[1..] {
         let plain = match decompress_frame(&bytes[frame.clone()]) {
             Ok(plain) => plain,
-            Err(e) if salvage => {
+            Err(e) if salvage || past_proof(frame.start as u64) => {
                 undecodable = Some((frame.start as u64, failed_text(frame.start, &e)));
                 break;
             }
@@ -410,10 +468,11 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
     {
         return Err(scanner.refusal());
     }
-    if salvage {
+    {
         // The first damage in file order: a bad line (its frame), a record
         // a complete frame leaves unterminated, a frame that does not
-        // decode, invalid frame structure.
+        // decode, invalid frame structure. A salvage read cuts it; so does
+        // any read when it lies past the proven length (a tear).
         let torn_record = (scanner.issue.is_none() && !scanner.fragment.is_empty())
             .then(|| (scanner.fragment_at, "a line without a newline".to_owned()));
         let damage = [
@@ -424,7 +483,8 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
         ]
         .into_iter()
         .flatten()
-        .min_by_key(|(at, _)| *at);
+        .min_by_key(|(at, _)| *at)
+        .filter(|(at, _)| salvage || past_proof(*at));
         if let Some((at, why)) = damage {
             let rewrite_from = scanner
                 .recs
@@ -439,7 +499,11 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool) -> Result<Parsed> {
                 recs: scanner.recs,
                 keep_bytes: at,
                 rewrite_from,
-                torn: Some((CutReason::Damaged, damaged(&why))),
+                torn: Some(if salvage {
+                    (CutReason::Damaged, damaged(&why))
+                } else {
+                    (CutReason::Invalid, why)
+                }),
                 file_len: len,
             });
         }

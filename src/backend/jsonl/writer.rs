@@ -1,10 +1,14 @@
 //! The exclusive writer of one JSONL session.
 //!
 //! Appends write each batch at the end of the transcript (one frame in zstd
-//! mode) and fdatasync as the [`SyncMode`] asks. A failed write or fsync
-//! truncates the file back to its last durable length; batches accepted
-//! earlier but not yet durable stay in memory and are written again by the
-//! next append or sync (so a retry leaves no gap and no duplicate).
+//! mode) and fdatasync as the [`SyncMode`] asks; after every fdatasync that
+//! returns, before acknowledging, the durability proof `.turnwal-durable`
+//! states the synced length (docs/JSONL.md, "The durability proof"). A
+//! failed write or fsync truncates the file back to its acknowledged length;
+//! batches written since the last fdatasync stay in memory and are written
+//! again by the next append or sync (so a retry leaves no gap and no
+//! duplicate, and bytes a failed fdatasync dropped from the page cache reach
+//! the disk after all).
 //!
 //! Repairs keep the file's intact bytes and add one batch: the events that
 //! must be written again (complete records recovered from a torn zstd
@@ -20,6 +24,7 @@
 use std::path::PathBuf;
 
 use super::JsonlBackend;
+use super::proof::Prover;
 use crate::backend::wal::storage::{LockGuard, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
@@ -35,20 +40,42 @@ pub(crate) struct JsonlWriter {
     path: PathBuf,
     file: Box<dyn StorageFile>,
     _lock: Box<dyn LockGuard>,
-    /// Bytes written (durable or not).
+    /// Bytes written (accepted batches).
     len: u64,
-    /// Bytes known durable.
-    durable_len: u64,
-    /// Events written, and events known durable.
+    /// Bytes of acknowledged batches: what a failed write or fsync never
+    /// cuts (equal to `synced_len` unless `SyncMode::Never` acknowledged
+    /// more).
+    acked_len: u64,
+    /// Bytes an fdatasync that returned covers, and the proof states.
+    synced_len: u64,
+    /// Events written, and events acknowledged.
     events: u64,
-    durable_events: u64,
-    /// Batches written since the last durable point, to write again after a
-    /// failed fsync.
+    acked_events: u64,
+    /// The bytes written since the last fdatasync (`synced_len..len`), to
+    /// write again after a failed one.
     pending: Vec<u8>,
-    /// The file was cut back to `durable_len`: `pending` must be rewritten.
+    /// The file was cut back: `pending` must be written again at
+    /// `synced_len`.
     rewrite_pending: bool,
+    prover: Prover,
+    /// The CRC-32 of the transcript's first `hashed_len` bytes (the proof's
+    /// tag), kept as the proven prefix grows.
+    hasher: crc32fast::Hasher,
+    hashed_len: u64,
+    /// The length the proof stated when this writer last fsynced it (and
+    /// its directory entry); `None` before the first time and after a
+    /// repair rewrote the transcript.
+    proof_synced: Option<u64>,
     poisoned: Option<String>,
 }
+
+/// Above this many bytes written since the last fdatasync, a
+/// `SyncMode::Never` writer syncs anyway: what it holds in memory to write
+/// again stays bounded.
+const MAX_UNSYNCED: usize = 64 << 20;
+
+/// How far the proven length grows between fsyncs of the proof itself.
+const PROOF_SYNC_EVERY: u64 = 1 << 20;
 
 impl JsonlWriter {
     pub(crate) fn new(
@@ -61,19 +88,69 @@ impl JsonlWriter {
         events: u64,
     ) -> JsonlWriter {
         JsonlWriter {
+            prover: Prover::new(JsonlBackend::proof_path(&path)),
             backend,
             header,
             path,
             file,
             _lock: lock,
             len,
-            durable_len: len,
+            acked_len: len,
+            synced_len: len,
             events,
-            durable_events: events,
+            acked_events: events,
             pending: Vec::new(),
             rewrite_pending: false,
+            hasher: crc32fast::Hasher::new(),
+            hashed_len: 0,
+            proof_synced: None,
             poisoned: None,
         }
+    }
+
+    /// States in the durability proof that the transcript's first `len`
+    /// bytes are durable: call only after an fdatasync covering them has
+    /// returned (or of a file published whole and fsynced). The proof's tag
+    /// is the CRC of those bytes, read back from the file as far as not yet
+    /// hashed.
+    pub(crate) fn prove(&mut self, len: u64) -> Result<()> {
+        if len < self.hashed_len {
+            self.hasher = crc32fast::Hasher::new();
+            self.hashed_len = 0;
+        }
+        let mut buf = vec![0; (len - self.hashed_len).min(1 << 20) as usize];
+        while self.hashed_len < len {
+            let n = (len - self.hashed_len).min(buf.len() as u64) as usize;
+            self.file
+                .read_exact_at(&mut buf[..n], self.hashed_len)
+                .map_err(|e| Error::io("read", &self.path, e))?;
+            self.hasher.update(&buf[..n]);
+            self.hashed_len += n as u64;
+        }
+        let tag = self.hasher.clone().finalize();
+        // Upstream's format carries no watermarks: after a power loss the
+        // proof is all there is to tell a tear from damage, so it is
+        // fsynced now and then (not after every batch, which would double
+        // the cost of a durable turn): when this writer first writes it,
+        // after a repair, and each time it has grown PROOF_SYNC_EVERY bytes.
+        // A proof a power loss set back still describes a prefix of the
+        // transcript.
+        let durably = self
+            .proof_synced
+            .is_none_or(|at| len < at || len - at >= PROOF_SYNC_EVERY);
+        let created = self
+            .prover
+            .prove(self.backend.storage(), tag, len, durably)
+            .map_err(|e| Error::io("write", self.prover.path(), e))?;
+        if created || self.proof_synced.is_none() {
+            // A proof whose entry a power loss takes away proves nothing.
+            self.backend
+                .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
+        }
+        if durably {
+            self.proof_synced = Some(len);
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<()> {
@@ -109,13 +186,24 @@ impl JsonlWriter {
     fn scan_for(&mut self, salvage: bool) -> Result<Scan> {
         self.check()?;
         let (plan, bytes) = self.read_plan_for(salvage)?;
-        self.len = bytes.len() as u64;
-        self.durable_len = self.len;
-        self.events = plan.scan.stored_len();
-        self.durable_events = self.events;
+        self.all_durable(bytes.len() as u64, plan.scan.stored_len());
+        // Opening fdatasynced the whole file: with nothing to cut, all of
+        // it is proven.
+        if plan.scan.cut.is_none() {
+            self.prove(self.len)?;
+        }
+        Ok(plan.scan)
+    }
+
+    /// Positions the writer after `len` durable bytes holding `events`.
+    fn all_durable(&mut self, len: u64, events: u64) {
+        self.len = len;
+        self.acked_len = len;
+        self.synced_len = len;
+        self.events = events;
+        self.acked_events = events;
         self.pending.clear();
         self.rewrite_pending = false;
-        Ok(plan.scan)
     }
 
     /// Writes the bytes a repair cuts (`bytes[cut.offset..]`) to a durable
@@ -139,16 +227,19 @@ impl JsonlWriter {
             .map_err(|e| Error::io("quarantine", &dir, e))
     }
 
-    /// Cuts the file back to its durable length after a failed write or
-    /// fsync; a failure here poisons the writer.
+    /// Cuts the file back to its acknowledged length after a failed write
+    /// or fsync, and marks what was written since the last fdatasync to be
+    /// written again (a failed fdatasync may have dropped those pages: the
+    /// next one would "succeed" without writing them); a failure here
+    /// poisons the writer.
     fn roll_back(&mut self, cause: &Error) {
         let truncated = self
             .file
-            .set_len(self.durable_len)
+            .set_len(self.acked_len)
             .and_then(|()| self.file.sync_all());
         match truncated {
             Ok(()) => {
-                self.len = self.durable_len;
+                self.len = self.acked_len;
                 self.rewrite_pending = !self.pending.is_empty();
             }
             Err(e) => {
@@ -162,25 +253,29 @@ impl JsonlWriter {
         if !self.rewrite_pending {
             return Ok(());
         }
-        if let Err(e) = self.file.write_all_at(&self.pending, self.durable_len) {
+        if let Err(e) = self.file.write_all_at(&self.pending, self.synced_len) {
             let err = Error::io("write", &self.path, e);
             self.roll_back(&err);
             return Err(err);
         }
-        self.len = self.durable_len + self.pending.len() as u64;
+        self.len = self.synced_len + self.pending.len() as u64;
         self.rewrite_pending = false;
         Ok(())
     }
 
+    /// fdatasync, then the proof; either failing rolls back.
     fn fsync(&mut self) -> Result<()> {
-        if let Err(e) = self.file.sync_data() {
-            let err = Error::io("fdatasync", &self.path, e);
+        let synced = self
+            .file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
+            .and_then(|()| self.prove(self.len));
+        if let Err(err) = synced {
             self.roll_back(&err);
             return Err(err);
         }
-        self.durable_len = self.len;
-        self.durable_events = self.events;
-        self.pending.clear();
+        let (len, events) = (self.len, self.events);
+        self.all_durable(len, events);
         Ok(())
     }
 
@@ -280,12 +375,12 @@ impl LogWriter for JsonlWriter {
                 .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
             self.reopen()?;
         }
-        self.len = keep + tail.len() as u64;
-        self.durable_len = self.len;
-        self.events = now.stored_len() + scan.closers.len() as u64;
-        self.durable_events = self.events;
-        self.pending.clear();
-        self.rewrite_pending = false;
+        self.all_durable(
+            keep + tail.len() as u64,
+            now.stored_len() + scan.closers.len() as u64,
+        );
+        self.proof_synced = None;
+        self.prove(self.len)?;
         Ok(quarantined)
     }
 
@@ -301,42 +396,42 @@ impl LogWriter for JsonlWriter {
             }
             return Err(err);
         }
-        let before = (self.len, self.events, self.pending.len());
+        let before = (self.events, self.pending.len());
         self.len += bytes.len() as u64;
         self.events += batch.len() as u64;
         self.pending.extend_from_slice(&bytes);
         let fsync = match sync {
             SyncMode::Batch => true,
             SyncMode::Turn => batch.iter().any(|e| e.kind() == EventKind::TurnEnd),
-            SyncMode::Never => false,
+            SyncMode::Never => self.pending.len() > MAX_UNSYNCED,
         };
         if fsync {
             if let Err(e) = self.fsync() {
                 // The failed batch is not acknowledged: forget it.
-                self.events = before.1;
-                self.pending.truncate(before.2);
+                self.events = before.0;
+                self.pending.truncate(before.1);
                 self.rewrite_pending = !self.pending.is_empty() && self.poisoned.is_none();
                 return Err(e);
             }
         } else if sync == SyncMode::Never {
-            self.durable_len = self.len;
-            self.durable_events = self.events;
-            self.pending.clear();
+            // Acknowledged on write: a process crash keeps it.
+            self.acked_len = self.len;
+            self.acked_events = self.events;
         }
-        Ok(self.durable_events)
+        Ok(self.acked_events)
     }
 
     fn sync(&mut self) -> Result<u64> {
         self.check()?;
         self.restore_pending()?;
-        if self.durable_len != self.len {
+        if self.synced_len != self.len {
             self.fsync()?;
         }
-        Ok(self.durable_events)
+        Ok(self.acked_events)
     }
 
     fn durable_events(&self) -> u64 {
-        self.durable_events
+        self.acked_events
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
