@@ -254,6 +254,7 @@ fn traversal_ids_stay_inside_the_root() {
     assert_eq!(
         all,
         [
+            "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-durable",
             "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-lock",
             "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-policy",
             "_no-cwd/..~002F..~002Fetc~002Fpwn/session.jsonl",

@@ -265,13 +265,12 @@ impl JsonlBackend {
         log.parent().unwrap_or(log).join(PROOF_FILE)
     }
 
-    /// The length of `bytes` (the transcript at `log`) its durability proof
-    /// proves durable: `None` without a proof, or when the proof does not
-    /// describe these bytes (longer than the file, or its tag is not the
-    /// CRC of that prefix: another incarnation's proof, a file another
-    /// writer rewrote, or damage inside the prefix — then upstream's own
-    /// rule decides).
-    fn proven(&self, log: &Path, bytes: &[u8]) -> Option<u64> {
+    /// What the durability proof of `bytes` (the transcript at `log`)
+    /// proves: `None` without a proof, or when the proof does not describe
+    /// these bytes (longer than the file, or its tag is not the CRC of that
+    /// prefix: another incarnation's proof, a file another writer rewrote,
+    /// or damage inside the prefix — then upstream's own rule decides).
+    fn proven(&self, log: &Path, bytes: &[u8]) -> Option<proof::Proven> {
         proof::proven(self.storage(), &JsonlBackend::proof_path(log), bytes)
     }
 

@@ -1,14 +1,32 @@
 //! The JSONL durability proof, `.turnwal-durable` in a session directory:
-//! how much of the transcript an fdatasync has made durable, so recovery
-//! can tell a tear (past it: cut) from damage (inside it: refused) where
+//! how much of the transcript an fdatasync has made durable, and in which
+//! boot of the machine, so recovery can tell a tear from damage where
 //! upstream's format alone cannot (docs/JSONL.md, "The durability proof").
 //!
-//! It holds two slots of the WAL's 20-byte proof record
-//! ([`crate::backend::wal::proof`]), at offsets 0 and 4096 (different
-//! sectors of either size), each tagged with the CRC-32 of the prefix it
-//! proves. A writer writes into the slot that does not hold the last proof
-//! it fsynced, and fsyncs now and then ([`super::writer`] says when): a
-//! power loss, which may garble whatever was written since the last fsync,
+//! A power loss can leave a hole anywhere in the bytes written since the
+//! last fdatasync, followed by intact lines, a `turn/end` among them:
+//! upstream's rule (a defect before a later `turn/end` is corruption)
+//! then refuses a log whose acknowledged events are all intact. Only a
+//! restart of the machine can do that: while it runs, the page cache holds
+//! exactly what was written. So a defect past the proven length is a tear
+//! only when the proof was written in an earlier boot; in the same boot
+//! (a process crash, or bytes another program appended) upstream's rule
+//! stands. A defect inside the proven length is always corruption.
+//!
+//! The file holds two slots of 28 bytes, at offsets 0 and 4096 (different
+//! sectors of either size):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `TWJP` |
+//! | 4 | 4 | tag: CRC-32 of the proven prefix of the transcript |
+//! | 8 | 8 | proven length, bytes |
+//! | 16 | 8 | boot: the machine's boot id when written (0: unknown) |
+//! | 24 | 4 | CRC-32 of bytes 0–23 |
+//!
+//! A writer writes into the slot that does not hold the last proof it
+//! fsynced, and fsyncs now and then ([`super::writer`] says when): a power
+//! loss, which may garble whatever was written since the last fsync,
 //! leaves the fsynced slot intact. A reader takes the longest proven
 //! length among the slots that decode and whose tag is the CRC of the
 //! transcript's prefix of that length; every slot states only what was
@@ -17,39 +35,88 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::backend::wal::proof::{LEN, decode_tagged, encode};
 use crate::backend::wal::storage::{OpenMode, Storage, StorageFile};
 
+/// A slot's magic.
+const MAGIC: [u8; 4] = *b"TWJP";
+/// A slot's size.
+const LEN: usize = 28;
 /// Where the second slot starts.
 const SLOT: u64 = 4096;
 
-/// The slots' `(tag, durable length)` that decode, by slot.
-fn slots(file: &dyn StorageFile) -> io::Result<[Option<(u32, u64)>; 2]> {
+/// What a slot states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    tag: u32,
+    len: u64,
+    boot: u64,
+}
+
+fn encode(slot: Slot) -> [u8; LEN] {
+    let mut out = [0; LEN];
+    out[..4].copy_from_slice(&MAGIC);
+    out[4..8].copy_from_slice(&slot.tag.to_le_bytes());
+    out[8..16].copy_from_slice(&slot.len.to_le_bytes());
+    out[16..24].copy_from_slice(&slot.boot.to_le_bytes());
+    let crc = crc32fast::hash(&out[..24]);
+    out[24..].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn decode(bytes: &[u8]) -> Option<Slot> {
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let long = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    (bytes.len() >= LEN && bytes[..4] == MAGIC && crc32fast::hash(&bytes[..24]) == word(24)).then(
+        || Slot {
+            tag: word(4),
+            len: long(8),
+            boot: long(16),
+        },
+    )
+}
+
+/// The slots that decode, by slot.
+fn slots(file: &dyn StorageFile) -> io::Result<[Option<Slot>; 2]> {
     let mut out = [None; 2];
     for (i, slot) in out.iter_mut().enumerate() {
         let mut bytes = [0; LEN];
         let n = file.read_at(&mut bytes, i as u64 * SLOT)?;
-        *slot = decode_tagged(&bytes[..n]);
+        *slot = decode(&bytes[..n]);
     }
     Ok(out)
 }
 
-/// The length of `transcript` the proof at `proof` proves durable; `None`
-/// without a proof that describes these bytes.
-pub(crate) fn proven(storage: &dyn Storage, proof: &Path, transcript: &[u8]) -> Option<u64> {
+/// What the proof proves about a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Proven {
+    /// The length of the transcript proven durable.
+    pub len: u64,
+    /// Whether the machine restarted since the proof was written: only then
+    /// can a defect past `len` be a tear followed by intact lines.
+    pub rebooted: bool,
+}
+
+/// What the proof at `proof` proves about `transcript`; `None` without a
+/// proof that describes these bytes.
+pub(crate) fn proven(storage: &dyn Storage, proof: &Path, transcript: &[u8]) -> Option<Proven> {
     let file = storage.open(proof, OpenMode::Read).ok()?;
+    let boot = storage.boot_id();
     slots(file.as_ref())
         .ok()?
         .into_iter()
         .flatten()
-        .filter(|&(tag, len)| {
-            usize::try_from(len)
+        .filter(|slot| {
+            usize::try_from(slot.len)
                 .ok()
                 .and_then(|len| transcript.get(..len))
-                .is_some_and(|prefix| crc32fast::hash(prefix) == tag)
+                .is_some_and(|prefix| crc32fast::hash(prefix) == slot.tag)
         })
-        .map(|(_, len)| len)
-        .max()
+        .max_by_key(|slot| slot.len)
+        .map(|slot| Proven {
+            len: slot.len,
+            // An unknown boot (either one) is never taken for a restart.
+            rebooted: slot.boot != 0 && boot.is_some_and(|b| b != slot.boot),
+        })
 }
 
 /// A writer's handle on one session's proof.
@@ -94,21 +161,44 @@ impl Prover {
                 }
                 other => other?,
             };
-            let [a, b] = slots(file.as_ref())?;
-            self.kept = match (a, b) {
-                (Some((_, a)), Some((_, b))) if b > a => 1,
-                (None, Some(_)) => 1,
+            self.kept = match slots(file.as_ref())? {
+                [Some(a), Some(b)] if b.len > a.len => 1,
+                [None, Some(_)] => 1,
                 _ => 0,
             };
             self.file = Some(file);
         }
+        let boot = storage.boot_id().unwrap_or(0);
         let file = self.file.as_mut().expect("opened above");
         let target = 1 - self.kept;
-        file.write_all_at(&encode(tag, len), target as u64 * SLOT)?;
+        file.write_all_at(&encode(Slot { tag, len, boot }), target as u64 * SLOT)?;
         if durably {
             file.sync_all()?;
             self.kept = target;
         }
         Ok(created)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_round_trips_and_any_changed_byte_is_refused() {
+        let slot = Slot {
+            tag: 0xdead_beef,
+            len: 4242,
+            boot: 7,
+        };
+        let bytes = encode(slot);
+        assert_eq!(&bytes[..4], b"TWJP");
+        assert_eq!(decode(&bytes), Some(slot));
+        for i in 0..LEN {
+            let mut bad = bytes;
+            bad[i] ^= 1;
+            assert_eq!(decode(&bad), None, "byte {i}");
+        }
+        assert_eq!(decode(&bytes[..LEN - 1]), None);
     }
 }

@@ -18,6 +18,7 @@ use std::path::Path;
 use super::header::{HeaderProblem, parse_header_line};
 use super::layout::Compression;
 use super::normalize::normalize;
+use super::proof::Proven;
 use super::records::decode_line;
 use super::zstd::{decompress_frame, decompress_prefix, scan_frames, walk_frames};
 use crate::contract::Policy;
@@ -113,15 +114,16 @@ struct LineScanner<'p> {
     /// Where the pending fragment's record starts (the offset corruption
     /// reports would name for it).
     fragment_at: u64,
-    /// The length of the file its durability proof proves durable, if it
-    /// has a proof that describes it: a defect there is corruption, a
-    /// defect past it a tear (a later `turn/end` proves nothing then: it
-    /// may be the batch whose fdatasync never returned).
-    proven: Option<u64>,
+    /// What the file's durability proof proves, if it has one that
+    /// describes it: a defect inside the proven length is corruption; past
+    /// it, after a restart of the machine, a tear (a later `turn/end`
+    /// proves nothing then: it may be the batch whose fdatasync never
+    /// returned).
+    proven: Option<Proven>,
 }
 
 impl<'p> LineScanner<'p> {
-    fn new(path: &'p Path, start: u64, proven: Option<u64>) -> LineScanner<'p> {
+    fn new(path: &'p Path, start: u64, proven: Option<Proven>) -> LineScanner<'p> {
         LineScanner {
             proven,
             path,
@@ -266,22 +268,28 @@ impl<'p> LineScanner<'p> {
 }
 
 /// What proves a defect at `at` committed: a durability proof that covers it
-/// ([`Proof::Proven`]); with a proof that does not, nothing (the bytes past
-/// the proven length were never acknowledged as durable); without a proof,
+/// ([`Proof::Proven`]); past the proven length after a restart, nothing
+/// (a power loss tore bytes whose fdatasync never returned); otherwise
 /// upstream's rule, a later `turn/end` ([`Proof::LaterCommit`]).
-fn proof_of(proven: Option<u64>, at: u64, later_commit: bool) -> Option<Proof> {
+fn proof_of(proven: Option<Proven>, at: u64, later_commit: bool) -> Option<Proof> {
     match proven {
-        Some(len) if at < len => Some(Proof::Proven),
-        Some(_) => None,
-        None => later_commit.then_some(Proof::LaterCommit),
+        Some(p) if at < p.len => Some(Proof::Proven),
+        Some(p) if p.rebooted => None,
+        _ => later_commit.then_some(Proof::LaterCommit),
     }
+}
+
+/// Whether a defect at `at` lies where only a tear can be: past the proven
+/// length, after a restart.
+fn torn_past_proof(proven: Option<Proven>, at: u64) -> bool {
+    proven.is_some_and(|p| p.rebooted && at >= p.len)
 }
 
 /// A refusal's reason: upstream's text, and when the durability proof is
 /// what proves the defect committed, the rule and the proven length.
-fn with_rule(reason: &str, proven: Option<u64>, at: u64) -> String {
+fn with_rule(reason: &str, proven: Option<Proven>, at: u64) -> String {
     match proven {
-        Some(len) if at < len => format!(
+        Some(Proven { len, .. }) if at < len => format!(
             "{reason}; the transcript's durability proof ({}) states {len} bytes durable \
              [rule: {}]",
             super::PROOF_FILE,
@@ -305,7 +313,7 @@ pub(crate) fn parse_for(
     compression: Compression,
     path: &Path,
     salvage: bool,
-    proven: Option<u64>,
+    proven: Option<Proven>,
 ) -> Result<Parsed> {
     match compression {
         Compression::None => parse_raw(bytes, path, salvage, proven),
@@ -323,7 +331,7 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, us
     Ok((header, nl + 1))
 }
 
-fn parse_raw(bytes: &[u8], path: &Path, salvage: bool, proven: Option<u64>) -> Result<Parsed> {
+fn parse_raw(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) -> Result<Parsed> {
     let (header, start) = raw_header(bytes, path)?;
     let mut scanner = LineScanner::new(path, start as u64, proven);
     scanner.write(&bytes[start..], None)?;
@@ -406,11 +414,11 @@ fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
     parse_header_line(&plain[..plain.len() - 1]).map_err(|p| header_error(path, p))
 }
 
-fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<u64>) -> Result<Parsed> {
+fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) -> Result<Parsed> {
     let (frames, end) = walk_frames(bytes, usize::MAX);
     // Past the proven length a defect is a tear, cut from where it starts
     // as a salvage read cuts damage.
-    let past_proof = |at: u64| proven.is_some_and(|len| at >= len);
+    let past_proof = |at: u64| torn_past_proof(proven, at);
     // A salvage read (or a tear past the proof) uses the complete frames
     // before invalid structure; the damaged frame starts where the last of
     // them ends.

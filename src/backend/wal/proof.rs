@@ -25,13 +25,9 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 4 | magic `TWDP` |
-//! | 4 | 4 | the tag: the log's salt |
+//! | 4 | 4 | the log's salt |
 //! | 8 | 8 | durable length of the log, bytes |
 //! | 16 | 4 | CRC-32 of bytes 0–15 |
-//!
-//! The JSONL backend keeps the same 20 bytes in `.turnwal-durable` in each
-//! session directory; its tag is the CRC-32 of the proven prefix of the
-//! transcript (upstream's format has no salt), see docs/JSONL.md.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -64,47 +60,27 @@ pub fn encode(salt: u32, durable: u64) -> [u8; LEN] {
 /// (nothing proven) when they are not a proof, fail their checksum, or name
 /// another salt.
 pub fn decode(bytes: &[u8], salt: u32) -> u64 {
-    match decode_tagged(bytes) {
-        Some((tag, durable)) if tag == salt => durable,
-        _ => 0,
-    }
-}
-
-/// The tag and durable length a proof's bytes state; `None` when they are
-/// not a proof or fail their checksum.
-pub fn decode_tagged(bytes: &[u8]) -> Option<(u32, u64)> {
     if bytes.len() < LEN
         || bytes[..4] != MAGIC
         || crc32fast::hash(&bytes[..16]) != u32::from_le_bytes(bytes[16..20].try_into().unwrap())
+        || u32::from_le_bytes(bytes[4..8].try_into().unwrap()) != salt
     {
-        return None;
+        return 0;
     }
-    Some((
-        u32::from_le_bytes(bytes[4..8].try_into().unwrap()),
-        u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
-    ))
+    u64::from_le_bytes(bytes[8..16].try_into().unwrap())
 }
 
 /// The durable length the proof beside `log` states (0 when there is none
 /// or it proves nothing).
 pub fn read(storage: &dyn Storage, log: &Path, salt: u32) -> io::Result<u64> {
-    Ok(match read_tagged(storage, &path_of(log))? {
-        Some((tag, durable)) if tag == salt => durable,
-        _ => 0,
-    })
-}
-
-/// The tag and durable length the proof file at `proof` states; `None` when
-/// there is none or it is not a proof.
-pub fn read_tagged(storage: &dyn Storage, proof: &Path) -> io::Result<Option<(u32, u64)>> {
-    let file = match storage.open(proof, OpenMode::Read) {
+    let file = match storage.open(&path_of(log), OpenMode::Read) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
     let mut bytes = [0; LEN];
     let n = file.read_at(&mut bytes, 0)?;
-    Ok(decode_tagged(&bytes[..n]))
+    Ok(decode(&bytes[..n], salt))
 }
 
 /// The writer's handle on the proof of one log.

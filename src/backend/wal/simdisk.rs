@@ -204,6 +204,9 @@ struct State {
     /// depend on how many random crash choices were made before.
     salt_seed: u64,
     salts: u64,
+    /// Which boot of the simulated machine this is: every crash but a
+    /// process crash (`KeepAll`) restarts it.
+    boot: u64,
 }
 
 impl State {
@@ -304,6 +307,7 @@ impl SimDisk {
             dead: false,
             salt_seed: seed,
             salts: 0,
+            boot: 1,
         };
         SimDisk {
             state: Arc::new(Mutex::new(state)),
@@ -383,6 +387,9 @@ impl SimDisk {
         }
         s.locks.clear();
         s.faults.clear();
+        if mode != CrashMode::KeepAll {
+            s.boot += 1;
+        }
         s.power_cut_at = None;
         s.dead = false;
         SimDisk {
@@ -699,6 +706,10 @@ impl Storage for SimDisk {
             disk: self.clone(),
             path,
         })))
+    }
+
+    fn boot_id(&self) -> Option<u64> {
+        Some(self.lock().boot)
     }
 
     fn random(&self) -> u64 {

@@ -73,6 +73,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         Ok(path.to_owned())
     }
+    /// An identity of the machine's current boot: it changes when the
+    /// machine restarts (so after a power loss), never while it runs.
+    /// `None` when unknown.
+    fn boot_id(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a directory entry is.
@@ -480,6 +486,19 @@ impl Storage for FsStorage {
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         std::fs::canonicalize(path)
+    }
+
+    /// Linux's `/proc/sys/kernel/random/boot_id`, hashed.
+    fn boot_id(&self) -> Option<u64> {
+        static BOOT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        *BOOT.get_or_init(|| {
+            let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+            let text = text.trim();
+            (!text.is_empty()).then(|| {
+                let (a, b) = text.as_bytes().split_at(text.len() / 2);
+                u64::from(crc32fast::hash(a)) << 32 | u64::from(crc32fast::hash(b))
+            })
+        })
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
