@@ -343,16 +343,18 @@ impl Run {
     }
 }
 
-/// The fuzz entry for operation sequences: decodes `bytes` and runs them,
-/// panicking on an oracle violation (which is what a fuzzer reports).
+/// The fuzz entry for operation sequences: decodes `bytes` and runs them on
+/// the store kind and sync mode the first byte picks, panicking on an
+/// oracle violation (which is what a fuzzer reports).
 pub fn fuzz_ops(bytes: &[u8]) {
     let (seed, rest) = match bytes.split_first() {
         Some((s, rest)) => (u64::from(*s), rest),
         None => (0, bytes),
     };
     let sync = [SyncMode::Turn, SyncMode::Batch, SyncMode::Never][seed as usize % 3];
+    let target = Target::ALL[seed as usize / 3 % Target::ALL.len()];
     let ops = decode(rest, 64);
-    if let Err(violation) = Run::new(seed, sync).run(&ops) {
-        panic!("oracle violation: {violation}\nops: {ops:?}");
+    if let Err(violation) = Run::on(target, seed, sync).run(&ops) {
+        panic!("oracle violation on {target:?}: {violation}\nops: {ops:?}");
     }
 }
