@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 
 use crate::event::MAX_SAFE_INTEGER;
-use crate::jsstr;
+use crate::upstream::jsstr;
 
 /// The session format version this build reads and writes (the upstream
 /// harness's `SESSION_FORMAT_VERSION`).

@@ -38,18 +38,26 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+#[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod contract;
+#[cfg(feature = "testkit")]
 pub mod crashlab;
 pub mod error;
 pub mod event;
 pub mod header;
 pub mod json;
-pub mod jsstr;
+
 pub mod limits;
+pub mod location;
 pub mod quarantine;
 pub mod scan;
+pub mod storage;
+pub mod upstream;
+/// JavaScript strings in Rust (moved to [`upstream::jsstr`]).
+pub use upstream::jsstr;
 pub mod store;
 pub mod verify;
 pub mod view;

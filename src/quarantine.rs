@@ -18,7 +18,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::backend::wal::storage::{FsStorage, OpenMode, Storage};
+use crate::storage::{FsStorage, OpenMode, Storage};
 
 /// The name of the quarantine directory of a WAL store (beside `sessions/`).
 pub const WAL_DIR: &str = "quarantine";

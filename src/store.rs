@@ -183,22 +183,14 @@ impl Store {
     /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
     /// assert_eq!(store.list().unwrap()[0].events, 1);
     /// ```
+    #[cfg(feature = "sqlite")]
     pub fn open_sqlite(
         path: impl AsRef<Path>,
         sqlite: crate::backend::sqlite::SqliteOptions,
         options: StoreOptions,
     ) -> Result<Store> {
-        let path = path.as_ref();
-        // The published harness's schema-14 store opens read-only.
-        if path.is_file()
-            && crate::backend::sqlite::v14::user_version(path)
-                == Some(crate::backend::sqlite::v14::USER_VERSION_14)
-        {
-            let backend = crate::backend::sqlite::v14::Schema14Backend::open(path)?;
-            return Ok(Store::with_backend(Arc::new(backend), options));
-        }
-        let backend = crate::backend::sqlite::SqliteBackend::open(path, sqlite)?;
-        Ok(Store::with_backend(Arc::new(backend), options))
+        let backend = crate::backend::sqlite::open_any(path.as_ref(), sqlite)?;
+        Ok(Store::with_backend(backend, options))
     }
 
     /// A store in memory (the reference backend).

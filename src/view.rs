@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::backend::wal::format::{self, RecordHead};
-use crate::backend::wal::storage::Mapped;
+use crate::storage::Mapped;
 use crate::event::{Event, EventKind, write_json_string};
 use crate::header::SessionHeader;
 use crate::scan::LogState;

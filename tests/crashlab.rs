@@ -1,5 +1,5 @@
 //! Crash safety of the native WAL, proved over the simulated disk
-//! (`turnwal::backend::wal::simdisk`) against the one oracle
+//! (`turnwal::storage::simdisk`) against the one oracle
 //! (`turnwal::crashlab::oracle::check`).
 //!
 //! These tests guard against the faults a real disk and a real machine
@@ -40,8 +40,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use turnwal::backend::wal::WalBackend;
-use turnwal::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
-use turnwal::backend::wal::storage::Storage;
+use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal::storage::Storage;
 use turnwal::crashlab::ops::{self, Op, Run};
 use turnwal::crashlab::oracle::{self, Model};
 use turnwal::crashlab::workload::{Generator, Rng};

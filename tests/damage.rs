@@ -31,7 +31,7 @@ mod wal_damage {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use turnwal::backend::wal::simdisk::{CrashMode, SimDisk};
+    use turnwal::storage::simdisk::{CrashMode, SimDisk};
     use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, scan};
     use turnwal::scan::Gap;
     use turnwal::{
@@ -1049,7 +1049,7 @@ mod wal_damage {
 }
 
 use turnwal::SyncMode;
-use turnwal::backend::wal::simdisk::CrashMode;
+use turnwal::storage::simdisk::CrashMode;
 
 /// Runs every shape and both crash kinds under `sync`; returns the oracle's
 /// failures and the torn images whose salvage missed intact events.

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use turnwal::backend::SyncMode;
 use turnwal::backend::wal::WalBackend;
-use turnwal::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use turnwal::crashlab::ops::{self, Op};
 use turnwal::{Event, Policy, SessionHeader, Store, StoreOptions};
 

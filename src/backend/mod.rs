@@ -3,8 +3,10 @@
 //! [`crate::Store`] above them owns the turn contract and the session
 //! lifecycle, so every backend has the same semantics.
 
+#[cfg(feature = "jsonl")]
 pub mod jsonl;
 pub mod memory;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod wal;
 

@@ -163,7 +163,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             sync,
             ..StoreOptions::default()
         };
-        location.open(options, &sqlite_options, missing)
+        Ok(location.open(options, &sqlite_options, missing)?)
     };
     // Only a command that creates a session creates a missing database.
     let existing = || open(SyncMode::default(), IfMissing::Empty);

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::event::Event;
-use crate::jsstr;
+use crate::upstream::jsstr;
 use crate::scan::{Cut, SessionSummary};
 use crate::verify::VerifyReport;
 

@@ -1,6 +1,6 @@
 //! The crash lab: the tools that prove crash safety rather than hope for it.
 //!
-//! - [`crate::backend::wal::simdisk`] is the simulated, fault-injecting disk;
+//! - [`crate::storage::simdisk`] is the simulated, fault-injecting disk;
 //! - [`oracle`] holds the one oracle every crash test checks: the recovered
 //!   log is a prefix of what was written plus closers only where the cut fell
 //!   inside a turn, every acknowledged event is there byte for byte, the

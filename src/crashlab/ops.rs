@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::oracle::{self, Model, Target};
 use super::workload::{Generator, Rng};
 use crate::backend::SyncMode;
-use crate::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use crate::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::error::Error;
 use crate::event::Event;
 use crate::store::{Store, StoreOptions};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::SqliteOptions;
 use crate::backend::wal::WalBackend;
-use crate::backend::wal::simdisk::{CrashMode, SimDisk};
+use crate::storage::simdisk::{CrashMode, SimDisk};
 use crate::contract::interrupted_turn_closers;
 use crate::error::Error;
 use crate::event::{Event, EventKind};

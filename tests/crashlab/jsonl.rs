@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use turnwal::SyncMode;
 use turnwal::backend::jsonl::Compression;
-use turnwal::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use turnwal::crashlab::ops::{self, Op, Run};
 use turnwal::crashlab::oracle::{self, Model, Target};
 

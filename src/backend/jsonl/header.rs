@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::records::{js_number_text, js_safe_integer, negative_zero};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader, version_refusal_text};
-use crate::jsstr;
+use crate::upstream::jsstr;
 
 /// Why a header record does not give a header.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::jsstr;
+use crate::upstream::jsstr;
 
 /// The project directory of sessions without a cwd.
 pub const NO_CWD: &str = "_no-cwd";
@@ -151,7 +151,7 @@ pub fn decode_segment_units(segment: &str) -> Option<Vec<u16>> {
     Some(out)
 }
 
-/// The id a session directory name encodes (spelled as `crate::jsstr` says
+/// The id a session directory name encodes (spelled as `crate::upstream::jsstr` says
 /// when it holds a lone surrogate).
 pub fn decode_segment(segment: &str) -> Option<String> {
     jsstr::from_utf16(&decode_segment_units(segment)?).ok()

@@ -48,7 +48,7 @@ pub use layout::Compression;
 use self::scan::Plan;
 use self::writer::JsonlWriter;
 use super::{Backend, LogWriter, Stored};
-use crate::backend::wal::storage::{
+use crate::storage::{
     EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile,
 };
 use crate::contract::{Placement, Policy};

@@ -21,7 +21,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::records::js_safe_integer;
-use crate::backend::sqlite::codec::canonical_string;
+use crate::upstream::strings::canonical_string;
 use crate::event::{Event, EventKind, RawJson, write_json_string};
 use crate::json::Reason;
 

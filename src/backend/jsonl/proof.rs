@@ -35,7 +35,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::backend::wal::storage::{OpenMode, Storage, StorageFile};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// A slot's magic.
 const MAGIC: [u8; 4] = *b"TWJP";

@@ -18,7 +18,7 @@ use super::normalize::normalize;
 use super::records::decode_line;
 use super::scan::zstd_header;
 use super::zstd::{decompress_frame_within, scan_frames};
-use crate::backend::wal::storage::{OpenMode, Storage};
+use crate::storage::{OpenMode, Storage};
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;

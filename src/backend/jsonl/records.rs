@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
-use crate::backend::sqlite::codec::{self, Delta, DeltaKind, canonical_string};
+use crate::upstream::chunks::{self as codec, Delta, DeltaKind};
+use crate::upstream::strings::canonical_string;
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::view::EventRef;
 

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use super::JsonlBackend;
 use super::proof::Prover;
-use crate::backend::wal::storage::{LockGuard, StorageFile};
+use crate::storage::{LockGuard, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};

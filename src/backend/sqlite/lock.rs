@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Shared;
-use crate::backend::wal::storage::{FsStorage, LockGuard, Storage};
+use crate::storage::{FsStorage, LockGuard, Storage};
 use crate::error::{Error, Result};
 
 /// The writer lock of one session; dropping it releases the session.

@@ -333,7 +333,7 @@ impl Shared {
         dir.push(".turnwal-locks");
         PathBuf::from(dir).join(format!(
             "{}{}",
-            super::wal::encode_file_name(id),
+            crate::storage::encode_file_name(id),
             super::wal::LOCK_EXTENSION
         ))
     }
@@ -803,6 +803,16 @@ impl Backend for SqliteBackend {
     }
 }
 
+/// The backend for the SQLite database at `path`: the published harness's
+/// schema-14 store (read-only, [`v14`]) when the file holds one, else a
+/// schema-17 store ([`SqliteBackend::open`]).
+pub fn open_any(path: &Path, options: SqliteOptions) -> Result<std::sync::Arc<dyn Backend>> {
+    if path.is_file() && v14::user_version(path) == Some(v14::USER_VERSION_14) {
+        return Ok(std::sync::Arc::new(v14::Schema14Backend::open(path)?));
+    }
+    Ok(std::sync::Arc::new(SqliteBackend::open(path, options)?))
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -812,7 +822,7 @@ mod tests;
 fn refuse_lone_surrogates(path: &Path, header: &SessionHeader) -> Result<()> {
     match header
         .strings()
-        .find(|(_, value)| crate::jsstr::has_lone_surrogate(value))
+        .find(|(_, value)| crate::upstream::jsstr::has_lone_surrogate(value))
     {
         None => Ok(()),
         Some((key, value)) => Err(Error::Unsupported {
@@ -821,7 +831,7 @@ fn refuse_lone_surrogates(path: &Path, header: &SessionHeader) -> Result<()> {
                 "session header field {key} {} holds a lone UTF-16 surrogate, which an SQLite \
                  store cannot hold (its TEXT is UTF-8; upstream's SQLite store would replace it \
                  with U+FFFD): keep this session in a WAL or JSONL store",
-                crate::jsstr::to_json(value)
+                crate::upstream::jsstr::to_json(value)
             ),
         }),
     }

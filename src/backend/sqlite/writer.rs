@@ -87,7 +87,7 @@ impl SqliteWriter {
             return Ok(None);
         };
         let rows = scan::cut_rows(conn, &self.shared.path, &self.id, plan)?;
-        let name = crate::backend::wal::encode_file_name(&self.id);
+        let name = crate::storage::encode_file_name(&self.id);
         let at = quarantine::Placement {
             dir: &dir,
             name: &name,

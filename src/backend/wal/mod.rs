@@ -2,24 +2,21 @@
 //! scanned through a memory map. Every byte is specified in docs/FORMAT.md.
 
 pub mod format;
-mod naming;
 pub mod probe;
 pub mod proof;
 pub mod scan;
-pub mod simdisk;
-pub mod storage;
 mod writer;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use naming::{decode_file_name, encode_file_name};
+pub use crate::storage::{decode_file_name, encode_file_name};
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
 use self::scan::{Classified, check_at, read_file_header, scan_log_proven};
-use self::storage::{FsStorage, OpenMode, Storage, StorageFile};
+use crate::storage::{self, FsStorage, OpenMode, Storage, StorageFile};
 use super::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};

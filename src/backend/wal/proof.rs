@@ -32,7 +32,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::storage::{OpenMode, Storage, StorageFile};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// The proof's magic.
 pub const MAGIC: [u8; 4] = *b"TWDP";

@@ -8,7 +8,7 @@ use super::leave_unsynced_mark;
 use super::probe;
 use super::proof::Prover;
 use super::scan::{Classified, decode_at, heads, salvage_log, scan_log_proven};
-use super::storage::{LockGuard, Storage, StorageFile};
+use crate::storage::{LockGuard, Storage, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};

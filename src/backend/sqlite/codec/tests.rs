@@ -2,6 +2,7 @@
 //! strict decoding.
 
 use super::*;
+use crate::upstream::chunks::packed_len;
 
 fn chunk(seq: u64, time: i64, text: &str) -> Event {
     let data = format!(

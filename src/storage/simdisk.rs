@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use turnwal::backend::wal::simdisk::{CrashMode, SimDisk};
+//! use turnwal::storage::simdisk::{CrashMode, SimDisk};
 //! use turnwal::backend::wal::WalBackend;
 //! use turnwal::{Event, SessionHeader, Store, StoreOptions};
 //!
@@ -43,7 +43,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::storage::{EntryKind, LockGuard, Mapped, OpenMode, Storage, StorageFile};
+use super::{EntryKind, LockGuard, Mapped, OpenMode, Storage, StorageFile};
 
 /// The kinds of operation that change the disk; faults and crash points
 /// count them.

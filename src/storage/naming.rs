@@ -8,14 +8,14 @@ const HASHED_PREFIX: usize = 180;
 /// Encodes an id as a file name (see docs/FORMAT.md, "Store layout").
 ///
 /// ```
-/// use turnwal::backend::wal::encode_file_name;
+/// use turnwal::storage::encode_file_name;
 /// assert_eq!(encode_file_name("session-1"), "session-1");
 /// assert_eq!(encode_file_name("../../etc/x"), "~2E.~2F..~2Fetc~2Fx");
 /// assert_eq!(encode_file_name("a~b c"), "a~7Eb~20c");
 /// ```
 pub fn encode_file_name(id: &str) -> String {
     // WTF-8: a lone UTF-16 surrogate of a JavaScript id has bytes too.
-    let bytes = crate::jsstr::to_wtf8(id);
+    let bytes = crate::upstream::jsstr::to_wtf8(id);
     let mut out = String::with_capacity(bytes.len());
     for (i, &b) in bytes.iter().enumerate() {
         let plain = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
@@ -55,7 +55,7 @@ pub fn decode_file_name(name: &str) -> Option<String> {
             i += 1;
         }
     }
-    crate::jsstr::from_wtf8(&out)
+    crate::upstream::jsstr::from_wtf8(&out)
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {

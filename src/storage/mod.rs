@@ -1,6 +1,26 @@
-//! The file operations the WAL uses, behind a trait: the real file system is
-//! one implementation; a simulated, fault-injecting disk is another (the
-//! crash tests), so every crash path runs deterministically in `cargo test`.
+//! Storage: the file operations every file-based backend uses, behind a
+//! trait. The real file system ([`FsStorage`]) is one implementation; the
+//! simulated, fault-injecting disk ([`simdisk`], feature `testkit`) is
+//! another, so every crash path runs deterministically in `cargo test`.
+//!
+//! Invariants kept here:
+//! - nothing is opened through a symbolic link, and nothing that is not a
+//!   regular file is opened in a way that could block (FIFOs, devices);
+//! - every directory a file is written in is private (owned by this user,
+//!   not writable by group or others), every file created is `0600` and
+//!   every directory `0700`;
+//! - a reader's memory map is never shrunk under it (readers hold a shared
+//!   `flock`; a writer shrinking a file waits for them at a turnstile);
+//! - a writer's hold on a log ([`hold_writer`]) lives on the log itself, so
+//!   deleting a lock file never lets a second writer in;
+//! - session ids map to file names injectively and never leave the
+//!   directory ([`encode_file_name`]).
+
+mod naming;
+#[cfg(feature = "testkit")]
+pub mod simdisk;
+
+pub use naming::{decode_file_name, encode_file_name};
 
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};

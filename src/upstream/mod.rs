@@ -1,0 +1,14 @@
+//! The upstream harness's encodings that more than one format shares: the
+//! packing of chunk-delta runs ([`chunks`]), JavaScript-canonical JSON
+//! strings ([`strings`]) and JavaScript strings in Rust, lone surrogates
+//! included ([`jsstr`]). Pure functions over bytes and text: no I/O, and
+//! nothing here imports a backend.
+
+// Each store format uses part of the packing code; a build with only one
+// of them leaves the rest unused.
+#[cfg(any(feature = "sqlite", feature = "jsonl"))]
+#[cfg_attr(not(all(feature = "sqlite", feature = "jsonl")), allow(dead_code))]
+pub mod chunks;
+pub mod jsstr;
+#[cfg(any(feature = "sqlite", feature = "jsonl"))]
+pub mod strings;
