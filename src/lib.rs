@@ -29,11 +29,56 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The modules follow the architecture: [`event`] and [`header`] are the
-//! model, [`contract`] the turn rules, [`scan`] the recovery model shared by
-//! every backend, [`store`] the API a harness calls, and [`backend`] the
-//! storage engines (the native WAL, whose bytes docs/FORMAT.md specifies, and
-//! an in-memory reference).
+//! The modules follow the layers (docs/ARCHITECTURE.md), each importing
+//! only from the layers below it:
+//!
+//! - the model: [`event`], [`header`], [`json`] (the lossless JSON scanner),
+//!   [`limits`], [`upstream`] (upstream's shared encodings: chunk-run
+//!   packing, canonical strings, [`jsstr`]);
+//! - the rules: [`contract`] (the turn contract and the closers), [`scan`]
+//!   (the recovery model and the one recovery decision every backend
+//!   shares), [`view`], [`verify`];
+//! - [`storage`]: files, locks, memory maps and file names behind the
+//!   `Storage` trait (and the simulated disk, feature `testkit`);
+//!   [`quarantine`];
+//! - [`backend`]: the storage engines — [`backend::wal`] (the native WAL,
+//!   whose bytes docs/FORMAT.md specifies), [`backend::memory`] (the
+//!   reference), `backend::sqlite` (feature `sqlite`: upstream's schema 17
+//!   and 14) and `backend::jsonl` (feature `jsonl`: upstream's JSONL roots);
+//! - [`store`]: the API a harness calls; [`location`]: the one place a
+//!   store's location (`--store`, `TURNWAL_STORE`) becomes a store;
+//! - the tools: `cli` and `bench` (feature `cli`, the `turnwal` binary) and
+//!   `crashlab` (feature `testkit`: the crash lab the tests and fuzz
+//!   targets use).
+//!
+//! With `default-features = false` the crate is the engine alone: the WAL
+//! and memory backends, no clap, no SQLite, no zstd.
+//!
+//! Each backend, opened directly:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use turnwal::backend::wal::WalBackend;
+//! use turnwal::{SessionHeader, Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let wal = Store::with_backend(Arc::new(WalBackend::open(dir.path())?), StoreOptions::default());
+//! wal.create(SessionHeader::new("s", 1))?;
+//! let memory = Store::in_memory();
+//! memory.create(SessionHeader::new("s", 1))?;
+//! # #[cfg(feature = "sqlite")] {
+//! use turnwal::backend::sqlite::SqliteOptions;
+//! let sqlite = Store::open_sqlite(dir.path().join("s.db"), SqliteOptions::default(), StoreOptions::default())?;
+//! sqlite.create(SessionHeader::new("s", 1))?;
+//! # }
+//! # #[cfg(feature = "jsonl")] {
+//! use turnwal::backend::jsonl::{Compression, JsonlBackend};
+//! let root = JsonlBackend::open(dir.path().join("jsonl"), Compression::Zstd)?;
+//! let jsonl = Store::with_backend(Arc::new(root), StoreOptions::default());
+//! jsonl.create(SessionHeader::new("s", 1).with_cwd("/work"))?;
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![warn(missing_docs)]
 
@@ -49,7 +94,6 @@ pub mod error;
 pub mod event;
 pub mod header;
 pub mod json;
-
 pub mod limits;
 pub mod location;
 pub mod quarantine;

@@ -169,54 +169,66 @@ pub fn classify(spec: &str) -> Result<Location, LocationError> {
 impl Location {
     /// The location `spec` names (see [`classify`] for the forms).
     pub fn parse(spec: &str) -> Result<Location, LocationError> {
-    if spec.is_empty() {
-        return Err(LocationError::Malformed(format!("--store is empty; {SUPPORTED}")));
-    }
-    for (prefix, encoding) in [("jsonl:", None), ("jsonl+zstd:", Some(true)), ("jsonl+none:", Some(false))] {
-        if let Some(root) = spec.strip_prefix(prefix) {
-            if root.is_empty() {
-                return Err(LocationError::Malformed(format!(
-                    "--store {spec} names no root; {SUPPORTED}"
-                )));
-            }
-            #[cfg(feature = "jsonl")]
-            {
-                let compression = encoding.map(|zstd| if zstd { Compression::Zstd } else { Compression::None });
-                return Ok(Location::Jsonl(PathBuf::from(root), compression));
-            }
-            #[cfg(not(feature = "jsonl"))]
-            {
-                let _ = encoding;
-                return Err(LocationError::NotAStore(format!(
-                    "--store {spec}: this build of turnwal has no JSONL support (feature `jsonl`)"
-                )));
+        if spec.is_empty() {
+            return Err(LocationError::Malformed(format!(
+                "--store is empty; {SUPPORTED}"
+            )));
+        }
+        for (prefix, encoding) in [
+            ("jsonl:", None),
+            ("jsonl+zstd:", Some(true)),
+            ("jsonl+none:", Some(false)),
+        ] {
+            if let Some(root) = spec.strip_prefix(prefix) {
+                if root.is_empty() {
+                    return Err(LocationError::Malformed(format!(
+                        "--store {spec} names no root; {SUPPORTED}"
+                    )));
+                }
+                #[cfg(feature = "jsonl")]
+                {
+                    let compression = encoding.map(|zstd| {
+                        if zstd {
+                            Compression::Zstd
+                        } else {
+                            Compression::None
+                        }
+                    });
+                    return Ok(Location::Jsonl(PathBuf::from(root), compression));
+                }
+                #[cfg(not(feature = "jsonl"))]
+                {
+                    let _ = encoding;
+                    return Err(LocationError::NotAStore(format!(
+                        "--store {spec}: this build of turnwal has no JSONL support (feature `jsonl`)"
+                    )));
+                }
             }
         }
-    }
-    let path = Path::new(spec);
-    if path.is_dir() {
-        return Ok(Location::Wal(path.to_owned()));
-    }
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    if matches!(ext.as_deref(), Some("sqlite" | "db")) || is_sqlite_file(path) {
-        #[cfg(feature = "sqlite")]
-        return Ok(Location::Sqlite(path.to_owned()));
-        #[cfg(not(feature = "sqlite"))]
-        return Err(LocationError::NotAStore(format!(
-            "{spec}: an SQLite store, and this build of turnwal has no SQLite support (feature `sqlite`)"
-        )));
-    }
-    // Checked once more: another writer may have created the store
-    // directory since the first look.
-    if path.exists() && !path.is_dir() {
-        return Err(LocationError::NotAStore(format!(
-            "{spec}: not a directory or an SQLite database, so not a store; {SUPPORTED}"
-        )));
-    }
-    Ok(Location::Wal(path.to_owned()))
+        let path = Path::new(spec);
+        if path.is_dir() {
+            return Ok(Location::Wal(path.to_owned()));
+        }
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        if matches!(ext.as_deref(), Some("sqlite" | "db")) || is_sqlite_file(path) {
+            #[cfg(feature = "sqlite")]
+            return Ok(Location::Sqlite(path.to_owned()));
+            #[cfg(not(feature = "sqlite"))]
+            return Err(LocationError::NotAStore(format!(
+                "{spec}: an SQLite store, and this build of turnwal has no SQLite support (feature `sqlite`)"
+            )));
+        }
+        // Checked once more: another writer may have created the store
+        // directory since the first look.
+        if path.exists() && !path.is_dir() {
+            return Err(LocationError::NotAStore(format!(
+                "{spec}: not a directory or an SQLite database, so not a store; {SUPPORTED}"
+            )));
+        }
+        Ok(Location::Wal(path.to_owned()))
     }
 }
 

@@ -5,10 +5,10 @@
 use std::fmt;
 
 use crate::backend::wal::format::{self, RecordHead};
-use crate::storage::Mapped;
 use crate::event::{Event, EventKind, write_json_string};
 use crate::header::SessionHeader;
 use crate::scan::LogState;
+use crate::storage::Mapped;
 
 /// An event whose JSON parts borrow from storage (or from an [`Event`]).
 #[derive(Clone, Copy, PartialEq, Eq)]

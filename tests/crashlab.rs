@@ -40,11 +40,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use turnwal::backend::wal::WalBackend;
-use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
-use turnwal::storage::Storage;
 use turnwal::crashlab::ops::{self, Op, Run};
 use turnwal::crashlab::oracle::{self, Model};
 use turnwal::crashlab::workload::{Generator, Rng};
+use turnwal::storage::Storage;
+use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use turnwal::{
     Error, Event, EventKind, LogState, Receipt, SessionHeader, Store, StoreOptions, SyncMode,
     interrupted_turn_closers,

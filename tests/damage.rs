@@ -31,9 +31,9 @@ mod wal_damage {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use turnwal::storage::simdisk::{CrashMode, SimDisk};
     use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, scan};
     use turnwal::scan::Gap;
+    use turnwal::storage::simdisk::{CrashMode, SimDisk};
     use turnwal::{
         Cut, CutReason, Error, Event, EventKind, LogState, Policy, SessionHeader, Store,
         StoreOptions, SyncMode, Tracker, interrupted_turn_closers,

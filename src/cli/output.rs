@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::event::Event;
-use crate::upstream::jsstr;
 use crate::scan::{Cut, SessionSummary};
+use crate::upstream::jsstr;
 use crate::verify::VerifyReport;
 
 /// Writes events as JSONL, one envelope per line, exactly as stored.

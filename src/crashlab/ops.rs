@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use super::oracle::{self, Model, Target};
 use super::workload::{Generator, Rng};
 use crate::backend::SyncMode;
-use crate::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::error::Error;
 use crate::event::Event;
+use crate::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::store::{Store, StoreOptions};
 
 /// Sessions a run writes to.

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::SqliteOptions;
 use crate::backend::wal::WalBackend;
-use crate::storage::simdisk::{CrashMode, SimDisk};
 use crate::contract::interrupted_turn_closers;
 use crate::error::Error;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::LogState;
+use crate::storage::simdisk::{CrashMode, SimDisk};
 use crate::store::{Store, StoreOptions};
 
 /// What the workload handed to the engine and what the engine acknowledged,

@@ -363,4 +363,3 @@ pub(crate) fn fitting_prefix(run: &[Delta]) -> usize {
     }
     fits
 }
-

@@ -109,4 +109,3 @@ fn push_char(out: &mut String, ch: char) {
         c => out.push(c),
     }
 }
-

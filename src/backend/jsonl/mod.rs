@@ -48,14 +48,12 @@ pub use layout::Compression;
 use self::scan::Plan;
 use self::writer::JsonlWriter;
 use super::{Backend, LogWriter, Stored};
-use crate::storage::{
-    EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile,
-};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventError};
 use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary};
+use crate::storage::{EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile};
 
 /// The file in a session directory that records a `Strict` policy (upstream
 /// ignores files other than the transcript; without it a log is read with

@@ -21,9 +21,9 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::records::js_safe_integer;
-use crate::upstream::strings::canonical_string;
 use crate::event::{Event, EventKind, RawJson, write_json_string};
 use crate::json::Reason;
+use crate::upstream::strings::canonical_string;
 
 /// An event the upstream reader refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,11 +18,11 @@ use super::normalize::normalize;
 use super::records::decode_line;
 use super::scan::zstd_header;
 use super::zstd::{decompress_frame_within, scan_frames};
-use crate::storage::{OpenMode, Storage};
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary, classify_tail};
+use crate::storage::{OpenMode, Storage};
 
 /// The most bytes of records (decompressed, in zstd mode) read back from
 /// the end of a log in search of its last `turn/end`.

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
+use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::upstream::chunks::{self as codec, Delta, DeltaKind};
 use crate::upstream::strings::canonical_string;
-use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::view::EventRef;
 
 /// Fewest deltas a packed row holds when written.

@@ -25,7 +25,6 @@ use std::path::PathBuf;
 
 use super::JsonlBackend;
 use super::proof::Prover;
-use crate::storage::{LockGuard, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -33,6 +32,7 @@ use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::quarantine::{self, Placement as QuarantineAt};
 use crate::scan::{Cut, CutReason, Scan};
+use crate::storage::{LockGuard, StorageFile};
 
 pub(crate) struct JsonlWriter {
     backend: JsonlBackend,

@@ -24,16 +24,16 @@ use std::io::Read;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::event::{Event, EventError, MAX_SAFE_INTEGER, RawJson};
+use crate::scan::CutReason;
+use crate::upstream::chunks::{
+    Delta, DeltaKind, classify, continues, fitting_prefix, member_data, packed_json, present, safe,
+};
 pub use crate::upstream::chunks::{
     MAX_PACKED_DATA_BYTES, MAX_PACKED_MEMBERS, MIN_PACKED_MEMBERS, REASONING_CHUNKS,
     SURFACE_FIRST_MARK, TEXT_CHUNKS, TOOL_CALL_CHUNKS, surface_first_by_default,
 };
 pub use crate::upstream::strings::canonical_string;
-use crate::upstream::chunks::{
-    Delta, DeltaKind, classify, continues, fitting_prefix, packed_json, member_data, present, safe,
-};
-use crate::event::{Event, EventError, MAX_SAFE_INTEGER, RawJson};
-use crate::scan::CutReason;
 
 /// `data` this long or longer (in bytes) is offered to zstd.
 pub const ZSTD_DATA_THRESHOLD: usize = 4096;

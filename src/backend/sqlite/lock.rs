@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Shared;
-use crate::storage::{FsStorage, LockGuard, Storage};
 use crate::error::{Error, Result};
+use crate::storage::{FsStorage, LockGuard, Storage};
 
 /// The writer lock of one session; dropping it releases the session.
 #[derive(Debug)]

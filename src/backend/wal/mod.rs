@@ -16,13 +16,13 @@ pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
 use self::scan::{Classified, check_at, read_file_header, scan_log_proven};
-use crate::storage::{self, FsStorage, OpenMode, Storage, StorageFile};
 use super::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary};
+use crate::storage::{self, FsStorage, OpenMode, Storage, StorageFile};
 
 /// Decodes every kept record of a classified file (for tools and fuzzing).
 pub fn decode_kept_events(

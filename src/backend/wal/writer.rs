@@ -8,12 +8,12 @@ use super::leave_unsynced_mark;
 use super::probe;
 use super::proof::Prover;
 use super::scan::{Classified, decode_at, heads, salvage_log, scan_log_proven};
-use crate::storage::{LockGuard, Storage, StorageFile};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
 use crate::scan::{CutReason, Evidence, OnDamage, Scan, decide};
+use crate::storage::{LockGuard, Storage, StorageFile};
 
 /// Force an fdatasync once this many bytes are held for a rewrite, so a
 /// turn that never ends cannot grow memory without bound.
