@@ -8,6 +8,7 @@ pub mod proof;
 pub mod scan;
 pub mod simdisk;
 pub mod storage;
+mod view;
 mod writer;
 
 use std::io;
@@ -551,8 +552,15 @@ impl Backend for WalBackend {
             .collect();
         let scan = classified.scan;
         let state = scan.state();
-        crate::view::LogView::mapped(scan.header, state, map, offsets, scan.closers)
-            .map(Some)
+        view::MappedRecords::new(map, offsets)
+            .map(|records| {
+                Some(crate::view::LogView::in_place(
+                    scan.header,
+                    state,
+                    Box::new(records),
+                    scan.closers,
+                ))
+            })
             .map_err(|at| {
                 Error::from(Corruption {
                     path: path.clone(),
