@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, Split, TailRule, decide,
-    split_log,
+    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Scan, SessionSummary, Split, TailRule,
+    decide, split_log,
 };
 
 /// Sessions held in memory.
@@ -58,13 +58,15 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         committed_turn,
         verdict,
     } = split_log(policy, events, TailRule::Contract);
-    let tail = &events[committed..];
-    let debris = verdict.debris.as_ref().map(|v| Cut {
-        offset: (committed + verdict.kept) as u64,
-        seq: (committed + verdict.kept) as u64,
-        len: (tail.len() - verdict.kept) as u64,
-        reason: CutReason::Debris,
-        detail: v.to_string(),
+    let kept = (committed + verdict.kept) as u64;
+    let debris = verdict.debris.as_ref().map(|v| {
+        Cut::to_end(
+            kept,
+            events.len() as u64,
+            kept,
+            CutReason::Debris,
+            v.to_string(),
+        )
     });
     let outcome = decide(
         &Evidence {
@@ -75,20 +77,21 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         OnDamage::Refuse,
     );
     let cut = debris.filter(|_| outcome == Outcome::CutDebris);
-    let kept = &tail[..verdict.kept];
-    Scan {
-        header: header.clone(),
-        policy,
+    let extent = Extent {
+        bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
         committed: committed as u64,
         committed_turn,
-        tail: kept.to_vec(),
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
-        last_time: events[..committed + verdict.kept].last().map(Event::time),
+        committed_time: events[..committed].last().map(Event::time),
+    };
+    Scan::new(
+        header.clone(),
+        policy,
+        extent,
+        events[committed..].to_vec(),
+        verdict,
         outcome,
-    }
+        cut,
+    )
 }
 
 impl MemSession {
@@ -120,17 +123,16 @@ impl Backend for MemoryBackend {
             .iter()
             .map(|(id, s)| {
                 let scan = s.scan();
-                SessionSummary {
-                    id: id.clone(),
-                    header: Some(s.header.clone()),
-                    events: s.events.len() as u64,
-                    turns: scan.last_turn,
-                    bytes: scan.bytes,
-                    last_activity: s.events.last().map(Event::time),
-                    state: scan.state(),
-                    checked: crate::scan::Checked::Full,
-                    problem: None,
-                }
+                let mut summary = SessionSummary::scanned(
+                    id.clone(),
+                    &scan,
+                    s.events.len() as u64,
+                    scan.bytes,
+                    None,
+                );
+                // Debris included, as `events` counts it.
+                summary.last_activity = s.events.last().map(Event::time);
+                summary
             })
             .collect())
     }

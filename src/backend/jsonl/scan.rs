@@ -26,7 +26,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, Split, TailRule, decide, split_log,
+    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Proof, Scan, Split, TailRule, decide,
+    split_log,
 };
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
@@ -614,13 +615,8 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
     let kept = events.len();
     let rewrite = raw[rewrite_from.min(kept)..kept].to_vec();
-    let cut = torn.map(|(reason, detail)| Cut {
-        offset: keep_bytes,
-        seq: kept as u64,
-        len: file_len - keep_bytes,
-        reason,
-        detail,
-    });
+    let cut =
+        torn.map(|(reason, detail)| Cut::to_end(keep_bytes, file_len, kept as u64, reason, detail));
     // The parse already decided what the bytes get (a salvage read's cut
     // is `Damaged`, the proof it had); this adds what the events get.
     let damaged = cut.as_ref().is_some_and(|c| c.reason == CutReason::Damaged);
@@ -633,19 +629,21 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         },
         on_damage(damaged),
     );
-    let scan = Scan {
-        header,
-        policy,
+    let extent = Extent {
+        bytes: file_len,
         committed: committed as u64,
         committed_turn,
-        tail: events[committed..].to_vec(),
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: file_len,
-        last_time: events.last().map(Event::time),
-        outcome,
+        committed_time: events[..committed].last().map(Event::time),
     };
+    let scan = Scan::new(
+        header,
+        policy,
+        extent,
+        events[committed..].to_vec(),
+        verdict,
+        outcome,
+        cut,
+    );
     Ok(Plan {
         scan,
         events,

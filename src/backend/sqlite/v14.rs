@@ -24,8 +24,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, SessionSummary, Split, TailRule,
-    decide, split_log,
+    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Proof, Scan, SessionSummary, Split,
+    TailRule, decide, split_log,
 };
 
 /// `PRAGMA user_version` of the older schema.
@@ -387,19 +387,21 @@ impl Schema14Backend {
             },
             OnDamage::Refuse,
         );
-        let scan = Scan {
-            header: session.header.clone(),
-            policy,
+        let extent = Extent {
+            bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
             committed: committed as u64,
             committed_turn,
-            tail: events[committed..].to_vec(),
-            cut,
-            closers: verdict.closers,
-            last_turn: verdict.last_turn,
-            bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
-            last_time: events.last().map(Event::time),
-            outcome,
+            committed_time: events[..committed].last().map(Event::time),
         };
+        let scan = Scan::new(
+            session.header.clone(),
+            policy,
+            extent,
+            events[committed..].to_vec(),
+            verdict,
+            outcome,
+            cut,
+        );
         Ok((scan, events))
     }
 
@@ -438,28 +440,17 @@ impl Backend for Schema14Backend {
         Ok(ids
             .into_iter()
             .map(|id| match self.stored(&id) {
-                Ok(Some((scan, _))) => SessionSummary {
+                Ok(Some((scan, _))) => SessionSummary::scanned(
                     id,
-                    header: Some(scan.header.clone()),
-                    events: scan.stored_len(),
-                    turns: scan.last_turn,
-                    bytes: scan.bytes,
-                    last_activity: scan.last_time,
-                    state: scan.state(),
-                    checked: crate::scan::Checked::Full,
-                    problem: scan.cut.as_ref().map(|c| c.detail.clone()),
-                },
-                Ok(None) | Err(_) => SessionSummary {
-                    id: id.clone(),
-                    header: None,
-                    events: 0,
-                    turns: 0,
-                    bytes: 0,
-                    last_activity: None,
-                    state: crate::scan::LogState::Corrupt,
-                    checked: crate::scan::Checked::Full,
-                    problem: self.stored(&id).err().map(|e| e.to_string()),
-                },
+                    &scan,
+                    scan.stored_len(),
+                    scan.bytes,
+                    scan.cut.as_ref().map(|c| c.detail.clone()),
+                ),
+                Ok(None) | Err(_) => {
+                    let problem = self.stored(&id).err().map(|e| e.to_string());
+                    SessionSummary::corrupt(id, 0, problem)
+                }
             })
             .collect())
     }
