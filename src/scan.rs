@@ -370,6 +370,28 @@ impl Scan {
         scan
     }
 
+    /// A scan of a whole decoded log (every event from seq 0) split by
+    /// [`split_log`], `bytes` long.
+    pub(crate) fn of_split(
+        header: SessionHeader,
+        policy: Policy,
+        events: &[Event],
+        split: Split,
+        bytes: u64,
+        outcome: Outcome,
+        cut: Option<Cut>,
+    ) -> Scan {
+        let committed = split.committed;
+        let extent = Extent {
+            bytes,
+            committed: committed as u64,
+            committed_turn: split.committed_turn,
+            committed_time: events[..committed].last().map(Event::time),
+        };
+        let tail = events[committed..].to_vec();
+        Scan::new(header, policy, extent, tail, split.verdict, outcome, cut)
+    }
+
     /// Events stored and kept (committed prefix plus kept tail).
     pub fn stored_len(&self) -> u64 {
         self.committed + self.tail.len() as u64
@@ -499,6 +521,11 @@ pub(crate) fn split_log(policy: Policy, events: &[Event], rule: TailRule) -> Spl
             last_turn,
         };
     }
+    debug_assert!(
+        rule == TailRule::Contract
+            || (verdict.debris.is_none() && committed + verdict.kept == events.len()),
+        "upstream's rule keeps every event"
+    );
     Split {
         committed,
         committed_turn,

@@ -13,8 +13,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Scan, SessionSummary, Split, TailRule,
-    decide, split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, TailRule, decide, split_log,
 };
 
 /// Sessions held in memory.
@@ -53,13 +52,9 @@ impl MemoryBackend {
 
 /// Classifies an in-memory event list exactly as a file scan would.
 pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Event]) -> Scan {
-    let Split {
-        committed,
-        committed_turn,
-        verdict,
-    } = split_log(policy, events, TailRule::Contract);
-    let kept = (committed + verdict.kept) as u64;
-    let debris = verdict.debris.as_ref().map(|v| {
+    let split = split_log(policy, events, TailRule::Contract);
+    let kept = (split.committed + split.verdict.kept) as u64;
+    let debris = split.verdict.debris.as_ref().map(|v| {
         Cut::to_end(
             kept,
             events.len() as u64,
@@ -71,27 +66,14 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
     let outcome = decide(
         &Evidence {
             debris: debris.is_some(),
-            open_turn: !verdict.closers.is_empty(),
+            open_turn: !split.verdict.closers.is_empty(),
             ..Evidence::default()
         },
         OnDamage::Refuse,
     );
     let cut = debris.filter(|_| outcome == Outcome::CutDebris);
-    let extent = Extent {
-        bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
-        committed: committed as u64,
-        committed_turn,
-        committed_time: events[..committed].last().map(Event::time),
-    };
-    Scan::new(
-        header.clone(),
-        policy,
-        extent,
-        events[committed..].to_vec(),
-        verdict,
-        outcome,
-        cut,
-    )
+    let bytes = events.iter().map(|e| e.data().get().len() as u64).sum();
+    Scan::of_split(header.clone(), policy, events, split, bytes, outcome, cut)
 }
 
 impl MemSession {

@@ -26,8 +26,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Proof, Scan, Split, TailRule, decide,
-    split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, TailRule, decide, split_log,
 };
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
@@ -607,12 +606,7 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     })?;
     // Upstream's reader keeps every decoded event: no debris (KeepAll), so
     // what the scanner kept is what the log keeps.
-    let Split {
-        committed,
-        committed_turn,
-        verdict,
-    } = split_log(policy, &events, TailRule::KeepAll);
-    debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+    let split = split_log(policy, &events, TailRule::KeepAll);
     let kept = events.len();
     let rewrite = raw[rewrite_from.min(kept)..kept].to_vec();
     let cut =
@@ -624,26 +618,12 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         &Evidence {
             invalid: cut.as_ref().map(|c| c.reason),
             proof: damaged.then_some(Proof::LaterCommit),
-            open_turn: !verdict.closers.is_empty(),
+            open_turn: !split.verdict.closers.is_empty(),
             ..Evidence::default()
         },
         on_damage(damaged),
     );
-    let extent = Extent {
-        bytes: file_len,
-        committed: committed as u64,
-        committed_turn,
-        committed_time: events[..committed].last().map(Event::time),
-    };
-    let scan = Scan::new(
-        header,
-        policy,
-        extent,
-        events[committed..].to_vec(),
-        verdict,
-        outcome,
-        cut,
-    );
+    let scan = Scan::of_split(header, policy, &events, split, file_len, outcome, cut);
     Ok(Plan {
         scan,
         events,

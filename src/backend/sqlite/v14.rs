@@ -24,8 +24,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, OnDamage, Outcome, Proof, Scan, SessionSummary, Split,
-    TailRule, decide, split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, SessionSummary, TailRule, decide,
+    split_log,
 };
 
 /// `PRAGMA user_version` of the older schema.
@@ -373,32 +373,22 @@ impl Schema14Backend {
     fn classify(&self, session: &SessionRow, rows: &[Row]) -> Result<(Scan, Vec<Event>)> {
         let (events, cut) = self.decode_rows(rows, 0)?;
         let policy: Policy = policy_of(&session.incarnation);
-        let Split {
-            committed,
-            committed_turn,
-            verdict,
-        } = split_log(policy, &events, TailRule::KeepAll);
-        debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+        let split = split_log(policy, &events, TailRule::KeepAll);
         let outcome = decide(
             &Evidence {
                 invalid: cut.as_ref().map(|c| c.reason),
-                open_turn: !verdict.closers.is_empty(),
+                open_turn: !split.verdict.closers.is_empty(),
                 ..Evidence::default()
             },
             OnDamage::Refuse,
         );
-        let extent = Extent {
-            bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
-            committed: committed as u64,
-            committed_turn,
-            committed_time: events[..committed].last().map(Event::time),
-        };
-        let scan = Scan::new(
+        let bytes = rows.iter().map(|r| r.data.len() as u64).sum();
+        let scan = Scan::of_split(
             session.header.clone(),
             policy,
-            extent,
-            events[committed..].to_vec(),
-            verdict,
+            &events,
+            split,
+            bytes,
             outcome,
             cut,
         );
