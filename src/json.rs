@@ -104,8 +104,8 @@ pub struct Facts {
     pub call_id_invalid: bool,
     /// `data.message.source.callId` when it is a string.
     pub source_call_id: Span,
-    /// `data.error.code == "TOOL_NOT_STARTED"`.
-    pub not_started: bool,
+    /// `data.error.code` when it is a string, as spelled (escapes kept).
+    pub error_code: Span,
     /// `data` has keys other than `turn` and `reason`.
     pub other_keys: bool,
     /// What `data.reason` is.
@@ -116,7 +116,11 @@ impl Facts {
     /// The same facts with spans relative to a text starting `by` bytes
     /// later (the `data` value inside a whole event line).
     pub fn relative_to(mut self, by: usize) -> Facts {
-        for span in [&mut self.call_id, &mut self.source_call_id] {
+        for span in [
+            &mut self.call_id,
+            &mut self.source_call_id,
+            &mut self.error_code,
+        ] {
             if span.present {
                 span.start -= by as u32;
             }
@@ -463,9 +467,7 @@ impl<'a> Scanner<'a> {
                 b"error" => {
                     facts.other_keys = true;
                     s.nested(depth, &[b"code"], &mut |s| {
-                        let code = s.string()?;
-                        facts.not_started =
-                            key_name(s.bytes, code) == crate::contract::TOOL_NOT_STARTED.as_bytes();
+                        facts.error_code = s.string()?;
                         Ok(())
                     })?;
                 }
@@ -684,7 +686,8 @@ mod tests {
         assert_eq!((f.turn, f.step), (Num::Int(3), Num::Int(2)));
         assert_eq!(f.source_call_id.of(data), Some(r#"c\"1"#));
         assert_eq!(f.call_id.of(data), Some("k"));
-        assert!(f.not_started && f.other_keys && f.object);
+        assert_eq!(f.error_code.of(data), Some("TOOL_NOT_STARTED"));
+        assert!(f.other_keys && f.object);
 
         let f = data_facts(r#"{"turn":1,"reason":{"kind":"completed"}}"#).unwrap();
         assert_eq!(

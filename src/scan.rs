@@ -51,6 +51,32 @@ pub struct Cut {
     pub detail: String,
 }
 
+impl Cut {
+    /// A cut from `offset` to `end`, the end of the log (a cut always runs
+    /// to the end), in the log's unit: bytes for file backends.
+    pub(crate) fn to_end(
+        offset: u64,
+        end: u64,
+        seq: u64,
+        reason: CutReason,
+        detail: String,
+    ) -> Cut {
+        debug_assert!(offset <= end, "a cut at {offset} past the end {end}");
+        Cut {
+            offset,
+            seq,
+            len: end - offset,
+            reason,
+            detail,
+        }
+    }
+
+    /// The cut as a listing's problem: `<reason> at <unit> <offset>: <detail>`.
+    pub(crate) fn problem(&self, unit: &str) -> String {
+        format!("{} at {unit} {}: {}", self.reason, self.offset, self.detail)
+    }
+}
+
 /// Why bytes or records are cut. None of them was ever acknowledged, except
 /// for [`CutReason::Damaged`], which only an explicit salvage cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -261,7 +287,111 @@ impl fmt::Display for LogState {
     }
 }
 
+/// A stored log's size and its committed prefix, as a backend found them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extent {
+    /// Size of the stored log ([`Scan::bytes`]).
+    pub bytes: u64,
+    /// Events in the committed prefix ([`Scan::committed`]).
+    pub committed: u64,
+    /// Latest turn number started within it ([`Scan::committed_turn`]).
+    pub committed_turn: u64,
+    /// Time of its last event, if any: the scan's last time when no tail
+    /// event is kept.
+    pub committed_time: Option<i64>,
+}
+
 impl Scan {
+    /// A scan from what a backend found: the log's [`Extent`], the valid
+    /// events after the commit point (`tail`, of which the `verdict` on them
+    /// keeps the first `verdict.kept`), the `outcome` [`decide`] made and
+    /// the `cut` it makes. The closers and the latest turn are the
+    /// verdict's; the last time is the last kept event's.
+    pub(crate) fn new(
+        header: SessionHeader,
+        policy: Policy,
+        extent: Extent,
+        mut tail: Vec<Event>,
+        verdict: TailVerdict,
+        outcome: Outcome,
+        cut: Option<Cut>,
+    ) -> Scan {
+        debug_assert!(
+            verdict.kept <= tail.len() && (verdict.debris.is_none() || verdict.kept < tail.len()),
+            "the verdict keeps {} of {} tail events, debris {:?}",
+            verdict.kept,
+            tail.len(),
+            verdict.debris
+        );
+        tail.truncate(verdict.kept);
+        debug_assert!(
+            tail.first().is_none_or(|e| e.seq() == extent.committed)
+                && tail.windows(2).all(|w| w[1].seq() == w[0].seq() + 1),
+            "the kept tail follows the committed prefix"
+        );
+        debug_assert!(extent.committed_turn <= verdict.last_turn);
+        debug_assert!(
+            match outcome {
+                Outcome::Clean => verdict.closers.is_empty(),
+                Outcome::CloseOpenTurn => !verdict.closers.is_empty(),
+                _ => true,
+            },
+            "{outcome:?} with {} closers",
+            verdict.closers.len()
+        );
+        let reason = cut.as_ref().map(|c| c.reason);
+        debug_assert!(
+            match outcome {
+                Outcome::CutTorn => reason.is_some_and(|r| r != CutReason::Damaged),
+                _ => reason == outcome.cut_reason(None),
+            },
+            "{outcome:?} with a cut for {reason:?}"
+        );
+        let last_time = tail.last().map(Event::time).or(extent.committed_time);
+        let scan = Scan {
+            header,
+            policy,
+            committed: extent.committed,
+            committed_turn: extent.committed_turn,
+            tail,
+            cut,
+            closers: verdict.closers,
+            last_turn: verdict.last_turn,
+            bytes: extent.bytes,
+            last_time,
+            outcome,
+        };
+        debug_assert!(
+            scan.cut.as_ref().is_none_or(|c| c.seq == scan.stored_len()),
+            "a cut starts at the stored length {}: {:?}",
+            scan.stored_len(),
+            scan.cut
+        );
+        scan
+    }
+
+    /// A scan of a whole decoded log (every event from seq 0) split by
+    /// [`split_log`], `bytes` long.
+    pub(crate) fn of_split(
+        header: SessionHeader,
+        policy: Policy,
+        events: &[Event],
+        split: Split,
+        bytes: u64,
+        outcome: Outcome,
+        cut: Option<Cut>,
+    ) -> Scan {
+        let committed = split.committed;
+        let extent = Extent {
+            bytes,
+            committed: committed as u64,
+            committed_turn: split.committed_turn,
+            committed_time: events[..committed].last().map(Event::time),
+        };
+        let tail = events[committed..].to_vec();
+        Scan::new(header, policy, extent, tail, split.verdict, outcome, cut)
+    }
+
     /// Events stored and kept (committed prefix plus kept tail).
     pub fn stored_len(&self) -> u64 {
         self.committed + self.tail.len() as u64
@@ -391,6 +521,11 @@ pub(crate) fn split_log(policy: Policy, events: &[Event], rule: TailRule) -> Spl
             last_turn,
         };
     }
+    debug_assert!(
+        rule == TailRule::Contract
+            || (verdict.debris.is_none() && committed + verdict.kept == events.len()),
+        "upstream's rule keeps every event"
+    );
     Split {
         committed,
         committed_turn,
@@ -419,6 +554,89 @@ pub struct SessionSummary {
     pub problem: Option<String>,
     /// How much of the log `state` was judged from.
     pub checked: Checked,
+}
+
+impl SessionSummary {
+    /// The summary of a log a full read classified: `events` valid events
+    /// stored (debris included), `bytes` stored, the `problem` its cut
+    /// makes, if reported; its state is the scan's outcome's.
+    pub(crate) fn scanned(
+        id: String,
+        scan: &Scan,
+        events: u64,
+        bytes: u64,
+        problem: Option<String>,
+    ) -> SessionSummary {
+        debug_assert_eq!(id, scan.header.id, "a summary under another id");
+        debug_assert!(events >= scan.stored_len(), "fewer events than kept");
+        SessionSummary {
+            id,
+            header: Some(scan.header.clone()),
+            events,
+            turns: scan.last_turn,
+            bytes,
+            last_activity: scan.last_time,
+            state: scan.state(),
+            checked: Checked::Full,
+            problem,
+        }
+    }
+
+    /// The summary of a log from its end alone (a quick listing): `events`
+    /// stored, `turns` started, the time of the last event, and whether the
+    /// end leaves a turn open; the end was found clean.
+    pub(crate) fn from_tail(
+        header: SessionHeader,
+        bytes: u64,
+        events: u64,
+        turns: u64,
+        last_activity: Option<i64>,
+        open_turn: bool,
+    ) -> SessionSummary {
+        SessionSummary {
+            id: header.id.clone(),
+            header: Some(header),
+            events,
+            turns,
+            bytes,
+            last_activity,
+            state: if open_turn {
+                LogState::OpenTurn
+            } else {
+                LogState::Clean
+            },
+            checked: Checked::Tail,
+            problem: None,
+        }
+    }
+
+    /// The summary of a log that failed to read (`bytes` of it read): no
+    /// header, no events, corrupt, with why (`problem`, when known).
+    pub(crate) fn corrupt(
+        id: String,
+        bytes: u64,
+        problem: impl Into<Option<String>>,
+    ) -> SessionSummary {
+        SessionSummary {
+            id,
+            header: None,
+            events: 0,
+            turns: 0,
+            bytes,
+            last_activity: None,
+            state: LogState::Corrupt,
+            checked: Checked::Full,
+            problem: problem.into(),
+        }
+    }
+
+    /// The same summary with the header it was listed under (a log whose
+    /// header is known from elsewhere, as SQLite's sessions table).
+    pub fn with_header(mut self, header: SessionHeader) -> SessionSummary {
+        debug_assert_eq!(self.id, header.id);
+        self.header = Some(header);
+        self
+    }
 }
 
 /// How much of a stored log a listing read to judge its state.

@@ -1,27 +1,27 @@
 //! Reading a stored log in place: [`EventRef`]s borrow their payloads from
-//! a memory map of the file, so loading a large session costs an index of
-//! record offsets, not a copy of every payload.
+//! the backend's storage (the WAL's memory map of the file, through
+//! `InPlace`), so loading a large session costs an index of records, not
+//! a copy of every payload. This module knows no storage format: a backend
+//! decodes its own records.
 
 use std::fmt;
 
-use crate::backend::wal::format::{self, RecordHead};
 use crate::event::{Event, EventKind, write_json_string};
 use crate::header::SessionHeader;
 use crate::scan::LogState;
-use crate::storage::Mapped;
 
 /// An event whose JSON parts borrow from storage (or from an [`Event`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct EventRef<'a> {
-    event_type: &'a str,
-    kind: EventKind,
-    seq: u64,
-    time: i64,
-    data: &'a str,
-    source_event_seqs: Option<&'a str>,
-    surface_op: Option<&'a str>,
-    ignorable: bool,
-    surface_op_first: bool,
+    pub(crate) event_type: &'a str,
+    pub(crate) kind: EventKind,
+    pub(crate) seq: u64,
+    pub(crate) time: i64,
+    pub(crate) data: &'a str,
+    pub(crate) source_event_seqs: Option<&'a str>,
+    pub(crate) surface_op: Option<&'a str>,
+    pub(crate) ignorable: bool,
+    pub(crate) surface_op_first: bool,
 }
 
 impl<'a> EventRef<'a> {
@@ -137,9 +137,19 @@ impl fmt::Debug for EventRef<'_> {
     }
 }
 
+/// Stored events a backend reads in place, by index: its own decoding of
+/// its storage (the WAL's validated records of a mapped file).
+pub(crate) trait InPlace: Send + Sync {
+    /// How many events are stored.
+    fn len(&self) -> usize;
+
+    /// Event `i`, `i < len()`, borrowing from the storage.
+    fn get(&self, i: usize) -> EventRef<'_>;
+}
+
 enum Source {
-    /// Validated records of a mapped file, by offset.
-    Mapped { bytes: Mapped, offsets: Vec<u64> },
+    /// Events a backend reads in place.
+    InPlace(Box<dyn InPlace>),
     /// Events held in memory.
     Owned(Vec<Event>),
 }
@@ -167,31 +177,19 @@ pub struct LogView {
 }
 
 impl LogView {
-    /// A view over the validated records of a mapped session file. Every
-    /// record at `offsets` must have passed the scan (framing, checksum).
-    /// Fails if a payload is not UTF-8 (only possible for damaged bytes that
-    /// still passed the checksum), naming the record's offset.
-    pub(crate) fn mapped(
+    /// A view over events a backend reads in place.
+    pub(crate) fn in_place(
         header: SessionHeader,
         state: LogState,
-        bytes: Mapped,
-        offsets: Vec<u64>,
+        events: Box<dyn InPlace>,
         closers: Vec<Event>,
-    ) -> Result<LogView, u64> {
-        for &at in &offsets {
-            let head = head_at(&bytes, at);
-            let start = at as usize + format::RECORD_HEADER_LEN;
-            let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
-            if simdutf8::basic::from_utf8(&bytes[start..end]).is_err() {
-                return Err(at);
-            }
-        }
-        Ok(LogView {
+    ) -> LogView {
+        LogView {
             header,
             state,
-            source: Source::Mapped { bytes, offsets },
+            source: Source::InPlace(events),
             closers,
-        })
+        }
     }
 
     /// A view over events held in memory.
@@ -228,7 +226,7 @@ impl LogView {
     /// How many events are stored (the rest are closers).
     pub fn stored(&self) -> usize {
         match &self.source {
-            Source::Mapped { offsets, .. } => offsets.len(),
+            Source::InPlace(events) => events.len(),
             Source::Owned(events) => events.len(),
         }
     }
@@ -250,7 +248,7 @@ impl LogView {
             return self.closers.get(i - stored).map(EventRef::from);
         }
         Some(match &self.source {
-            Source::Mapped { bytes, offsets } => record_ref(bytes, offsets[i]),
+            Source::InPlace(events) => events.get(i),
             Source::Owned(events) => EventRef::from(&events[i]),
         })
     }
@@ -270,39 +268,5 @@ impl fmt::Debug for LogView {
             self.len(),
             self.state
         )
-    }
-}
-
-fn head_at(bytes: &[u8], at: u64) -> RecordHead {
-    let at = at as usize;
-    format::parse_head(&bytes[at..at + format::RECORD_HEADER_LEN]).expect("validated by the scan")
-}
-
-fn record_ref(bytes: &[u8], at: u64) -> EventRef<'_> {
-    let head = head_at(bytes, at);
-    let mut pos = at as usize + format::RECORD_HEADER_LEN;
-    let mut take = |len: usize| {
-        let slice = &bytes[pos..pos + len];
-        pos += len;
-        // SAFETY: `LogView::mapped` checked that every record's payload is
-        // UTF-8, and mapped bytes never change while mapped (writers only
-        // append, or rewrite bytes with their own content).
-        unsafe { std::str::from_utf8_unchecked(slice) }
-    };
-    let type_name = take(head.type_len as usize);
-    let data = take(head.data_len as usize);
-    let sources = take(head.sources_len as usize);
-    let surface = take(head.surface_len as usize);
-    let kind = head.event_kind();
-    EventRef {
-        event_type: kind.name().unwrap_or(type_name),
-        kind,
-        seq: head.seq,
-        time: head.time,
-        data,
-        source_event_seqs: (!sources.is_empty()).then_some(sources),
-        surface_op: (!surface.is_empty()).then_some(surface),
-        ignorable: head.ignorable(),
-        surface_op_first: head.surface_op_first(),
     }
 }

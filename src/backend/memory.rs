@@ -13,8 +13,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, Split, TailRule, decide,
-    split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, TailRule, decide, split_log,
 };
 
 /// Sessions held in memory.
@@ -53,42 +52,28 @@ impl MemoryBackend {
 
 /// Classifies an in-memory event list exactly as a file scan would.
 pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Event]) -> Scan {
-    let Split {
-        committed,
-        committed_turn,
-        verdict,
-    } = split_log(policy, events, TailRule::Contract);
-    let tail = &events[committed..];
-    let debris = verdict.debris.as_ref().map(|v| Cut {
-        offset: (committed + verdict.kept) as u64,
-        seq: (committed + verdict.kept) as u64,
-        len: (tail.len() - verdict.kept) as u64,
-        reason: CutReason::Debris,
-        detail: v.to_string(),
+    let split = split_log(policy, events, TailRule::Contract);
+    let kept = (split.committed + split.verdict.kept) as u64;
+    let debris = split.verdict.debris.as_ref().map(|v| {
+        Cut::to_end(
+            kept,
+            events.len() as u64,
+            kept,
+            CutReason::Debris,
+            v.to_string(),
+        )
     });
     let outcome = decide(
         &Evidence {
             debris: debris.is_some(),
-            open_turn: !verdict.closers.is_empty(),
+            open_turn: !split.verdict.closers.is_empty(),
             ..Evidence::default()
         },
         OnDamage::Refuse,
     );
     let cut = debris.filter(|_| outcome == Outcome::CutDebris);
-    let kept = &tail[..verdict.kept];
-    Scan {
-        header: header.clone(),
-        policy,
-        committed: committed as u64,
-        committed_turn,
-        tail: kept.to_vec(),
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: events.iter().map(|e| e.data().get().len() as u64).sum(),
-        last_time: events[..committed + verdict.kept].last().map(Event::time),
-        outcome,
-    }
+    let bytes = events.iter().map(|e| e.data().get().len() as u64).sum();
+    Scan::of_split(header.clone(), policy, events, split, bytes, outcome, cut)
 }
 
 impl MemSession {
@@ -120,17 +105,16 @@ impl Backend for MemoryBackend {
             .iter()
             .map(|(id, s)| {
                 let scan = s.scan();
-                SessionSummary {
-                    id: id.clone(),
-                    header: Some(s.header.clone()),
-                    events: s.events.len() as u64,
-                    turns: scan.last_turn,
-                    bytes: scan.bytes,
-                    last_activity: s.events.last().map(Event::time),
-                    state: scan.state(),
-                    checked: crate::scan::Checked::Full,
-                    problem: None,
-                }
+                let mut summary = SessionSummary::scanned(
+                    id.clone(),
+                    &scan,
+                    s.events.len() as u64,
+                    scan.bytes,
+                    None,
+                );
+                // Debris included, as `events` counts it.
+                summary.last_activity = s.events.last().map(Event::time);
+                summary
             })
             .collect())
     }

@@ -28,8 +28,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::fixtures::AppendFixture;
-use super::measure::Runs;
-use super::{BenchResult, Side};
+use super::{BenchResult, Runs, Side};
 use crate::event::Event;
 
 /// The fixture's encoded turns written with one plain `write` each.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::baselines;
 use super::fixtures::{AppendFixture, JsonlListFixture, ListFixture, SessionFixture};
 use super::stats::Memory;
-use super::{BenchResult, Comparison, Side};
+use super::{BenchResult, Comparison, Runs, Side};
 use crate::SyncMode;
 use crate::backend::Backend;
 use crate::backend::jsonl::{self, Compression, JsonlBackend};
@@ -31,37 +31,6 @@ use crate::backend::wal::WalBackend;
 use crate::event::IncomingEvent;
 use crate::scan::LogState;
 use crate::store::{Store, StoreOptions};
-
-/// Fresh, numbered subdirectories of one side's scratch directory: every
-/// run that writes gets an empty one, removed after the run (untimed).
-#[derive(Debug)]
-pub struct Runs {
-    parent: PathBuf,
-    n: u64,
-}
-
-impl Runs {
-    /// Runs in `parent/<name>`.
-    pub fn new(parent: &Path, name: &str) -> Runs {
-        Runs {
-            parent: parent.join(name),
-            n: 0,
-        }
-    }
-
-    /// The next run's directory (created).
-    pub fn fresh(&mut self) -> BenchResult<PathBuf> {
-        self.n += 1;
-        let dir = self.parent.join(self.n.to_string());
-        std::fs::create_dir_all(&dir)?;
-        Ok(dir)
-    }
-
-    /// Removes a run's directory.
-    pub fn done(dir: PathBuf) {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
 
 /// How a [`StoreAppend`] feeds the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

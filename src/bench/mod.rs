@@ -35,6 +35,37 @@ use serde_json::{Value, json};
 /// errors all end a bench the same way.
 pub type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
+/// Fresh, numbered subdirectories of one side's scratch directory: every
+/// run that writes gets an empty one, removed after the run (untimed).
+#[derive(Debug)]
+pub struct Runs {
+    parent: PathBuf,
+    n: u64,
+}
+
+impl Runs {
+    /// Runs in `parent/<name>`.
+    pub fn new(parent: &Path, name: &str) -> Runs {
+        Runs {
+            parent: parent.join(name),
+            n: 0,
+        }
+    }
+
+    /// The next run's directory (created).
+    pub fn fresh(&mut self) -> BenchResult<PathBuf> {
+        self.n += 1;
+        let dir = self.parent.join(self.n.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Removes a run's directory.
+    pub fn done(dir: PathBuf) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// One side of a comparison: turnwal, or one of its baselines.
 pub trait Side {
     /// Its name, as criterion's function id and the table's row.

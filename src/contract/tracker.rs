@@ -1,6 +1,6 @@
 //! The turn-contract state machine.
 
-use super::{Policy, Rule, Violation, is_known_type};
+use super::{Policy, Rule, TOOL_NOT_STARTED, Violation, is_known_type};
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
 use crate::json::{Facts, Num, Reason};
 
@@ -284,7 +284,7 @@ impl Tracker {
         let key = call_key(call_id);
         if let Some(i) = self.step_calls.iter().position(|c| *c == key) {
             self.step_calls.remove(i);
-        } else if !facts.not_started && self.policy == Policy::Strict {
+        } else if !not_started(event, facts) && self.policy == Policy::Strict {
             // Under Lenient, as in upstream's stores: a result whose call was
             // never logged is kept (only the harness's dev-time invariants
             // refuse it), and recovery's closers account for it.
@@ -354,6 +354,12 @@ fn number(value: Num, what: &str) -> Result<u64, (Rule, String)> {
 /// `turn/end` data is exactly `{turn, reason}`; `reason` is an object with
 /// a string `kind`, and the plain kinds are exactly `{kind}`. Unknown
 /// extension kinds pass through.
+/// Whether a `tool/result` is a closer's for a call never started:
+/// `data.error.code` spelled exactly [`TOOL_NOT_STARTED`].
+fn not_started(event: &Event, facts: &Facts) -> bool {
+    facts.error_code.of(event.data().get()) == Some(TOOL_NOT_STARTED)
+}
+
 fn turn_end(facts: &Facts) -> Result<u64, (Rule, String)> {
     let shape = |m: &str| (Rule::Shape, m.to_owned());
     if !facts.object || facts.other_keys {

@@ -52,7 +52,7 @@ use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventError};
 use crate::header::SessionHeader;
-use crate::scan::{LogState, SessionSummary};
+use crate::scan::SessionSummary;
 use crate::storage::{EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile};
 
 /// The file in a session directory that records a `Strict` policy (upstream
@@ -565,32 +565,19 @@ impl JsonlBackend {
         Ok(Some(match self.plan_bytes(path, &bytes, None, false) {
             Ok(plan) => {
                 let scan = plan.scan;
-                SessionSummary {
-                    id: scan.header.id.clone(),
-                    header: Some(scan.header.clone()),
-                    events: scan.stored_len(),
-                    turns: scan.last_turn,
-                    bytes: bytes.len() as u64,
-                    last_activity: scan.last_time,
-                    state: scan.state(),
-                    checked: crate::scan::Checked::Full,
-                    problem: scan
-                        .cut
-                        .as_ref()
-                        .map(|c| format!("{} at byte {}: {}", c.reason, c.offset, c.detail)),
-                }
+                SessionSummary::scanned(
+                    scan.header.id.clone(),
+                    &scan,
+                    scan.stored_len(),
+                    bytes.len() as u64,
+                    scan.cut.as_ref().map(|c| c.problem("byte")),
+                )
             }
-            Err(e) => SessionSummary {
-                id: layout::decode_segment(&dir_name).unwrap_or(dir_name),
-                header: None,
-                events: 0,
-                turns: 0,
-                bytes: bytes.len() as u64,
-                last_activity: None,
-                state: LogState::Corrupt,
-                checked: crate::scan::Checked::Full,
-                problem: Some(e.to_string()),
-            },
+            Err(e) => SessionSummary::corrupt(
+                layout::decode_segment(&dir_name).unwrap_or(dir_name),
+                bytes.len() as u64,
+                e.to_string(),
+            ),
         }))
     }
 

@@ -21,7 +21,7 @@ use super::zstd::{decompress_frame_within, scan_frames};
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
-use crate::scan::{LogState, SessionSummary, classify_tail};
+use crate::scan::{SessionSummary, classify_tail};
 use crate::storage::{OpenMode, Storage};
 
 /// The most bytes of records (decompressed, in zstd mode) read back from
@@ -72,21 +72,14 @@ pub(super) fn summary(
     if verdict.debris.is_some() {
         return None;
     }
-    Some(SessionSummary {
-        id: tail.header.id.clone(),
-        header: Some(tail.header),
-        events: committed + rest.len() as u64,
-        turns: verdict.last_turn,
-        bytes: tail.file_len,
-        last_activity: events.last().map(Event::time),
-        state: if verdict.closers.is_empty() {
-            LogState::Clean
-        } else {
-            LogState::OpenTurn
-        },
-        checked: crate::scan::Checked::Tail,
-        problem: None,
-    })
+    Some(SessionSummary::from_tail(
+        tail.header,
+        tail.file_len,
+        committed + rest.len() as u64,
+        verdict.last_turn,
+        events.last().map(Event::time),
+        !verdict.closers.is_empty(),
+    ))
 }
 
 fn raw_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
@@ -198,6 +191,7 @@ mod tests {
 
     use super::*;
     use crate::backend::jsonl::JsonlBackend;
+    use crate::scan::LogState;
     use crate::store::{Store, StoreOptions};
 
     fn ev(event_type: &str, seq: u64, data: &str) -> Event {

@@ -26,7 +26,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, Split, TailRule, decide, split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, TailRule, decide, split_log,
 };
 
 /// One decoded storage record (a line, or in zstd mode the frame holding
@@ -606,21 +606,11 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     })?;
     // Upstream's reader keeps every decoded event: no debris (KeepAll), so
     // what the scanner kept is what the log keeps.
-    let Split {
-        committed,
-        committed_turn,
-        verdict,
-    } = split_log(policy, &events, TailRule::KeepAll);
-    debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+    let split = split_log(policy, &events, TailRule::KeepAll);
     let kept = events.len();
     let rewrite = raw[rewrite_from.min(kept)..kept].to_vec();
-    let cut = torn.map(|(reason, detail)| Cut {
-        offset: keep_bytes,
-        seq: kept as u64,
-        len: file_len - keep_bytes,
-        reason,
-        detail,
-    });
+    let cut =
+        torn.map(|(reason, detail)| Cut::to_end(keep_bytes, file_len, kept as u64, reason, detail));
     // The parse already decided what the bytes get (a salvage read's cut
     // is `Damaged`, the proof it had); this adds what the events get.
     let damaged = cut.as_ref().is_some_and(|c| c.reason == CutReason::Damaged);
@@ -628,24 +618,12 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
         &Evidence {
             invalid: cut.as_ref().map(|c| c.reason),
             proof: damaged.then_some(Proof::LaterCommit),
-            open_turn: !verdict.closers.is_empty(),
+            open_turn: !split.verdict.closers.is_empty(),
             ..Evidence::default()
         },
         on_damage(damaged),
     );
-    let scan = Scan {
-        header,
-        policy,
-        committed: committed as u64,
-        committed_turn,
-        tail: events[committed..].to_vec(),
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: file_len,
-        last_time: events.last().map(Event::time),
-        outcome,
-    };
+    let scan = Scan::of_split(header, policy, &events, split, file_len, outcome, cut);
     Ok(Plan {
         scan,
         events,

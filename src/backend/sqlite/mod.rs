@@ -572,17 +572,7 @@ impl Backend for SqliteBackend {
                 .into_iter()
                 .map(|(id, row)| match row {
                     Ok(row) => scan::summarize(conn, path, &row),
-                    Err(e) => SessionSummary {
-                        id,
-                        header: None,
-                        events: 0,
-                        turns: 0,
-                        bytes: 0,
-                        last_activity: None,
-                        state: crate::scan::LogState::Corrupt,
-                        checked: crate::scan::Checked::Full,
-                        problem: Some(e.to_string()),
-                    },
+                    Err(e) => SessionSummary::corrupt(id, 0, e.to_string()),
                 })
                 .collect())
         })

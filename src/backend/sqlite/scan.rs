@@ -27,8 +27,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
 use crate::json::Num;
 use crate::scan::{
-    Cut, CutReason, Evidence, Gap, LogState, OnDamage, Outcome, Proof, Salvage, Scan,
-    SessionSummary, classify_tail, decide,
+    Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Salvage, Scan, SessionSummary,
+    classify_tail, decide,
 };
 
 fn query_rows(
@@ -340,21 +340,23 @@ fn classify(
     };
     let valid = w.base + w.events.len() as u64;
     let mut events = w.events;
+    let tail = events[committed_rel..].to_vec();
     events.truncate(kept_rel);
-    let last_time = events.last().map(Event::time);
-    let scan = Scan {
-        header: row.header.clone(),
-        policy,
+    let extent = Extent {
+        bytes: w.bytes,
         committed,
         committed_turn,
-        tail: events[committed_rel..].to_vec(),
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: w.bytes,
-        last_time,
-        outcome,
+        committed_time: events[..committed_rel].last().map(Event::time),
     };
+    let scan = Scan::new(
+        row.header.clone(),
+        policy,
+        extent,
+        tail,
+        verdict,
+        outcome,
+        cut,
+    );
     Ok(Some(Classified {
         scan,
         events,
@@ -467,17 +469,8 @@ pub(super) fn read_from(
 pub(super) fn summarize(conn: &Connection, path: &Path, row: &SessionRow) -> SessionSummary {
     match tail_summary(conn, path, row) {
         Ok(summary) => summary,
-        Err(e) => SessionSummary {
-            id: row.header.id.clone(),
-            header: Some(row.header.clone()),
-            events: 0,
-            turns: 0,
-            bytes: 0,
-            last_activity: None,
-            state: LogState::Corrupt,
-            checked: crate::scan::Checked::Full,
-            problem: Some(e.to_string()),
-        },
+        Err(e) => SessionSummary::corrupt(row.header.id.clone(), 0, e.to_string())
+            .with_header(row.header.clone()),
     }
 }
 
@@ -496,21 +489,13 @@ fn tail_summary(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Sess
         )
         .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
         .map_err(|e| sql_error("read events", path, e))?;
-    Ok(SessionSummary {
-        id: id.clone(),
-        header: Some(row.header.clone()),
-        events: c.valid,
-        turns: c.scan.last_turn,
-        bytes: bytes.max(0) as u64,
-        last_activity: c.scan.last_time,
-        state: c.scan.state(),
-        checked: crate::scan::Checked::Full,
-        problem: c
-            .scan
-            .cut
-            .as_ref()
-            .map(|cut| format!("{} at row {}: {}", cut.reason, cut.offset, cut.detail)),
-    })
+    Ok(SessionSummary::scanned(
+        id.clone(),
+        &c.scan,
+        c.valid,
+        bytes.max(0) as u64,
+        c.scan.cut.as_ref().map(|cut| cut.problem("row")),
+    ))
 }
 
 /// The seq an append to `id` must start at, from the last two rows and the

@@ -24,8 +24,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, MAX_SAFE_INTEGER, RawJson};
 use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, SessionSummary, Split, TailRule,
-    decide, split_log,
+    Cut, CutReason, Evidence, OnDamage, Outcome, Proof, Scan, SessionSummary, TailRule, decide,
+    split_log,
 };
 
 /// `PRAGMA user_version` of the older schema.
@@ -373,33 +373,25 @@ impl Schema14Backend {
     fn classify(&self, session: &SessionRow, rows: &[Row]) -> Result<(Scan, Vec<Event>)> {
         let (events, cut) = self.decode_rows(rows, 0)?;
         let policy: Policy = policy_of(&session.incarnation);
-        let Split {
-            committed,
-            committed_turn,
-            verdict,
-        } = split_log(policy, &events, TailRule::KeepAll);
-        debug_assert!(verdict.debris.is_none() && committed + verdict.kept == events.len());
+        let split = split_log(policy, &events, TailRule::KeepAll);
         let outcome = decide(
             &Evidence {
                 invalid: cut.as_ref().map(|c| c.reason),
-                open_turn: !verdict.closers.is_empty(),
+                open_turn: !split.verdict.closers.is_empty(),
                 ..Evidence::default()
             },
             OnDamage::Refuse,
         );
-        let scan = Scan {
-            header: session.header.clone(),
+        let bytes = rows.iter().map(|r| r.data.len() as u64).sum();
+        let scan = Scan::of_split(
+            session.header.clone(),
             policy,
-            committed: committed as u64,
-            committed_turn,
-            tail: events[committed..].to_vec(),
-            cut,
-            closers: verdict.closers,
-            last_turn: verdict.last_turn,
-            bytes: rows.iter().map(|r| r.data.len() as u64).sum(),
-            last_time: events.last().map(Event::time),
+            &events,
+            split,
+            bytes,
             outcome,
-        };
+            cut,
+        );
         Ok((scan, events))
     }
 
@@ -438,28 +430,17 @@ impl Backend for Schema14Backend {
         Ok(ids
             .into_iter()
             .map(|id| match self.stored(&id) {
-                Ok(Some((scan, _))) => SessionSummary {
+                Ok(Some((scan, _))) => SessionSummary::scanned(
                     id,
-                    header: Some(scan.header.clone()),
-                    events: scan.stored_len(),
-                    turns: scan.last_turn,
-                    bytes: scan.bytes,
-                    last_activity: scan.last_time,
-                    state: scan.state(),
-                    checked: crate::scan::Checked::Full,
-                    problem: scan.cut.as_ref().map(|c| c.detail.clone()),
-                },
-                Ok(None) | Err(_) => SessionSummary {
-                    id: id.clone(),
-                    header: None,
-                    events: 0,
-                    turns: 0,
-                    bytes: 0,
-                    last_activity: None,
-                    state: crate::scan::LogState::Corrupt,
-                    checked: crate::scan::Checked::Full,
-                    problem: self.stored(&id).err().map(|e| e.to_string()),
-                },
+                    &scan,
+                    scan.stored_len(),
+                    scan.bytes,
+                    scan.cut.as_ref().map(|c| c.detail.clone()),
+                ),
+                Ok(None) | Err(_) => {
+                    let problem = self.stored(&id).err().map(|e| e.to_string());
+                    SessionSummary::corrupt(id, 0, problem)
+                }
             })
             .collect())
     }

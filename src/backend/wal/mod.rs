@@ -5,6 +5,7 @@ pub mod format;
 pub mod probe;
 pub mod proof;
 pub mod scan;
+mod view;
 mod writer;
 
 use std::io;
@@ -271,24 +272,13 @@ impl WalBackend {
     fn summarize_log(&self, name: &str) -> SessionSummary {
         let path = self.sessions_dir().join(name);
         let id_guess = decode_file_name(name.trim_end_matches(LOG_EXTENSION)).unwrap_or_default();
-        let broken = |problem: String, state: LogState| SessionSummary {
-            id: id_guess.clone(),
-            header: None,
-            events: 0,
-            turns: 0,
-            bytes: 0,
-            last_activity: None,
-            state,
-            checked: crate::scan::Checked::Full,
-            problem: Some(problem),
-        };
         match self.quick_summary(&path) {
             Ok(Some(summary)) => summary,
             Ok(None) => match self.full_summary(&path) {
                 Ok(summary) => summary,
-                Err(e) => broken(e.to_string(), LogState::Corrupt),
+                Err(e) => SessionSummary::corrupt(id_guess, 0, e.to_string()),
             },
-            Err(e) => broken(e.to_string(), LogState::Corrupt),
+            Err(e) => SessionSummary::corrupt(id_guess, 0, e.to_string()),
         }
     }
 
@@ -314,20 +304,11 @@ impl WalBackend {
             head = read(0, header_len)?;
         }
         let fh = read_file_header(&head, path)?;
-        let mut summary = SessionSummary {
-            id: fh.header.id.clone(),
-            header: Some(fh.header.clone()),
-            events: 0,
-            turns: 0,
-            bytes: len,
-            last_activity: None,
-            state: LogState::Clean,
-            checked: crate::scan::Checked::Tail,
-            problem: None,
-        };
         let records = len - fh.records_start;
         if records == 0 {
-            return Ok(Some(summary));
+            return Ok(Some(SessionSummary::from_tail(
+                fh.header, len, 0, 0, None, false,
+            )));
         }
         if records < format::MIN_RECORD_LEN as u64 {
             return Ok(None);
@@ -345,15 +326,14 @@ impl WalBackend {
         let Ok(head) = check_at(record, 0, None, fh.salt) else {
             return Ok(None);
         };
-        summary.events = head.seq + 1;
-        summary.turns = u64::from(head.turn);
-        summary.last_activity = Some(head.time);
-        summary.state = if head.in_turn() {
-            LogState::OpenTurn
-        } else {
-            LogState::Clean
-        };
-        Ok(Some(summary))
+        Ok(Some(SessionSummary::from_tail(
+            fh.header,
+            len,
+            head.seq + 1,
+            u64::from(head.turn),
+            Some(head.time),
+            head.in_turn(),
+        )))
     }
 
     fn full_summary(&self, path: &Path) -> Result<SessionSummary> {
@@ -363,21 +343,13 @@ impl WalBackend {
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let map = file.map().map_err(|e| Error::io("map", path, e))?;
         let c = scan_log_proven(&map, path, Self::proven(&proof, &map, path))?;
-        Ok(SessionSummary {
-            id: c.scan.header.id.clone(),
-            header: Some(c.scan.header.clone()),
-            events: c.frames.records,
-            turns: c.scan.last_turn,
-            bytes: c.frames.len,
-            last_activity: c.scan.last_time,
-            state: c.scan.state(),
-            checked: crate::scan::Checked::Full,
-            problem: c
-                .scan
-                .cut
-                .as_ref()
-                .map(|cut| format!("{} at byte {}: {}", cut.reason, cut.offset, cut.detail)),
-        })
+        Ok(SessionSummary::scanned(
+            c.scan.header.id.clone(),
+            &c.scan,
+            c.frames.records,
+            c.frames.len,
+            c.scan.cut.as_ref().map(|cut| cut.problem("byte")),
+        ))
     }
 
     /// Removes leftovers of interrupted materializations of this name.
@@ -548,8 +520,15 @@ impl Backend for WalBackend {
             .collect();
         let scan = classified.scan;
         let state = scan.state();
-        crate::view::LogView::mapped(scan.header, state, map, offsets, scan.closers)
-            .map(Some)
+        view::MappedRecords::new(map, offsets)
+            .map(|records| {
+                Some(crate::view::LogView::in_place(
+                    scan.header,
+                    state,
+                    Box::new(records),
+                    scan.closers,
+                ))
+            })
             .map_err(|at| {
                 Error::from(Corruption {
                     path: path.clone(),

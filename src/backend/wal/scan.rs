@@ -11,7 +11,7 @@ use super::format::{
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::scan::{
-    Cut, CutReason, Evidence, Gap, OnDamage, Outcome, Proof, Scan, classify_tail, decide,
+    Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Scan, classify_tail, decide,
 };
 
 /// The framing-level result of a scan.
@@ -412,30 +412,35 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
             .map(|inv| format!("{} at byte {}", inv.reason, inv.offset)),
     };
     // Every cut this log could get, one per outcome; the decision picks.
-    let debris = verdict.debris.as_ref().map(|v| Cut {
-        offset: kept_end,
-        seq: frames.committed + verdict.kept as u64,
-        len: frames.len - kept_end,
-        reason: CutReason::Debris,
-        detail: match &after {
-            Some(after) => format!("{v}; then {after}"),
-            None => v.to_string(),
-        },
+    let debris = verdict.debris.as_ref().map(|v| {
+        Cut::to_end(
+            kept_end,
+            frames.len,
+            frames.committed + verdict.kept as u64,
+            CutReason::Debris,
+            match &after {
+                Some(after) => format!("{v}; then {after}"),
+                None => v.to_string(),
+            },
+        )
     });
-    let interrupted = interrupted_repair.map(|at| Cut {
-        offset: at,
-        seq: frames.committed + tail.len() as u64,
-        len: frames.len - at,
-        reason: CutReason::InterruptedRepair,
-        detail: "synthetic closers of an interrupted repair; recomputed from the real events"
-            .into(),
+    let interrupted = interrupted_repair.map(|at| {
+        Cut::to_end(
+            at,
+            frames.len,
+            frames.committed + tail.len() as u64,
+            CutReason::InterruptedRepair,
+            "synthetic closers of an interrupted repair; recomputed from the real events".into(),
+        )
     });
-    let torn = frames.invalid.as_ref().map(|inv| Cut {
-        offset: inv.offset,
-        seq: frames.records,
-        len: frames.len - inv.offset,
-        reason: inv.reason,
-        detail: inv.detail.clone(),
+    let torn = frames.invalid.as_ref().map(|inv| {
+        Cut::to_end(
+            inv.offset,
+            frames.len,
+            frames.records,
+            inv.reason,
+            inv.detail.clone(),
+        )
     });
     // Debris or an interrupted repair's closers below the durability proof
     // were acknowledged too.
@@ -486,30 +491,30 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
                 Some(c) if c.offset <= d.offset => (c.offset, c.seq),
                 _ => (d.offset, frames.records),
             };
-            Some(Cut {
+            Some(Cut::to_end(
                 offset,
+                frames.len,
                 seq,
-                len: frames.len - offset,
-                reason: CutReason::Damaged,
-                detail: d.detail,
-            })
+                CutReason::Damaged,
+                d.detail,
+            ))
         }
     };
-    tail.truncate(verdict.kept);
-    let last_time = tail.last().map(Event::time).or(frames.committed_time);
-    let scan = Scan {
-        header: frames.file.header.clone(),
-        policy: frames.file.policy,
+    let extent = Extent {
+        bytes: frames.len,
         committed: frames.committed,
         committed_turn: frames.committed_turn,
-        tail,
-        cut,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: frames.len,
-        last_time,
-        outcome,
+        committed_time: frames.committed_time,
     };
+    let scan = Scan::new(
+        frames.file.header.clone(),
+        frames.file.policy,
+        extent,
+        tail,
+        verdict,
+        outcome,
+        cut,
+    );
     Ok(Classified {
         frames,
         scan,

@@ -12,7 +12,7 @@ use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventError, EventKind};
-use crate::scan::{CutReason, Evidence, OnDamage, Scan, decide};
+use crate::scan::{CutReason, Evidence, Extent, OnDamage, Scan, decide};
 use crate::storage::{LockGuard, Storage, StorageFile};
 
 /// Force an fdatasync once this many bytes are held for a rewrite, so a
@@ -491,19 +491,23 @@ fn scan_clean_end(
         },
         OnDamage::Refuse,
     );
-    Ok(Some(Scan {
-        header: meta.header.clone(),
-        policy: meta.policy,
+    let extent = Extent {
+        bytes: bytes.len() as u64,
         committed,
         committed_turn,
-        last_time: Some(last.time),
+        committed_time: commit.map(|c| c.time),
+    };
+    let scan = Scan::new(
+        meta.header.clone(),
+        meta.policy,
+        extent,
         tail,
-        cut: None,
-        closers: verdict.closers,
-        last_turn: verdict.last_turn,
-        bytes: bytes.len() as u64,
+        verdict,
         outcome,
-    }))
+        None,
+    );
+    debug_assert_eq!(scan.last_time, Some(last.time), "the last record is kept");
+    Ok(Some(scan))
 }
 
 /// The kept events with seq >= `from_seq`: from the end of the file when the
