@@ -1,5 +1,27 @@
 //! The bytes of the native format (docs/FORMAT.md): the file header, record
 //! framing, and record encode/decode. Pure functions over byte slices.
+//!
+//! Invariants this module keeps:
+//!
+//! - One layout table per fixed part ([`Field`] constants: `FH_*` for the
+//!   file header, `REC_*_FIELD` for a record's head) gives every field's
+//!   offset and width, in the numbers docs/FORMAT.md prints. The encoders
+//!   write each field into its table slot and the parsers read it from
+//!   there; const assertions check that each table's fields are contiguous,
+//!   start at 0 and end at [`FILE_HEADER_LEN`] / [`RECORD_HEADER_LEN`].
+//! - A record is its head, then the payload (type name, `data`,
+//!   `sourceEventSeqs`, `surfaceOp`, in that order, lengths from the head),
+//!   then a [`TRAILER_LEN`]-byte trailer holding the record's total length:
+//!   `encoded_len(e)` is exactly the length `encode_record` appends, and
+//!   [`RecordHead::record_len`] of the parsed head equals it.
+//! - The record checksum covers the file's salt, then every byte after the
+//!   checksum field (trailer included); the file header's checksum covers
+//!   its bytes before the checksum field, then the session header JSON.
+//! - What `parse_head` accepts has a valid kind, no reserved flag bits, a
+//!   type name exactly for kind [`KIND_OTHER`], and lengths within the
+//!   limits, so [`RecordHead::event_kind`] never fails and
+//!   [`RecordHead::record_len`] never overflows. All-zero bytes are never a
+//!   valid head.
 
 use crate::contract::{Placement, Policy};
 use crate::event::{Event, EventKind, RawJson};
@@ -35,20 +57,125 @@ const REC_RESERVED: u8 = !0b1111;
 /// The kind byte of type names outside the known set.
 pub const KIND_OTHER: u8 = 14;
 
-// Field offsets inside a record.
-const CRC_AT: usize = 0;
-const KIND_AT: usize = 4;
-const FLAGS_AT: usize = 5;
-const TYPE_LEN_AT: usize = 6;
-const DATA_LEN_AT: usize = 8;
-const SOURCES_LEN_AT: usize = 12;
-const SURFACE_LEN_AT: usize = 16;
-const TURN_AT: usize = 20;
-const SEQ_AT: usize = 24;
-const TIME_AT: usize = 32;
-const WATERMARK_AT: usize = 40;
-const STEP_AT: usize = 48;
-const _: () = assert!(STEP_AT + 4 == RECORD_HEADER_LEN);
+/// One fixed-width field of a layout table: its offset and its width in
+/// bytes. The encoders write a field only through [`put`] and the parsers
+/// read it only through [`get`], both from the same table entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// Offset from the start of the table's structure.
+    pub at: usize,
+    /// Width in bytes.
+    pub width: usize,
+}
+
+impl Field {
+    /// The first byte after the field.
+    pub const fn end(self) -> usize {
+        self.at + self.width
+    }
+
+    /// The field's byte range.
+    pub const fn range(self) -> std::ops::Range<usize> {
+        self.at..self.end()
+    }
+}
+
+/// Whether `fields` are contiguous from offset 0 and end at `len`.
+const fn tiles(fields: &[Field], len: usize) -> bool {
+    let mut at = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        if fields[i].at != at || fields[i].width == 0 {
+            return false;
+        }
+        at = fields[i].end();
+        i += 1;
+    }
+    at == len
+}
+
+// The file header's layout (docs/FORMAT.md, "File header").
+/// The magic.
+pub const FH_MAGIC: Field = Field { at: 0, width: 8 };
+/// The format version.
+pub const FH_VERSION: Field = Field { at: 8, width: 2 };
+/// The flags (policy).
+pub const FH_FLAGS: Field = Field { at: 10, width: 2 };
+/// The per-file checksum salt.
+pub const FH_SALT: Field = Field { at: 12, width: 4 };
+/// The session header JSON's length.
+pub const FH_JSON_LEN: Field = Field { at: 16, width: 4 };
+/// CRC-32 of the bytes before it, then the session header JSON.
+pub const FH_CRC: Field = Field { at: 20, width: 4 };
+/// The file header's fixed fields, in order.
+pub const FILE_HEADER_FIELDS: [Field; 6] =
+    [FH_MAGIC, FH_VERSION, FH_FLAGS, FH_SALT, FH_JSON_LEN, FH_CRC];
+const _: () = assert!(tiles(&FILE_HEADER_FIELDS, FILE_HEADER_LEN));
+const _: () = assert!(MAGIC.len() == FH_MAGIC.width);
+
+// A record head's layout (docs/FORMAT.md, "Records").
+/// CRC-32 of the salt, then every record byte after this field.
+pub const REC_CRC_FIELD: Field = Field { at: 0, width: 4 };
+/// The kind byte.
+pub const REC_KIND_FIELD: Field = Field { at: 4, width: 1 };
+/// The flags byte.
+pub const REC_FLAGS_FIELD: Field = Field { at: 5, width: 1 };
+/// The type name's length.
+pub const REC_TYPE_LEN_FIELD: Field = Field { at: 6, width: 2 };
+/// `data`'s length.
+pub const REC_DATA_LEN_FIELD: Field = Field { at: 8, width: 4 };
+/// `sourceEventSeqs`' length.
+pub const REC_SOURCES_LEN_FIELD: Field = Field { at: 12, width: 4 };
+/// `surfaceOp`'s length.
+pub const REC_SURFACE_LEN_FIELD: Field = Field { at: 16, width: 4 };
+/// The latest turn started.
+pub const REC_TURN_FIELD: Field = Field { at: 20, width: 4 };
+/// The seq.
+pub const REC_SEQ_FIELD: Field = Field { at: 24, width: 8 };
+/// The time, unix ms, signed.
+pub const REC_TIME_FIELD: Field = Field { at: 32, width: 8 };
+/// The durable length when written.
+pub const REC_WATERMARK_FIELD: Field = Field { at: 40, width: 8 };
+/// The open step.
+pub const REC_STEP_FIELD: Field = Field { at: 48, width: 4 };
+/// A record head's fields, in order.
+pub const RECORD_HEAD_FIELDS: [Field; 12] = [
+    REC_CRC_FIELD,
+    REC_KIND_FIELD,
+    REC_FLAGS_FIELD,
+    REC_TYPE_LEN_FIELD,
+    REC_DATA_LEN_FIELD,
+    REC_SOURCES_LEN_FIELD,
+    REC_SURFACE_LEN_FIELD,
+    REC_TURN_FIELD,
+    REC_SEQ_FIELD,
+    REC_TIME_FIELD,
+    REC_WATERMARK_FIELD,
+    REC_STEP_FIELD,
+];
+const _: () = assert!(tiles(&RECORD_HEAD_FIELDS, RECORD_HEADER_LEN));
+
+/// Writes `bytes` into `field` of `out` (panics if the widths differ).
+fn put<const N: usize>(out: &mut [u8], field: Field, bytes: [u8; N]) {
+    out[field.range()].copy_from_slice(&bytes);
+}
+
+/// The bytes of `field` in `b` (panics if the widths differ).
+fn get<const N: usize>(b: &[u8], field: Field) -> [u8; N] {
+    b[field.range()].try_into().expect("field width")
+}
+
+fn u16_in(b: &[u8], field: Field) -> u16 {
+    u16::from_le_bytes(get(b, field))
+}
+
+fn u32_in(b: &[u8], field: Field) -> u32 {
+    u32::from_le_bytes(get(b, field))
+}
+
+fn u64_in(b: &[u8], field: Field) -> u64 {
+    u64::from_le_bytes(get(b, field))
+}
 
 /// The kind byte of an event kind.
 pub fn kind_byte(kind: EventKind) -> u8 {
@@ -91,18 +218,6 @@ pub fn event_kind(byte: u8) -> Option<EventKind> {
     })
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// The decoded fixed part of a session file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileHeader {
@@ -128,31 +243,32 @@ pub enum FileHeaderError {
 /// Encodes the file header for a new session file.
 pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Policy, salt: u32) {
     let json = header.to_json();
-    let start = out.len();
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let flags: u16 = if policy == Policy::Lenient {
         FLAG_LENIENT
     } else {
         0
     };
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&salt.to_le_bytes());
-    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    let mut fixed = [0; FILE_HEADER_LEN];
+    put(&mut fixed, FH_MAGIC, MAGIC);
+    put(&mut fixed, FH_VERSION, FORMAT_VERSION.to_le_bytes());
+    put(&mut fixed, FH_FLAGS, flags.to_le_bytes());
+    put(&mut fixed, FH_SALT, salt.to_le_bytes());
+    put(&mut fixed, FH_JSON_LEN, (json.len() as u32).to_le_bytes());
     let mut crc = crc32fast::Hasher::new();
-    crc.update(&out[start..start + 20]);
+    crc.update(&fixed[..FH_CRC.at]);
     crc.update(json.as_bytes());
-    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    put(&mut fixed, FH_CRC, crc.finalize().to_le_bytes());
+    out.extend_from_slice(&fixed);
     out.extend_from_slice(json.as_bytes());
 }
 
 /// How many bytes the file header occupies, read from its first 24 bytes
 /// (or `None` if those do not even hold a plausible length).
 pub fn file_header_len(prefix: &[u8]) -> Option<u64> {
-    if prefix.len() < FILE_HEADER_LEN || prefix[..8] != MAGIC {
+    if prefix.len() < FILE_HEADER_LEN || prefix[FH_MAGIC.range()] != MAGIC {
         return None;
     }
-    let json_len = u32_at(prefix, 16);
+    let json_len = u32_in(prefix, FH_JSON_LEN);
     (json_len <= MAX_HEADER_JSON).then_some(FILE_HEADER_LEN as u64 + u64::from(json_len))
 }
 
@@ -165,10 +281,10 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
             bytes.len()
         ));
     }
-    if bytes[..8] != MAGIC {
+    if bytes[FH_MAGIC.range()] != MAGIC {
         return corrupt("not a turnwal session file (bad magic)".into());
     }
-    let version = u16_at(bytes, 8);
+    let version = u16_in(bytes, FH_VERSION);
     if version != FORMAT_VERSION {
         let side = if version > FORMAT_VERSION {
             "a newer turnwal; upgrade turnwal to open it"
@@ -179,14 +295,14 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
             "session file format v{version} was written by {side} (this build reads v{FORMAT_VERSION})"
         )));
     }
-    let flags = u16_at(bytes, 10);
+    let flags = u16_in(bytes, FH_FLAGS);
     if flags & !FLAG_LENIENT != 0 {
         return corrupt(format!(
             "file header has reserved flag bits set ({flags:#06x})"
         ));
     }
-    let salt = u32_at(bytes, 12);
-    let json_len = u32_at(bytes, 16);
+    let salt = u32_in(bytes, FH_SALT);
+    let json_len = u32_in(bytes, FH_JSON_LEN);
     if !(2..=MAX_HEADER_JSON).contains(&json_len) {
         return corrupt(format!("session header length {json_len} is out of range"));
     }
@@ -198,9 +314,9 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         ));
     }
     let mut crc = crc32fast::Hasher::new();
-    crc.update(&bytes[..20]);
+    crc.update(&bytes[..FH_CRC.at]);
     crc.update(&bytes[FILE_HEADER_LEN..end]);
-    if crc.finalize() != u32_at(bytes, 20) {
+    if crc.finalize() != u32_in(bytes, FH_CRC) {
         return corrupt("file header checksum mismatch".into());
     }
     let json = std::str::from_utf8(&bytes[FILE_HEADER_LEN..end])
@@ -299,17 +415,17 @@ impl RecordHead {
 /// lengths). `bytes` must hold at least [`RECORD_HEADER_LEN`] bytes.
 pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
     let head = RecordHead {
-        kind: bytes[KIND_AT],
-        flags: bytes[FLAGS_AT],
-        type_len: u16_at(bytes, TYPE_LEN_AT),
-        data_len: u32_at(bytes, DATA_LEN_AT),
-        sources_len: u32_at(bytes, SOURCES_LEN_AT),
-        surface_len: u32_at(bytes, SURFACE_LEN_AT),
-        turn: u32_at(bytes, TURN_AT),
-        seq: u64_at(bytes, SEQ_AT),
-        time: u64_at(bytes, TIME_AT) as i64,
-        watermark: u64_at(bytes, WATERMARK_AT),
-        step: u32_at(bytes, STEP_AT),
+        kind: u8::from_le_bytes(get(bytes, REC_KIND_FIELD)),
+        flags: u8::from_le_bytes(get(bytes, REC_FLAGS_FIELD)),
+        type_len: u16_in(bytes, REC_TYPE_LEN_FIELD),
+        data_len: u32_in(bytes, REC_DATA_LEN_FIELD),
+        sources_len: u32_in(bytes, REC_SOURCES_LEN_FIELD),
+        surface_len: u32_in(bytes, REC_SURFACE_LEN_FIELD),
+        turn: u32_in(bytes, REC_TURN_FIELD),
+        seq: u64_in(bytes, REC_SEQ_FIELD),
+        time: i64::from_le_bytes(get(bytes, REC_TIME_FIELD)),
+        watermark: u64_in(bytes, REC_WATERMARK_FIELD),
+        step: u32_in(bytes, REC_STEP_FIELD),
     };
     if event_kind(head.kind).is_none() {
         return Err(format!("invalid record kind {}", head.kind));
@@ -339,14 +455,14 @@ pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
 /// trailer and checksum.
 pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), String> {
     let len = record.len();
-    let trailer = u32_at(record, len - TRAILER_LEN);
+    let trailer = u32_in(record, trailer_field(len));
     if u64::from(trailer) != head.record_len() {
         return Err(format!(
             "record trailer {trailer} does not match its length {len}"
         ));
     }
-    let stored = u32_at(record, CRC_AT);
-    if checksum(salt, &record[4..]) != stored {
+    let stored = u32_in(record, REC_CRC_FIELD);
+    if checksum(salt, &record[REC_CRC_FIELD.end()..]) != stored {
         return Err("record checksum mismatch".into());
     }
     Ok(())
@@ -456,27 +572,61 @@ fn encode(
     if synthetic {
         flags |= REC_SYNTHETIC;
     }
+    // The checksum field stays zero until the rest of the record is in.
+    let mut head = [0; RECORD_HEADER_LEN];
+    put(&mut head, REC_KIND_FIELD, [kind_byte(kind)]);
+    put(&mut head, REC_FLAGS_FIELD, [flags]);
+    put(
+        &mut head,
+        REC_TYPE_LEN_FIELD,
+        (type_name.len() as u16).to_le_bytes(),
+    );
+    put(
+        &mut head,
+        REC_DATA_LEN_FIELD,
+        (data.len() as u32).to_le_bytes(),
+    );
+    put(
+        &mut head,
+        REC_SOURCES_LEN_FIELD,
+        (sources.len() as u32).to_le_bytes(),
+    );
+    put(
+        &mut head,
+        REC_SURFACE_LEN_FIELD,
+        (surface.len() as u32).to_le_bytes(),
+    );
+    put(&mut head, REC_TURN_FIELD, placement.turn.to_le_bytes());
+    put(&mut head, REC_SEQ_FIELD, event.seq().to_le_bytes());
+    put(&mut head, REC_TIME_FIELD, event.time().to_le_bytes());
+    put(&mut head, REC_WATERMARK_FIELD, watermark.to_le_bytes());
+    put(&mut head, REC_STEP_FIELD, placement.step.to_le_bytes());
     let start = out.len();
     out.reserve(record_len);
-    out.extend_from_slice(&[0; 4]);
-    out.push(kind_byte(kind));
-    out.push(flags);
-    out.extend_from_slice(&(type_name.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(sources.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(surface.len() as u32).to_le_bytes());
-    out.extend_from_slice(&placement.turn.to_le_bytes());
-    out.extend_from_slice(&event.seq().to_le_bytes());
-    out.extend_from_slice(&event.time().to_le_bytes());
-    out.extend_from_slice(&watermark.to_le_bytes());
-    out.extend_from_slice(&placement.step.to_le_bytes());
+    out.extend_from_slice(&head);
     out.extend_from_slice(type_name);
     out.extend_from_slice(data);
     out.extend_from_slice(sources);
     out.extend_from_slice(surface);
-    out.extend_from_slice(&(record_len as u32).to_le_bytes());
-    let crc = checksum(salt, &out[start + 4..]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&[0; TRAILER_LEN]);
+    let record = &mut out[start..];
+    debug_assert_eq!(record.len(), record_len);
+    put(
+        record,
+        trailer_field(record_len),
+        (record_len as u32).to_le_bytes(),
+    );
+    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+}
+
+/// The trailer of a record `record_len` bytes long: its last
+/// [`TRAILER_LEN`] bytes, the record's length.
+pub const fn trailer_field(record_len: usize) -> Field {
+    Field {
+        at: record_len - TRAILER_LEN,
+        width: TRAILER_LEN,
+    }
 }
 
 /// Checks that an event fits the format's limits (the shared ones,
@@ -543,6 +693,93 @@ mod tests {
             "another file's salt never validates"
         );
         assert_eq!(decode_record(&out, &head).unwrap(), event);
+    }
+
+    /// Each field sits at its table offset, with the value the encoder was
+    /// given, and the table matches docs/FORMAT.md's numbers.
+    #[test]
+    fn record_fields_sit_at_their_table_offsets() {
+        let event = Event::new("plugin/x", 0x0102_0304_0506, -7, r#"{"k":1}"#)
+            .unwrap()
+            .with_ignorable();
+        let placement = Placement {
+            turn: 0x0a0b_0c0d,
+            step: 0x1112_1314,
+            in_turn: true,
+        };
+        let watermark = 0x2122_2324_2526_2728;
+        let salt = 0x3132_3334;
+        let mut out = vec![0xee; 3]; // appended after earlier bytes
+        encode_record(&mut out, &event, placement, watermark, salt);
+        let record = &out[3..];
+        assert_eq!(record.len(), encoded_len(&event));
+        let field = |f: Field| &record[f.at..f.at + f.width];
+        let type_name = b"plugin/x";
+        let data = br#"{"k":1}"#;
+        let len = RECORD_HEADER_LEN + type_name.len() + data.len() + TRAILER_LEN;
+        assert_eq!(record.len(), len);
+        assert_eq!(field(REC_KIND_FIELD), [KIND_OTHER]);
+        assert_eq!(field(REC_FLAGS_FIELD), [REC_IGNORABLE | REC_IN_TURN]);
+        assert_eq!(field(REC_TYPE_LEN_FIELD), 8u16.to_le_bytes());
+        assert_eq!(field(REC_DATA_LEN_FIELD), 7u32.to_le_bytes());
+        assert_eq!(field(REC_SOURCES_LEN_FIELD), 0u32.to_le_bytes());
+        assert_eq!(field(REC_SURFACE_LEN_FIELD), 0u32.to_le_bytes());
+        assert_eq!(field(REC_TURN_FIELD), placement.turn.to_le_bytes());
+        assert_eq!(field(REC_SEQ_FIELD), 0x0102_0304_0506u64.to_le_bytes());
+        assert_eq!(field(REC_TIME_FIELD), (-7i64).to_le_bytes());
+        assert_eq!(field(REC_WATERMARK_FIELD), watermark.to_le_bytes());
+        assert_eq!(field(REC_STEP_FIELD), placement.step.to_le_bytes());
+        let payload = &record[RECORD_HEADER_LEN..len - TRAILER_LEN];
+        assert_eq!(payload, [&type_name[..], &data[..]].concat());
+        assert_eq!(
+            field(trailer_field(len)),
+            (len as u32).to_le_bytes(),
+            "the trailer is the record's last bytes"
+        );
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&salt.to_le_bytes());
+        crc.update(&record[4..]);
+        assert_eq!(field(REC_CRC_FIELD), crc.finalize().to_le_bytes());
+        // docs/FORMAT.md, "Records": offset and size of every field.
+        let documented = [
+            (0, 4),
+            (4, 1),
+            (5, 1),
+            (6, 2),
+            (8, 4),
+            (12, 4),
+            (16, 4),
+            (20, 4),
+            (24, 8),
+            (32, 8),
+            (40, 8),
+            (48, 4),
+        ];
+        let table: Vec<_> = RECORD_HEAD_FIELDS.iter().map(|f| (f.at, f.width)).collect();
+        assert_eq!(table, documented);
+    }
+
+    /// The same for the file header's fixed fields.
+    #[test]
+    fn file_header_fields_sit_at_their_table_offsets() {
+        let header = SessionHeader::new("s", 9);
+        let json = header.to_json();
+        let mut out = Vec::new();
+        encode_file_header(&mut out, &header, Policy::Lenient, 0x4142_4344);
+        let field = |f: Field| &out[f.at..f.at + f.width];
+        assert_eq!(field(FH_MAGIC), MAGIC);
+        assert_eq!(field(FH_VERSION), FORMAT_VERSION.to_le_bytes());
+        assert_eq!(field(FH_FLAGS), FLAG_LENIENT.to_le_bytes());
+        assert_eq!(field(FH_SALT), 0x4142_4344u32.to_le_bytes());
+        assert_eq!(field(FH_JSON_LEN), (json.len() as u32).to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&out[..20]);
+        crc.update(json.as_bytes());
+        assert_eq!(field(FH_CRC), crc.finalize().to_le_bytes());
+        assert_eq!(&out[FILE_HEADER_LEN..], json.as_bytes());
+        let documented = [(0, 8), (8, 2), (10, 2), (12, 4), (16, 4), (20, 4)];
+        let table: Vec<_> = FILE_HEADER_FIELDS.iter().map(|f| (f.at, f.width)).collect();
+        assert_eq!(table, documented);
     }
 
     #[test]

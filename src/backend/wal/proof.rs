@@ -22,6 +22,16 @@
 //! left by another file of the same name (deleted and created again, or
 //! copied in) proves nothing.
 //!
+//! Invariants:
+//!
+//! - the stated length never exceeds what an fdatasync of the log has
+//!   returned for (the writer keeps `proven_len <= synced_len`), and covers
+//!   every event before it is acknowledged in `batch` or `turn` mode;
+//! - for one log (one salt) it only grows, except that an explicit salvage
+//!   lowers it, durably ([`Prover::prove_durably`]), before cutting below it;
+//! - reading never fails on content: a short, foreign (other salt) or
+//!   damaged proof states 0, which proves nothing and so never refuses a log.
+//!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 4 | magic `TWDP` |

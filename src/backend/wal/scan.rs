@@ -2,6 +2,27 @@
 //! records, the commit point, and what after it is tail, torn or corrupt.
 //! Records are checked by framing and checksum only; JSON is parsed only for
 //! the records after the commit point.
+//!
+//! Invariants (pure functions: nothing here writes):
+//!
+//! - [`Frames`]: `[records_start, valid_end)` is consecutive valid records
+//!   of this file's salt with seqs `0..records`; `records_start <=
+//!   commit_end <= valid_end <= len`; `invalid` is `Some` exactly when
+//!   `valid_end < len`, and then starts at `valid_end`.
+//! - The commit point is the end of the last `turn/end` that closes the turn
+//!   the record before it left open (no step open); `committed` counts the
+//!   records through it.
+//! - Invalid bytes are damage (kept, and refused unless salvaging) only with
+//!   evidence they were acknowledged: they start below the durability
+//!   proof's length, a later valid record's watermark passes them, a later
+//!   record of the first batch (watermark 0) follows them, or the record is
+//!   damaged in place. A zero fill to the end is damage only by the proof.
+//!   Without evidence they are a tear, and cut.
+//! - Refusing on damage, a cut never starts below the proof's length (cutting
+//!   there would lose acknowledged bytes); only a salvage cuts there
+//!   ([`CutReason::Damaged`]). Every cut, a salvage's included, starts at a
+//!   record boundary at or after the commit point: committed turns are never
+//!   cut.
 
 use std::path::Path;
 
@@ -284,8 +305,9 @@ pub fn damage_evidence(
 /// The smallest unit a power loss tears or loses: a 512-byte sector.
 const SECTOR: u64 = 512;
 /// The end of a record head's framing fields and seq (checksum, kind,
-/// flags, lengths, turn, seq).
-const SEQ_END: u64 = 32;
+/// flags, lengths, turn, seq): 32.
+const SEQ_END: u64 = format::REC_SEQ_FIELD.end() as u64;
+const _: () = assert!(SEQ_END == 32);
 
 /// The damaged-in-place rule: the record at `p` (expected seq `seq`) has an
 /// intact frame (a plausible head with that seq and a trailer matching its

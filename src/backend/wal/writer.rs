@@ -1,4 +1,22 @@
 //! The exclusive writer of one session file.
+//!
+//! Invariants [`WalWriter`] keeps (stated in full on the struct, checked by
+//! `WalWriter::check_invariants` in debug builds after every call that
+//! changes them):
+//!
+//! - the file is `[0, synced_len)` fdatasynced, `[synced_len, held_from)`
+//!   written in `never` mode and not held, `[held_from, written_len)` the
+//!   bytes of `pending`, which between calls are all written:
+//!   `synced_len <= held_from <= written_len == held_from + pending.len()`;
+//! - nothing is acknowledged that is not accepted, and everything synced is
+//!   acknowledged: `synced_events <= acked_events <= held_from_events +
+//!   pending.events()`;
+//! - the durability proof never states more than an fdatasync made durable:
+//!   `proven_len <= synced_len`;
+//! - after a failed fdatasync (`rewrite`) every byte after `synced_len` is
+//!   held for the rewrite, or the writer is poisoned;
+//! - records go only at the end of the file, and a failed append or repair
+//!   cuts the file back to the accepted events: no gap, no duplicate.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,6 +52,42 @@ pub const MAX_UNSYNCED_BYTES: usize = 64 << 20;
 /// one dropped (Linux marks them clean without writing them). Bytes not held
 /// cannot be rewritten: a failed fdatasync over them poisons the writer and
 /// leaves the log's unsynced mark, so the next open publishes a durable copy.
+//
+// How the length and count fields relate. Between calls (checked by
+// `check_invariants` at the end of every method that changes them):
+//
+//   meta.records_start <= synced_len <= held_from <= written_len
+//   written_len == held_from + pending.len()
+//       Every accepted byte is written: an append writes its whole batch
+//       (or is dropped from `pending` and cut off the file), so the file's
+//       tail past `held_from` is exactly `pending`. (Within a call `pending`
+//       may run ahead of `written_len` until `flush_pending` writes it.)
+//       After a failed fdatasync some of those written bytes may be pages
+//       the kernel dropped: that is what `rewrite` records, not a shorter
+//       `written_len`.
+//   synced_events <= held_from_events
+//   held_from - synced_len >= (held_from_events - synced_events) * MIN_RECORD_LEN
+//   (held_from == synced_len) == (held_from_events == synced_events)
+//       `[synced_len, held_from)` is whole records, the events between the
+//       two counts; equal ends hold no record.
+//   pending.len() >= pending.events() * MIN_RECORD_LEN
+//       `pending` is whole records too (its own sums: see `Pending::check`).
+//   synced_events <= acked_events <= held_from_events + pending.events()
+//       Acknowledged: everything synced; in `never` mode also everything
+//       written; never an event not accepted. In `batch` and `turn` mode
+//       `acked_events == synced_events` unless `never`-mode appends came
+//       first.
+//   proven_len <= synced_len
+//       The proof is written only after the fdatasync it states returned
+//       (0 until this writer first writes or is told of one).
+//   rewrite => held_from == synced_len || poisoned
+//       After a failed fdatasync everything past the synced bytes is held
+//       (`hold_unheld`), or the writer is poisoned.
+//
+// The event counts are of the file as last scanned: a writer opened on an
+// existing log starts with them 0 (and `synced_len == written_len == len`)
+// until its first scan states them; `after_scan` and `repair` reset all
+// lengths and counts together (`all_durable`).
 #[derive(Debug)]
 pub struct WalWriter {
     id: String,
@@ -88,7 +142,7 @@ impl WalWriter {
     ) -> WalWriter {
         let path_for_prover = path.clone();
         let meta_salt = meta.salt;
-        WalWriter {
+        let writer = WalWriter {
             id,
             path,
             storage,
@@ -109,14 +163,98 @@ impl WalWriter {
             poisoned: None,
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
+        };
+        writer.check_invariants();
+        writer
+    }
+
+    /// Checks the relations between the length and count fields (see the
+    /// comment on [`WalWriter`]) in debug builds. Called at the end of every
+    /// method that changes them, and after every restore.
+    fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
         }
+        let min = format::MIN_RECORD_LEN as u64;
+        debug_assert!(
+            self.meta.records_start <= self.synced_len,
+            "synced_len {} is inside the file header (records start at {})",
+            self.synced_len,
+            self.meta.records_start
+        );
+        debug_assert!(
+            self.synced_len <= self.held_from && self.held_from <= self.written_len,
+            "lengths out of order: synced {} held_from {} written {}",
+            self.synced_len,
+            self.held_from,
+            self.written_len
+        );
+        debug_assert_eq!(
+            self.written_len,
+            self.held_from + self.pending.len(),
+            "written_len is not the end of pending (held_from {}, pending {} bytes)",
+            self.held_from,
+            self.pending.len()
+        );
+        debug_assert!(
+            self.synced_events <= self.held_from_events,
+            "synced_events {} > held_from_events {}",
+            self.synced_events,
+            self.held_from_events
+        );
+        let unheld_events = self.held_from_events - self.synced_events;
+        debug_assert!(
+            self.held_from - self.synced_len >= unheld_events * min,
+            "[{}, {}) cannot hold {unheld_events} records",
+            self.synced_len,
+            self.held_from
+        );
+        debug_assert_eq!(
+            self.held_from == self.synced_len,
+            unheld_events == 0,
+            "[{}, {}) and {unheld_events} unheld events disagree",
+            self.synced_len,
+            self.held_from
+        );
+        self.pending.check();
+        debug_assert!(
+            self.pending.len() >= self.pending.events() * min,
+            "pending's {} bytes cannot hold {} records",
+            self.pending.len(),
+            self.pending.events()
+        );
+        debug_assert!(
+            self.synced_events <= self.acked_events
+                && self.acked_events <= self.held_from_events + self.pending.events(),
+            "acked_events {} outside [synced {}, accepted {}]",
+            self.acked_events,
+            self.synced_events,
+            self.held_from_events + self.pending.events()
+        );
+        debug_assert!(
+            self.proven_len <= self.synced_len,
+            "the proof states {} bytes, only {} synced",
+            self.proven_len,
+            self.synced_len
+        );
+        debug_assert!(
+            !self.rewrite || self.held_from == self.synced_len || self.poisoned.is_some(),
+            "a rewrite is due but [{}, {}) is not held",
+            self.synced_len,
+            self.held_from
+        );
     }
 
     /// States in the durability proof that `len` bytes are durable (an
     /// fdatasync covering them has returned), before any event they hold is
     /// acknowledged: nothing is acknowledged without its proof, so a proof
     /// that cannot be written fails the call like a failed write.
-    pub(super) fn prove(&mut self, len: u64) -> Result<()> {
+    ///
+    /// A step inside a sync, not a whole mutation: it states `len` just
+    /// before the caller raises `synced_len` to it (`all_durable`), so
+    /// `proven_len <= synced_len` holds again only after that, and the
+    /// invariants are checked by the caller.
+    fn prove(&mut self, len: u64) -> Result<()> {
         if len != self.proven_len {
             self.prover
                 .prove(self.storage.as_ref(), len)
@@ -130,6 +268,7 @@ impl WalWriter {
     /// materialization).
     pub(super) fn set_proven(&mut self, len: u64) {
         self.proven_len = len;
+        self.check_invariants();
     }
 
     /// After a scan under the lock: a log with nothing to cut is all
@@ -142,6 +281,7 @@ impl WalWriter {
             self.prove(len)?;
             self.all_durable(len, scan.stored_len());
         }
+        self.check_invariants();
         Ok(())
     }
 
@@ -280,6 +420,7 @@ impl WalWriter {
                 ));
             }
         }
+        self.check_invariants();
         err
     }
 
@@ -336,6 +477,7 @@ impl WalWriter {
         self.held_from = self.written_len;
         self.held_from_events += batch.len() as u64;
         self.acked_events = self.held_from_events;
+        self.check_invariants();
         Ok(self.acked_events)
     }
 }
@@ -386,6 +528,15 @@ impl Pending {
         self.batches.clear();
         self.len = 0;
         self.events = 0;
+    }
+
+    /// Debug builds: `len` and `events` are the sums over `batches`.
+    fn check(&self) {
+        if cfg!(debug_assertions) {
+            let len: u64 = self.batches.iter().map(|(b, _)| b.len() as u64).sum();
+            let events: u64 = self.batches.iter().map(|(_, e)| e).sum();
+            debug_assert_eq!((self.len, self.events), (len, events), "pending's sums");
+        }
     }
 
     /// Writes the bytes from logical offset `from` on at `base + from`.
@@ -604,6 +755,7 @@ impl LogWriter for WalWriter {
                 .prove_durably(self.storage.as_ref(), kept_end)
                 .map_err(|e| Error::io("fsync", super::proof::path_of(&self.path), e))?;
             self.proven_len = kept_end;
+            self.check_invariants();
         }
         // Cut first, so bytes are only ever written at the end of the file.
         self.file
@@ -627,6 +779,7 @@ impl LogWriter for WalWriter {
             self.rewrite = false;
             return Err(self.restore(failure));
         }
+        self.check_invariants();
         Ok(quarantined)
     }
 
@@ -665,6 +818,7 @@ impl LogWriter for WalWriter {
         if sync == SyncMode::Never {
             self.acked_events = self.held_from_events + self.pending.events();
         }
+        self.check_invariants();
         Ok(self.acked_events)
     }
 
@@ -673,6 +827,7 @@ impl LogWriter for WalWriter {
         if let Err(failure) = self.flush_pending(true) {
             return Err(self.restore(failure));
         }
+        self.check_invariants();
         Ok(self.acked_events)
     }
 
