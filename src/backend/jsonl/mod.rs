@@ -32,10 +32,10 @@ pub mod header;
 pub mod layout;
 pub mod normalize;
 mod proof;
-mod quick;
 pub mod records;
 mod salvage;
 mod scan;
+mod tail;
 mod writer;
 pub mod zstd;
 
@@ -542,7 +542,7 @@ impl JsonlBackend {
     /// settle it (`quick`), else from a full scan.
     fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
         let policy = self.policy_at(path.parent().unwrap_or(path));
-        if let Some(summary) = quick::summary(self.storage(), path, self.compression, policy)
+        if let Some(summary) = tail::summary(self.storage(), path, self.compression, policy)
             && summary.header.as_ref().is_some_and(|h| {
                 h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok()
             })

@@ -561,17 +561,17 @@ enum Failure {
 }
 
 /// The scan a writer opens with: without reading the whole log when the
-/// tail probe proves a clean end that needs no repair (see [`fast_scan`]).
+/// tail probe proves a clean end that needs no repair (see [`tail_scan`]).
 /// Anything that would be written — closers, a cut — is decided by the full
 /// scan, so a repair is never committed onto a log with corrupt records
 /// below the last watermark.
-pub(super) fn quick_scan(
+pub(super) fn tail_or_full_scan(
     bytes: &[u8],
     meta: &FileHeader,
     path: &std::path::Path,
     proven: u64,
 ) -> Result<Scan> {
-    match fast_scan(bytes, meta, path, proven)? {
+    match tail_scan(bytes, meta, path, proven)? {
         Some(scan) if !scan.needs_repair() => Ok(scan),
         _ => Ok(scan_log_proven(bytes, path, proven)?.scan),
     }
@@ -582,7 +582,7 @@ pub(super) fn quick_scan(
 /// obeying the turn contract (so nothing is cut). Reads the last batch and
 /// the records since the commit point — an open turn gets its closers from
 /// them — never the whole log. `None` when a full scan must decide.
-pub(super) fn fast_scan(
+pub(super) fn tail_scan(
     bytes: &[u8],
     meta: &FileHeader,
     path: &std::path::Path,
@@ -597,7 +597,7 @@ pub(super) fn fast_scan(
     scan_clean_end(bytes, meta, path, last, previous)
 }
 
-/// [`fast_scan`] once the end is proven clean: `last` is the file's last
+/// [`tail_scan`] once the end is proven clean: `last` is the file's last
 /// record and `previous` the one before it.
 fn scan_clean_end(
     bytes: &[u8],
@@ -680,7 +680,7 @@ pub(super) fn read_from(
             [.., previous, last] => {
                 scan_clean_end(bytes, meta, path, last.head, Some(previous.head))?
             }
-            _ => fast_scan(bytes, meta, path, proven)?,
+            _ => tail_scan(bytes, meta, path, proven)?,
         };
         if clean.is_some() {
             return found
@@ -715,7 +715,7 @@ impl LogWriter for WalWriter {
     fn scan(&mut self) -> Result<Scan> {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let scan = quick_scan(&map, &self.meta, &self.path, proven)?;
+        let scan = tail_or_full_scan(&map, &self.meta, &self.path, proven)?;
         self.after_scan(&scan)?;
         Ok(scan)
     }
