@@ -49,10 +49,12 @@ pub mod json;
 pub mod jsstr;
 pub mod limits;
 pub mod quarantine;
+pub mod rng;
 pub mod scan;
 pub mod store;
 pub mod verify;
 pub mod view;
+pub mod workload;
 
 pub use backend::SyncMode;
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};

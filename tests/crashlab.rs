@@ -44,7 +44,8 @@ use turnwal::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDi
 use turnwal::backend::wal::storage::Storage;
 use turnwal::crashlab::ops::{self, Op, Run};
 use turnwal::crashlab::oracle::{self, Model};
-use turnwal::crashlab::workload::{Generator, Rng};
+use turnwal::crashlab::workload::Generator;
+use turnwal::rng::Rng;
 use turnwal::{
     Error, Event, EventKind, LogState, Receipt, SessionHeader, Store, StoreOptions, SyncMode,
     interrupted_turn_closers,

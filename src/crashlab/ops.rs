@@ -6,11 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use super::oracle::{self, Model, Target};
-use super::workload::{Generator, Rng};
+use super::workload::Generator;
 use crate::backend::SyncMode;
 use crate::backend::wal::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::error::Error;
 use crate::event::Event;
+use crate::rng::Rng;
 use crate::store::{Store, StoreOptions};
 
 /// Sessions a run writes to.
