@@ -47,9 +47,10 @@
 //!   and 14) and `backend::jsonl` (feature `jsonl`: upstream's JSONL roots);
 //! - [`store`]: the API a harness calls; [`location`]: the one place a
 //!   store's location (`--store`, `TURNWAL_STORE`) becomes a store;
-//! - the tools: `cli` and `bench` (feature `cli`, the `turnwal` binary) and
+//! - the tools: `cli` and `bench` (feature `cli`, the `turnwal` binary),
 //!   `crashlab` (feature `testkit`: the crash lab the tests and fuzz
-//!   targets use).
+//!   targets use), and what both generate workloads with, `rng` (one
+//!   seeded RNG) and `workload` (one turn/step/tool-call state machine).
 //!
 //! With `default-features = false` the crate is the engine alone: the WAL
 //! and memory backends, no clap, no SQLite, no zstd.
@@ -97,6 +98,8 @@ pub mod json;
 pub mod limits;
 pub mod location;
 pub mod quarantine;
+#[cfg(any(feature = "cli", feature = "testkit"))]
+pub mod rng;
 pub mod scan;
 pub mod storage;
 pub mod upstream;
@@ -105,6 +108,8 @@ pub use upstream::jsstr;
 pub mod store;
 pub mod verify;
 pub mod view;
+#[cfg(any(feature = "cli", feature = "testkit"))]
+pub mod workload;
 
 pub use backend::SyncMode;
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};

@@ -50,10 +50,13 @@
 //!   15-19, 23-30, 39 (hot reload and adoption of a live in-process
 //!   `Session`: this API has no live session object to adopt).
 
+mod support;
+
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use support::log::Log;
 use tempfile::TempDir;
 use turnwal::backend::Backend;
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
@@ -426,210 +429,11 @@ impl<const ZSTD: bool> Fixture for JsonlFixtureOf<ZSTD> {
 // Building realistic logs
 // ---------------------------------------------------------------------------
 
-/// A JSON string literal.
-fn q(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
 fn meta(id: &str, cwd: Option<&str>) -> SessionHeader {
     let header = SessionHeader::new(id, 1000);
     match cwd {
         Some(cwd) => header.with_cwd(cwd),
         None => header,
-    }
-}
-
-/// Builds a session log the way the harness writes it: event `i` has seq `i`
-/// and time `i + 1`, turns and steps are numbered from 1, surface events
-/// carry `surfaceOp`. `batch` hands out what was added since the last batch.
-struct Log {
-    events: Vec<Event>,
-    taken: usize,
-    turn: u64,
-    step: u64,
-}
-
-impl Log {
-    fn new() -> Log {
-        Log::after(&[])
-    }
-
-    /// Continues a stored, balanced log.
-    fn after(events: &[Event]) -> Log {
-        Log {
-            events: events.to_vec(),
-            taken: events.len(),
-            turn: events
-                .iter()
-                .filter(|e| e.event_type() == "turn/start")
-                .count() as u64,
-            step: 0,
-        }
-    }
-
-    fn next_seq(&self) -> u64 {
-        self.events.len() as u64
-    }
-
-    fn push(&mut self, event_type: &str, data: &str) -> u64 {
-        let seq = self.next_seq();
-        self.events
-            .push(Event::new(event_type, seq, seq as i64 + 1, data).unwrap());
-        seq
-    }
-
-    fn push_surface(&mut self, event_type: &str, data: &str, sources: Option<&[u64]>) -> u64 {
-        let seq = self.next_seq();
-        let mut e = Event::new(event_type, seq, seq as i64 + 1, data)
-            .unwrap()
-            .with_surface_op("\"append\"")
-            .unwrap();
-        if let Some(sources) = sources {
-            e = e.with_source_event_seqs(sources).unwrap();
-        }
-        self.events.push(e);
-        seq
-    }
-
-    fn turn_start(&mut self) -> &mut Log {
-        self.turn += 1;
-        self.step = 0;
-        self.push("turn/start", &format!(r#"{{"turn":{}}}"#, self.turn));
-        self
-    }
-
-    fn turn_end(&mut self) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"reason":{{"kind":"completed"}}}}"#,
-            self.turn
-        );
-        self.push("turn/end", &data);
-        self
-    }
-
-    fn step_start(&mut self) -> &mut Log {
-        self.step += 1;
-        let data = format!(r#"{{"turn":{},"step":{}}}"#, self.turn, self.step);
-        self.push("step/start", &data);
-        self
-    }
-
-    fn step_end(&mut self) -> &mut Log {
-        let data = format!(r#"{{"turn":{},"step":{}}}"#, self.turn, self.step);
-        self.push("step/end", &data);
-        self
-    }
-
-    fn user(&mut self, id: &str, text: &str) -> &mut Log {
-        let data = format!(
-            r#"{{"id":{},"role":"user","content":[{{"type":"text","text":{}}}],"source":{{"kind":"user"}}}}"#,
-            q(id),
-            q(text)
-        );
-        self.push_surface("user/message", &data, None);
-        self
-    }
-
-    fn chunk(&mut self, text: &str) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"chunk":{{"type":"text-delta","index":0,"text":{}}}}}"#,
-            self.turn,
-            self.step,
-            q(text)
-        );
-        self.push("assistant/chunk", &data);
-        self
-    }
-
-    /// An assistant message with a text block and one tool-call block per
-    /// `(callId, name, arguments)`.
-    fn assistant(&mut self, text: &str, calls: &[(&str, &str, &str)]) -> &mut Log {
-        let mut blocks = vec![format!(r#"{{"type":"text","text":{}}}"#, q(text))];
-        for (id, name, args) in calls {
-            blocks.push(format!(
-                r#"{{"type":"tool-call","id":{},"name":{},"arguments":{}}}"#,
-                q(id),
-                q(name),
-                q(args)
-            ));
-        }
-        let data = format!(
-            r#"{{"turn":{},"step":{},"message":{{"id":"assistant-{}","role":"assistant","content":[{}],"source":{{"kind":"model","provider":"mock","model":"mock"}}}},"usage":{{"inputTokens":12,"outputTokens":3}}}}"#,
-            self.turn,
-            self.step,
-            self.next_seq(),
-            blocks.join(",")
-        );
-        self.push_surface("assistant/message", &data, None);
-        self
-    }
-
-    fn tool_call(&mut self, id: &str, name: &str, args: &str) -> u64 {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"callId":{},"name":{},"arguments":{}}}"#,
-            self.turn,
-            self.step,
-            q(id),
-            q(name),
-            q(args)
-        );
-        self.push("tool/call", &data)
-    }
-
-    fn tool_result(&mut self, id: &str, text: &str, call_seq: u64) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"message":{{"id":{},"role":"user","source":{{"kind":"tool","callId":{}}},"content":[{{"type":"tool-result","toolCallId":{},"isError":false,"content":[{{"type":"text","text":{}}}]}}]}}}}"#,
-            self.turn,
-            self.step,
-            q(&format!("result-{id}")),
-            q(id),
-            q(id),
-            q(text)
-        );
-        self.push_surface("tool/result", &data, Some(&[call_seq]));
-        self
-    }
-
-    /// `turn/start`, a prompt, one step answering it, `turn/end`.
-    fn simple_turn(&mut self, user_id: &str, prompt: &str, answer: &str) -> &mut Log {
-        self.turn_start()
-            .user(user_id, prompt)
-            .step_start()
-            .assistant(answer, &[])
-            .step_end()
-            .turn_end()
-    }
-
-    /// A turn with streamed chunks, a tool call and its result, and a second
-    /// step that answers.
-    fn tool_turn(&mut self, call_id: &str) -> &mut Log {
-        self.turn_start()
-            .user(&format!("prompt-{call_id}"), "what is in a.txt?")
-            .step_start()
-            .chunk("Let me ")
-            .chunk("look.")
-            .assistant(
-                "Let me look.",
-                &[(call_id, "read_file", r#"{"path":"a.txt"}"#)],
-            );
-        let call = self.tool_call(call_id, "read_file", r#"{"path":"a.txt"}"#);
-        self.tool_result(call_id, "hello from a.txt", call)
-            .step_end()
-            .step_start()
-            .chunk("It says hello.")
-            .assistant("It says hello.", &[])
-            .step_end()
-            .turn_end()
-    }
-
-    fn batch(&mut self) -> Vec<Event> {
-        let batch = self.events[self.taken..].to_vec();
-        self.taken = self.events.len();
-        batch
-    }
-
-    fn all(&self) -> &[Event] {
-        &self.events
     }
 }
 

@@ -42,7 +42,8 @@ use std::time::Instant;
 use turnwal::backend::wal::WalBackend;
 use turnwal::crashlab::ops::{self, Op, Run};
 use turnwal::crashlab::oracle::{self, Model};
-use turnwal::crashlab::workload::{Generator, Rng};
+use turnwal::crashlab::workload::Generator;
+use turnwal::rng::Rng;
 use turnwal::storage::Storage;
 use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use turnwal::{

@@ -32,6 +32,7 @@ mod wal_damage {
     use std::sync::Arc;
 
     use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, scan};
+    use turnwal::rng::Rng;
     use turnwal::scan::Gap;
     use turnwal::storage::simdisk::{CrashMode, SimDisk};
     use turnwal::{
@@ -414,18 +415,6 @@ mod wal_damage {
         }
     }
 
-    /// A tiny deterministic generator for garbage bytes.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     /// The damages applied to record `r`: bit flips in its head, payload
     /// and trailer (every byte with `full`), overwrites of 4-8 garbage
     /// bytes, and zeroing each sector that holds a byte of it.
@@ -454,9 +443,9 @@ mod wal_damage {
             vec![start + (r * 13) % (len - 8)]
         };
         for at in overwrites {
-            let n = 4 + (rng.next() % 5) as usize;
+            let n = 4 + (rng.next_u64() % 5) as usize;
             let n = n.min(end - at);
-            let mut with: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+            let mut with: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
             if with == image.bytes[at..at + n] {
                 with[0] ^= 0xff;
             }
@@ -1030,7 +1019,7 @@ mod wal_damage {
         assert_eq!(view.events[..n], written.sent[..n]);
 
         let mut tally = Tally::default();
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::from_state(0x9e37_79b9_7f4a_7c15);
         let mut sectors_done = std::collections::BTreeSet::new();
         for r in 0..(written.acked as usize).min(n) {
             for damage in damages(&image, r, full, &mut rng) {

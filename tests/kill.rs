@@ -54,6 +54,7 @@ use turnwal::backend::Backend as _;
 use turnwal::backend::jsonl::{self, Compression, JsonlBackend, layout};
 use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOCK_EXTENSION, WalBackend, encode_file_name};
+use turnwal::rng::Rng;
 use turnwal::{Event, LogState, SessionHeader, Store, StoreOptions, interrupted_turn_closers};
 
 #[path = "kill/sqlite_files.rs"]
@@ -62,23 +63,6 @@ mod sqlite_files;
 const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
 const SIGKILL: i32 = 9;
 const MODES: [&str; 3] = ["turn", "batch", "never"];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| {
@@ -115,7 +99,7 @@ fn tool_output(n: usize, key: u64, noisy: bool) -> String {
         return "y".repeat(n);
     }
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut rng = Rng(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = Rng::from_state(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     (0..n)
         .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize] as char)
         .collect()
@@ -732,7 +716,8 @@ fn check_resume(target: &Target, id: &str, log: &[Event], label: &str) -> Vec<Ev
 // ------------------------------------------------------------ one writer
 
 fn kill_round(backend: Backend, round: u64, stats: &mut SoakStats) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let mut rng =
+        Rng::from_state(0x9e37_79b9_7f4a_7c15 ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
     let turns = 3 + rng.below(5);
     let sent = session(&mut rng, turns, backend.noisy());
     let mode = match backend {
@@ -988,10 +973,12 @@ fn checkpointer_process() {
         return;
     };
     let db = PathBuf::from(db);
-    let mut rng = Rng(env_u64(CHECKPOINTER_SEED_ENV)
-        .unwrap_or(0)
-        .wrapping_mul(0x2545_f491_4f6c_dd1d)
-        | 1);
+    let mut rng = Rng::from_state(
+        env_u64(CHECKPOINTER_SEED_ENV)
+            .unwrap_or(0)
+            .wrapping_mul(0x2545_f491_4f6c_dd1d)
+            | 1,
+    );
     while !sqlite_files::side_file(&db, "-wal").exists() {
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -1258,8 +1245,9 @@ fn assert_locked_out(target: &Target, id: &str, holder: &mut ChildGuard, label: 
 /// Chooses this round's writers: slot `w` continues its carried session or
 /// starts a new one.
 fn plan_round(seed: u64, round: u64, slots: &[Option<Carried>], noisy: bool) -> Vec<Plan> {
-    let mut rng =
-        Rng((seed ^ 0x9e37_79b9_7f4a_7c15 ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)) | 1);
+    let mut rng = Rng::from_state(
+        (seed ^ 0x9e37_79b9_7f4a_7c15 ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)) | 1,
+    );
     let lock_writer = rng.below(slots.len() as u64) as usize;
     slots
         .iter()
@@ -1377,7 +1365,8 @@ fn soak_round(seed: u64, round: u64, root: &Path, soak: &mut SoakState, stats: &
         plans: &plans,
         acks: Vec::new(),
     };
-    let mut rng = Rng((seed ^ 0xc0ff_ee00 ^ (round + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+    let mut rng =
+        Rng::from_state((seed ^ 0xc0ff_ee00 ^ (round + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
     let checkpointer_writer = rng.below(plans.len() as u64) as usize;
     let checkpointer = (target.backend == Backend::Sqlite(JournalMode::Wal))
         .then(|| Mutex::new(Checkpointer::start(&target.path, seed ^ round)));
@@ -1492,7 +1481,8 @@ fn soak_round(seed: u64, round: u64, root: &Path, soak: &mut SoakState, stats: &
 
         // Some sessions end here and prove the next turn appends; the others are
         // carried into the next round, where a new writer continues them.
-        let mut rng = Rng(seed ^ round.wrapping_mul(0xd6e8_feb8_6659_fd93) ^ 0x5bd1_e995);
+        let mut rng =
+            Rng::from_state(seed ^ round.wrapping_mul(0xd6e8_feb8_6659_fd93) ^ 0x5bd1_e995);
         for (w, (plan, r)) in plans.iter().zip(recovered).enumerate() {
             soak.slots[w] = None;
             let Some(r) = r else { continue };
@@ -1618,7 +1608,8 @@ fn retimed(events: Vec<Event>) -> Vec<Event> {
 /// is N, but the batch starts at seq P", having acknowledged nothing. The
 /// winner goes on until it is SIGKILLed at its moment.
 fn race(target: &Target, prior: &[Event], seed: u64, round: u64, root: &Path) -> Race {
-    let mut rng = Rng((seed ^ 0x7ace_5eed ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)) | 1);
+    let mut rng =
+        Rng::from_state((seed ^ 0x7ace_5eed ^ (round + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)) | 1);
     let turns = [2 + rng.below(3), 2 + rng.below(3)];
     let first = session_after(&mut rng, prior, turns[0], true);
     let second = retimed(session_after(&mut rng, prior, turns[1], true));

@@ -62,12 +62,16 @@
 
 #![allow(clippy::too_many_arguments)]
 
+mod support;
+
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
+use support::T0;
+use support::log::{Log, q};
 use turnwal::backend::Backend;
 use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
 use turnwal::{
@@ -1121,10 +1125,6 @@ fn logicals(events: &[Event]) -> Vec<Logical> {
     events.iter().map(logical).collect()
 }
 
-fn q(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
 fn rows_of(conn: &rusqlite::Connection, id: &str) -> Vec<Row> {
     upstream::read_rows(conn, id)
         .into_iter()
@@ -1189,223 +1189,6 @@ fn layout(rows: &[Row]) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // Session logs
 // ---------------------------------------------------------------------------
-
-/// Builds a session log as the harness writes it. Times increase by one per
-/// event unless set with [`Log::at`].
-struct Log {
-    events: Vec<Event>,
-    taken: usize,
-    turn: u64,
-    step: u64,
-    time: i64,
-}
-
-impl Log {
-    fn new() -> Log {
-        Log {
-            events: Vec::new(),
-            taken: 0,
-            turn: 0,
-            step: 0,
-            time: 1_700_000_000_000,
-        }
-    }
-
-    fn next_seq(&self) -> u64 {
-        self.events.len() as u64
-    }
-
-    /// Sets the time of the next event.
-    fn at(&mut self, time: i64) -> &mut Log {
-        self.time = time;
-        self
-    }
-
-    fn push_event(&mut self, event: Event) -> u64 {
-        self.events.push(event);
-        self.time += 1;
-        self.events.len() as u64 - 1
-    }
-
-    fn push(&mut self, event_type: &str, data: &str) -> u64 {
-        let e = Event::new(event_type, self.next_seq(), self.time, data).unwrap();
-        self.push_event(e)
-    }
-
-    fn push_surface(&mut self, event_type: &str, data: &str, sources: Option<&[u64]>) -> u64 {
-        let mut e = Event::new(event_type, self.next_seq(), self.time, data)
-            .unwrap()
-            .with_surface_op("\"append\"")
-            .unwrap();
-        if let Some(sources) = sources {
-            e = e.with_source_event_seqs(sources).unwrap();
-        }
-        self.push_event(e)
-    }
-
-    fn ignorable(&mut self, event_type: &str, data: &str) -> &mut Log {
-        let e = Event::new(event_type, self.next_seq(), self.time, data)
-            .unwrap()
-            .with_ignorable();
-        self.push_event(e);
-        self
-    }
-
-    fn turn_start(&mut self) -> &mut Log {
-        self.turn += 1;
-        self.step = 0;
-        self.push("turn/start", &format!(r#"{{"turn":{}}}"#, self.turn));
-        self
-    }
-
-    fn turn_end(&mut self) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"reason":{{"kind":"completed"}}}}"#,
-            self.turn
-        );
-        self.push("turn/end", &data);
-        self
-    }
-
-    fn step_start(&mut self) -> &mut Log {
-        self.step += 1;
-        let data = format!(r#"{{"turn":{},"step":{}}}"#, self.turn, self.step);
-        self.push("step/start", &data);
-        self
-    }
-
-    fn step_end(&mut self) -> &mut Log {
-        let data = format!(r#"{{"turn":{},"step":{}}}"#, self.turn, self.step);
-        self.push("step/end", &data);
-        self
-    }
-
-    fn user(&mut self, id: &str, text: &str) -> &mut Log {
-        let data = format!(
-            r#"{{"id":{},"role":"user","content":[{{"type":"text","text":{}}}],"source":{{"kind":"user"}}}}"#,
-            q(id),
-            q(text)
-        );
-        self.push_surface("user/message", &data, None);
-        self
-    }
-
-    /// An `assistant/chunk` whose chunk is `chunk` (JSON text).
-    fn raw_chunk(&mut self, chunk: &str) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"chunk":{chunk}}}"#,
-            self.turn, self.step
-        );
-        self.push("assistant/chunk", &data);
-        self
-    }
-
-    fn text(&mut self, index: u32, text: &str) -> &mut Log {
-        self.raw_chunk(&format!(
-            r#"{{"type":"text-delta","index":{index},"text":{}}}"#,
-            q(text)
-        ))
-    }
-
-    fn reasoning(&mut self, index: u32, text: &str) -> &mut Log {
-        self.raw_chunk(&format!(
-            r#"{{"type":"reasoning-delta","index":{index},"text":{}}}"#,
-            q(text)
-        ))
-    }
-
-    fn tool_delta(&mut self, index: u32, id: &str, name: Option<&str>, args: &str) -> &mut Log {
-        let name = name.map_or(String::new(), |n| format!(r#","name":{}"#, q(n)));
-        self.raw_chunk(&format!(
-            r#"{{"type":"tool-call-delta","index":{index},"id":{}{name},"argumentsDelta":{}}}"#,
-            q(id),
-            q(args)
-        ))
-    }
-
-    /// An assistant message with a text block and one tool-call block per
-    /// `(callId, name, arguments)`.
-    fn assistant(
-        &mut self,
-        text: &str,
-        calls: &[(&str, &str, &str)],
-        sources: Option<&[u64]>,
-    ) -> u64 {
-        let mut blocks = vec![format!(r#"{{"type":"text","text":{}}}"#, q(text))];
-        for (id, name, args) in calls {
-            blocks.push(format!(
-                r#"{{"type":"tool-call","id":{},"name":{},"arguments":{}}}"#,
-                q(id),
-                q(name),
-                q(args)
-            ));
-        }
-        let data = format!(
-            r#"{{"turn":{},"step":{},"message":{{"id":"assistant-{}","role":"assistant","content":[{}],"source":{{"kind":"model","provider":"mock","model":"mock"}}}},"usage":{{"inputTokens":12,"outputTokens":3}}}}"#,
-            self.turn,
-            self.step,
-            self.next_seq(),
-            blocks.join(",")
-        );
-        self.push_surface("assistant/message", &data, sources)
-    }
-
-    fn tool_call(&mut self, id: &str, name: &str, args: &str) -> u64 {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"callId":{},"name":{},"arguments":{}}}"#,
-            self.turn,
-            self.step,
-            q(id),
-            q(name),
-            q(args)
-        );
-        self.push("tool/call", &data)
-    }
-
-    fn tool_result(&mut self, id: &str, text: &str, call_seq: u64) -> &mut Log {
-        let data = format!(
-            r#"{{"turn":{},"step":{},"message":{{"id":{},"role":"user","source":{{"kind":"tool","callId":{}}},"content":[{{"type":"tool-result","toolCallId":{},"isError":false,"content":[{{"type":"text","text":{}}}]}}]}}}}"#,
-            self.turn,
-            self.step,
-            q(&format!("result-{id}")),
-            q(id),
-            q(id),
-            q(text)
-        );
-        self.push_surface("tool/result", &data, Some(&[call_seq]));
-        self
-    }
-
-    /// `turn/start`, a prompt, one step answering it, `turn/end`.
-    fn simple_turn(&mut self, prompt: &str, answer: &str) -> &mut Log {
-        let id = format!("user-{}", self.next_seq());
-        self.turn_start().user(&id, prompt).step_start();
-        self.assistant(answer, &[], None);
-        self.step_end().turn_end()
-    }
-
-    /// Upstream's `chunkLog(n)`: `turn/start`, `step/start`, `n` text
-    /// deltas, `step/end`, `turn/end`.
-    fn chunk_log(n: usize) -> Log {
-        let mut log = Log::new();
-        log.turn_start().step_start();
-        for i in 0..n {
-            log.text(0, &format!("t{i} "));
-        }
-        log.step_end().turn_end();
-        log
-    }
-
-    fn batch(&mut self) -> Vec<Event> {
-        let batch = self.events[self.taken..].to_vec();
-        self.taken = self.events.len();
-        batch
-    }
-
-    fn all(&self) -> &[Event] {
-        &self.events
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The literal upstream model checks itself against the reference's examples
@@ -1477,7 +1260,7 @@ fn upstream_varints_match_the_reference_encoding() {
 /// whitelist, and the per-batch packing.
 #[test]
 fn upstream_packing_matches_the_reference_rules() {
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start().step_start();
     log.at(100)
         .text(0, "a")
@@ -1558,7 +1341,8 @@ fn upstream_builder_writes_a_database_its_checks_accept() {
         ["table events", "table persistence_state", "table sessions"]
     );
     let header = SessionHeader::new("s", 5);
-    let mut log = Log::chunk_log(4);
+    let mut log = Log::starting_at(T0);
+    log.chunk_turn(4);
     upstream::append_batch(&conn, &header, "inc-1", &logicals(&log.batch())).unwrap();
     let rows = rows_of(&conn, "s");
     assert_eq!(
@@ -1763,7 +1547,7 @@ fn assert_reads(path: &Path, id: &str, events: &[Event]) {
 /// packed tags, compressible and incompressible data above 4096 bytes.
 /// Returns the log and its batch cuts.
 fn rich_log() -> (Vec<Event>, Vec<usize>) {
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start()
         .user("u1", "read a.txt and b.txt")
         .step_start();
@@ -1799,7 +1583,7 @@ fn rich_log() -> (Vec<Event>, Vec<usize>) {
     );
     log.ignorable("assistant/chunk", &ignorable_delta);
     log.raw_chunk(r#"{"type":"finish","reason":"tool-calls"}"#);
-    log.assistant(
+    log.assistant_with_sources(
         "Let me read the files.",
         &[
             ("c1", "read_file", r#"{"path":"a.txt"}"#),
@@ -1822,13 +1606,13 @@ fn rich_log() -> (Vec<Event>, Vec<usize>) {
     )
     .ignorable("tool-call-chunks", "[]");
     log.step_start();
-    log.assistant("Both files read.", &[], Some(&[]));
+    log.assistant_with_sources("Both files read.", &[], Some(&[]));
     log.step_end().turn_end();
     let cut2 = log.events.len();
     // Turn 2: a prompt too random for zstd stays TEXT above 4096 bytes.
     let noise: String = serde_json::from_str(&incompressible_json(6000)).unwrap();
     log.turn_start().user("u2", &noise).step_start();
-    log.assistant("ok", &[], Some(&[]));
+    log.assistant_with_sources("ok", &[], Some(&[]));
     log.step_end().turn_end();
     (log.events, vec![6, 20, cut2])
 }
@@ -1944,10 +1728,10 @@ fn summary(s: &turnwal::SessionSummary) -> Summary {
 /// A crashed upstream session: turn 1 complete, turn 2 open with a recorded
 /// `tool/call` and no result.
 fn crashed_log() -> Log {
-    let mut log = Log::new();
-    log.simple_turn("hi", "hello");
+    let mut log = Log::starting_at(T0);
+    log.prompt_turn("hi", "hello");
     log.turn_start().user("u2", "run ls").step_start();
-    log.assistant("Running it.", &[("c9", "bash", r#"{"cmd":"ls"}"#)], None);
+    log.assistant_with_sources("Running it.", &[("c9", "bash", r#"{"cmd":"ls"}"#)], None);
     log.tool_call("c9", "bash", r#"{"cmd":"ls"}"#);
     log
 }
@@ -2100,7 +1884,7 @@ fn turnwal_reads_a_database_built_the_upstream_way() {
 
     // An append through turnwal inserts upstream's rows for that batch and
     // changes nothing before them.
-    let mut more = Log::new();
+    let mut more = Log::starting_at(T0);
     more.events = events.clone();
     more.taken = events.len();
     more.turn = 2;
@@ -2108,7 +1892,7 @@ fn turnwal_reads_a_database_built_the_upstream_way() {
     for t in ["a", "b", "c", "d"] {
         more.text(0, t);
     }
-    more.assistant("abcd", &[], Some(&[47, 46, 45, 44]));
+    more.assistant_with_sources("abcd", &[], Some(&[47, 46, 45, 44]));
     more.step_end().turn_end();
     let batch = more.batch();
     store.append("upstream-a", &batch).unwrap();
@@ -2209,8 +1993,8 @@ fn database_written_by_turnwal_passes_upstream_checks() {
     append_in_batches(&store, "full", &events, &cuts);
     let plain = SessionHeader::new("plain", 7);
     store.create(plain.clone()).unwrap();
-    let mut small = Log::new();
-    small.simple_turn("hi", "hello");
+    let mut small = Log::starting_at(T0);
+    small.prompt_turn("hi", "hello");
     store.append("plain", small.all()).unwrap();
     store
         .create(SessionHeader::new("never-appended", 9))
@@ -2296,11 +2080,11 @@ fn database_written_by_turnwal_passes_upstream_checks() {
 
     // The upstream harness appends a turn to turnwal's session; turnwal
     // reads the whole log back.
-    let mut more = Log::new();
+    let mut more = Log::starting_at(T0);
     more.events = small.events.clone();
     more.taken = small.events.len();
     more.turn = 1;
-    more.simple_turn("again", "sure");
+    more.prompt_turn("again", "sure");
     let batch = more.batch();
     upstream::append_batch(&conn, &plain, INCARNATION, &logicals(&batch)).unwrap();
     assert_eq!(revision_column(&path, "plain"), 2);
@@ -2317,7 +2101,8 @@ fn database_written_by_turnwal_passes_upstream_checks() {
 fn packing_across_batch_partitions_keeps_earlier_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
-    let log = Log::chunk_log(100);
+    let mut log = Log::starting_at(T0);
+    log.chunk_turn(100);
     let events = log.all();
     assert_eq!(events.len(), 104);
     let store = open_store(&path);
@@ -2371,7 +2156,8 @@ fn packing_across_batch_partitions_keeps_earlier_rows() {
 fn paced_stream_only_inserts_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("paced.db");
-    let log = Log::chunk_log(1000);
+    let mut log = Log::starting_at(T0);
+    log.chunk_turn(1000);
     let events = log.all();
     assert_eq!(events.len(), 1004);
     let store = open_store(&path);
@@ -2426,7 +2212,7 @@ fn read_from_seeks_through_packed_predecessor() {
     let conn = upstream::open(&path, STORE_ID);
     // Packed row at 2 covering 2..=6, then a scalar row at 4 that overlaps
     // it, then nothing closes the turn.
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start().step_start();
     for t in ["a", "b", "c", "d", "e"] {
         log.text(0, t);
@@ -2447,7 +2233,7 @@ fn read_from_seeks_through_packed_predecessor() {
     // A malformed packed row at 2 (not JSON), a valid scalar chunk at 5.
     let path = dir.path().join("malformed.db");
     let conn = upstream::open(&path, STORE_ID);
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start().step_start();
     let header = SessionHeader::new("bad", 1);
     upstream::append_batch(&conn, &header, INCARNATION, &logicals(log.all())).unwrap();
@@ -2501,8 +2287,8 @@ fn hold_write_lock(path: &Path, hold: Duration) -> thread::JoinHandle<()> {
 /// A session "s" holding one complete turn (seqs 0..=5), and the log to
 /// continue it.
 fn one_turn_session(path: &Path, store: &Store) -> Log {
-    let mut log = Log::new();
-    log.simple_turn("hi", "hello");
+    let mut log = Log::starting_at(T0);
+    log.prompt_turn("hi", "hello");
     store.create(SessionHeader::new("s", 1)).unwrap();
     store.append("s", &log.batch()).unwrap();
     assert!(path.exists());
@@ -2517,7 +2303,7 @@ fn append_waits_for_a_writer_holding_begin_immediate() {
     let path = dir.path().join("busy.db");
     let store = open_store(&path);
     let mut log = one_turn_session(&path, &store);
-    log.simple_turn("again", "sure");
+    log.prompt_turn("again", "sure");
     let batch = log.batch();
     let holder = hold_write_lock(&path, Duration::from_millis(200));
     let started = Instant::now();
@@ -2550,7 +2336,7 @@ fn append_fails_clearly_when_busy_timeout_expires() {
     };
     let store = store_over(SqliteBackend::open(&path, options).unwrap());
     let mut log = one_turn_session(&path, &store);
-    log.simple_turn("again", "sure");
+    log.prompt_turn("again", "sure");
     let batch = log.batch();
     let before = snapshot(&path, "s");
     let holder = hold_write_lock(&path, Duration::from_millis(1500));
@@ -2773,7 +2559,7 @@ fn detects_ownership_change_at_append() {
         let mut log = one_turn_session(&path, &store);
         raw(&path).pragma_update(None, pragma, value).unwrap();
         let before = snapshot(&path, "s");
-        log.simple_turn("again", "sure");
+        log.prompt_turn("again", "sure");
         let text = store.append("s", &log.batch()).unwrap_err().to_string();
         assert_eq!(text, format!("{}: {says}", path.display()), "{pragma}");
         assert_eq!(snapshot(&path, "s"), before, "{pragma}");
@@ -2808,21 +2594,21 @@ fn stale_writer_is_rejected_between_two_stores() {
         }
         other => panic!("{other:?}"),
     }
-    let mut ours = Log::new();
+    let mut ours = Log::starting_at(T0);
     ours.events = log.events.clone();
     ours.taken = 6;
     ours.turn = 1;
-    ours.simple_turn("winner", "won");
+    ours.prompt_turn("winner", "won");
     winner.append("s", &ours.batch()).unwrap();
     winner.close("s").unwrap();
     let rows = snapshot(&path, "s");
     let revision = revision_column(&path, "s");
 
-    let mut theirs = Log::new();
+    let mut theirs = Log::starting_at(T0);
     theirs.events = log.events.clone();
     theirs.taken = 6;
     theirs.turn = 1;
-    theirs.simple_turn("stale", "lost");
+    theirs.prompt_turn("stale", "lost");
     let err = stale.append("s", &theirs.batch()).unwrap_err();
     assert!(
         matches!(
@@ -2858,13 +2644,13 @@ fn stale_writer_is_rejected_after_rows_written_behind_its_back() {
     let path = dir.path().join("behind.db");
     let store = open_store(&path);
     let mut log = one_turn_session(&path, &store);
-    let mut upstream_log = Log::new();
+    let mut upstream_log = Log::starting_at(T0);
     upstream_log.events = log.events.clone();
     upstream_log.taken = 6;
     upstream_log.turn = 1;
     upstream_log
-        .simple_turn("from upstream", "ok")
-        .simple_turn("and again", "ok");
+        .prompt_turn("from upstream", "ok")
+        .prompt_turn("and again", "ok");
     let header = SessionHeader::new("s", 1);
     upstream::append_batch(
         &raw(&path),
@@ -2874,7 +2660,7 @@ fn stale_writer_is_rejected_after_rows_written_behind_its_back() {
     )
     .unwrap();
     let rows = snapshot(&path, "s");
-    log.simple_turn("stale", "lost");
+    log.prompt_turn("stale", "lost");
     let err = store.append("s", &log.batch()).unwrap_err();
     assert!(
         matches!(
@@ -2901,8 +2687,8 @@ fn stale_writer_is_rejected_after_rows_written_behind_its_back() {
 /// (`'{not valid json'` as an `assistant/chunk`) at 8.
 fn torn_session(path: &Path) -> Log {
     let conn = upstream::open(path, STORE_ID);
-    let mut log = Log::new();
-    log.simple_turn("hi", "hello");
+    let mut log = Log::starting_at(T0);
+    log.prompt_turn("hi", "hello");
     log.turn_start().user("u2", "more");
     upstream::append_batch(
         &conn,
@@ -2943,12 +2729,12 @@ fn stale_repair_is_rejected() {
     let conn = raw(&path);
     conn.execute("DELETE FROM events WHERE session_id = 's' AND seq >= 8", [])
         .unwrap();
-    let mut winner = Log::new();
+    let mut winner = Log::starting_at(T0);
     winner.events = log.events.clone();
     winner.taken = 8;
     winner.turn = 2;
     winner.push("turn/end", r#"{"turn":2,"reason":{"kind":"interrupted"}}"#);
-    winner.simple_turn("turn three", "done");
+    winner.prompt_turn("turn three", "done");
     let header = SessionHeader::new("s", 1);
     upstream::append_batch(&conn, &header, INCARNATION, &logicals(&winner.batch())).unwrap();
     let rows = snapshot(&path, "s");
@@ -2987,7 +2773,7 @@ fn malformed_tail_row_is_rejected_before_an_append() {
     };
     upstream::insert_row(&raw(&path), "s", &torn).unwrap();
     let rows = snapshot(&path, "s");
-    log.simple_turn("again", "sure");
+    log.prompt_turn("again", "sure");
     let err = store.append("s", &log.batch()).unwrap_err();
     assert_eq!(
         err.corruption(),
@@ -3021,11 +2807,11 @@ fn malformed_tail_row_is_rejected_before_an_append() {
 /// rows at 9 and 12 are committed.
 fn victim_session(path: &Path, closed: bool) -> Log {
     let conn = upstream::open(path, STORE_ID);
-    let mut log = Log::new();
-    log.simple_turn("hi", "hello");
+    let mut log = Log::starting_at(T0);
+    log.prompt_turn("hi", "hello");
     log.turn_start().user("u2", "more").step_start();
     log.text(0, "a").text(0, "b").text(0, "c");
-    log.assistant("abc", &[], Some(&[9, 10, 11]));
+    log.assistant_with_sources("abc", &[], Some(&[9, 10, 11]));
     if closed {
         log.step_end().turn_end();
     }
@@ -3169,11 +2955,11 @@ fn assert_committed_corruption(how: Damage) {
     // loading (which would commit a repair), and appending a new turn (a
     // cold append adopts the session, which upstream's coordinator does by
     // loading it first).
-    let mut next = Log::new();
+    let mut next = Log::starting_at(T0);
     next.events = log.events.clone();
     next.taken = log.events.len();
     next.turn = 2;
-    next.simple_turn("three", "ok");
+    next.prompt_turn("three", "ok");
     let batch = next.batch();
     let ops: [(&str, &StoreOp); 3] = [
         ("inspect", &|s| s.inspect("s").map(|_| ())),
@@ -3340,7 +3126,7 @@ fn compressible_json(len: usize) -> String {
 fn compression_thresholds() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("zstd.db");
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start();
     let payloads = [
         compressible_json(4095),
@@ -3431,7 +3217,7 @@ fn compression_thresholds() {
 /// `turn/start`, `step/start`, one text delta per member, `step/end`,
 /// `turn/end`, in one batch.
 fn run_session(path: &Path, id: &str, members: &[String]) -> (Log, Vec<Row>) {
-    let mut log = Log::new();
+    let mut log = Log::starting_at(T0);
     log.turn_start().step_start();
     for m in members {
         log.text(0, m);

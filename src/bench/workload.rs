@@ -20,32 +20,8 @@
 //! turnwal and a baseline in one run) see identical input.
 
 use crate::event::{Event, EventKind};
-
-/// A tiny xorshift generator: deterministic, no dependency.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed` (any value, 0 included).
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    /// The next value.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-}
+use crate::rng::Rng;
+use crate::workload::{TurnState, tool_call_blocks};
 
 /// Words as they appear inside a JSON string: some carry escapes, some
 /// non-ASCII text, so validation and UTF-8 checks do real work.
@@ -104,33 +80,28 @@ fn sized(rng: &mut Rng, template: &str, total: usize) -> String {
 #[derive(Debug, Clone)]
 pub struct Workload {
     rng: Rng,
-    seq: u64,
-    time: i64,
-    turn: u64,
+    state: TurnState,
 }
 
 impl Workload {
     /// A session generated from `seed`, starting at seq 0.
     pub fn new(seed: u64) -> Workload {
         Workload {
-            rng: Rng::new(seed),
-            seq: 0,
-            time: 1_700_000_000_000,
-            turn: 0,
+            // The bench's own seeding, so fixtures stay byte-identical.
+            rng: Rng::from_state(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            state: TurnState::new(1_700_000_000_000),
         }
     }
 
     /// The seq the next generated event gets.
     pub fn next_seq(&self) -> u64 {
-        self.seq
+        self.state.seq()
     }
 
     fn push(&mut self, batch: &mut Vec<Event>, event_type: &str, data: String) {
-        self.time += 1 + (self.seq % 7) as i64;
-        let event =
-            Event::new(event_type, self.seq, self.time, &data).expect("generated events are valid");
-        batch.push(event);
-        self.seq += 1;
+        let time = self.state.time() + 1 + (self.state.seq() % 7) as i64;
+        self.state.set_time(time);
+        batch.push(self.state.event(event_type, &data));
     }
 
     /// The next complete turn, of 20 to 200 events.
@@ -143,8 +114,7 @@ impl Workload {
     /// and `turn/end` when `complete`; otherwise it stops after the last
     /// step's final `tool/call`, whose result never comes (a crash mid-turn).
     pub fn turn_of(&mut self, n: u64, complete: bool) -> Vec<Event> {
-        self.turn += 1;
-        let turn = self.turn;
+        let turn = self.state.start_turn();
         let mut batch = Vec::with_capacity(n as usize + 4);
         let chunks = n * 7 / 10;
         let pairs = (n / 10).max(1);
@@ -158,7 +128,8 @@ impl Workload {
                 r#"{{"id":"u-{turn}","role":"user","content":[{{"type":"text","text":"{prompt}"}}],"source":{{"kind":"user"}}}}"#
             ),
         );
-        for step in 1..=steps {
+        for _ in 0..steps {
+            let step = self.state.start_step();
             let last_step = step == steps;
             self.push(
                 &mut batch,
@@ -180,14 +151,7 @@ impl Workload {
             let calls: Vec<String> = (0..pairs / steps)
                 .map(|i| format!("call-{turn}-{step}-{i}"))
                 .collect();
-            let blocks: Vec<String> = calls
-                .iter()
-                .map(|id| {
-                    format!(
-                        r#"{{"type":"tool-call","id":"{id}","name":"read_file","arguments":"{{}}"}}"#
-                    )
-                })
-                .collect();
+            let blocks = tool_call_blocks(&calls, "read_file");
             let said = text(&mut self.rng, 80);
             self.push(
                 &mut batch,
@@ -195,10 +159,13 @@ impl Workload {
                 format!(
                     r#"{{"turn":{turn},"step":{step},"message":{{"role":"assistant","content":[{{"type":"text","text":"{said}"}}{}{}]}}}}"#,
                     if blocks.is_empty() { "" } else { "," },
-                    blocks.join(",")
+                    blocks
                 ),
             );
-            for (i, id) in calls.iter().enumerate() {
+            let count = calls.len();
+            self.state.request(calls);
+            for i in 0..count {
+                let id = self.state.call().expect("the step requested its calls");
                 let size = self.rng.range(1024, 4096) as usize;
                 let call = sized(
                     &mut self.rng,
@@ -208,7 +175,7 @@ impl Workload {
                     size,
                 );
                 self.push(&mut batch, "tool/call", call);
-                if !complete && last_step && i + 1 == calls.len() {
+                if !complete && last_step && i + 1 == count {
                     // The crash: the call is recorded, its result never is.
                     return batch;
                 }
@@ -221,16 +188,19 @@ impl Workload {
                     size,
                 );
                 self.push(&mut batch, "tool/result", result);
+                self.state.answer();
             }
             if !complete && last_step {
                 return batch;
             }
+            self.state.end_step();
             self.push(
                 &mut batch,
                 "step/end",
                 format!(r#"{{"turn":{turn},"step":{step}}}"#),
             );
         }
+        self.state.end_turn();
         self.push(
             &mut batch,
             "turn/end",

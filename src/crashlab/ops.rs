@@ -6,10 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use super::oracle::{self, Model, Target};
-use super::workload::{Generator, Rng};
+use super::workload::Generator;
 use crate::backend::SyncMode;
 use crate::error::Error;
 use crate::event::Event;
+use crate::rng::Rng;
 use crate::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use crate::store::{Store, StoreOptions};
 

@@ -3,75 +3,33 @@
 //! that request tools, recorded calls and their results, and now and then a
 //! payload large enough to span several sectors.
 
-use crate::event::{Event, EventKind};
+use crate::event::Event;
+use crate::rng::Rng;
+use crate::workload::{TurnState, tool_call_blocks};
 
-/// A small deterministic generator.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1)
-    }
-
-    /// The next value.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
-
-/// Where one session's generated log stands.
+/// Where one session's generated log stands: the shared
+/// [`TurnState`], with the crash lab's own choices of what comes next.
 #[derive(Debug, Clone)]
 pub struct Generator {
-    seq: u64,
-    time: i64,
-    turn: u64,
-    in_turn: bool,
-    step: Option<u64>,
-    next_step: u64,
-    /// Tool calls requested by the open step's assistant message, not yet
-    /// recorded as started.
-    requested: Vec<String>,
-    /// Recorded calls of the open step without a result.
-    called: Vec<String>,
+    state: TurnState,
 }
 
 impl Generator {
     /// A generator for an empty session.
     pub fn new() -> Generator {
         Generator {
-            seq: 0,
-            time: 1_000,
-            turn: 0,
-            in_turn: false,
-            step: None,
-            next_step: 1,
-            requested: Vec::new(),
-            called: Vec::new(),
+            state: TurnState::new(1_000),
         }
     }
 
-    /// A generator continuing a balanced log (as recovery leaves it).
+    /// A generator continuing `log` (seqs from 0): a balanced log, as
+    /// recovery leaves it, or one that ends inside an open turn, which the
+    /// generator then continues (its open step, requested calls and calls
+    /// without a result included).
     pub fn resume(log: &[Event]) -> Generator {
-        let mut g = Generator::new();
-        g.seq = log.len() as u64;
-        g.time = log.last().map_or(1_000, Event::time);
-        g.turn = log
-            .iter()
-            .filter(|e| e.kind() == EventKind::TurnStart)
-            .count() as u64;
-        g
+        Generator {
+            state: TurnState::resume(1_000, log),
+        }
     }
 
     /// The next `n` events (at least one).
@@ -80,39 +38,39 @@ impl Generator {
     }
 
     fn emit(&mut self, event_type: &str, data: String) -> Event {
-        self.time += 1;
-        let event =
-            Event::new(event_type, self.seq, self.time, &data).expect("generated events are valid");
-        self.seq += 1;
-        event
+        self.state.set_time(self.state.time() + 1);
+        self.state.event(event_type, &data)
     }
 
     fn next_event(&mut self, rng: &mut Rng) -> Event {
-        let t = self.turn;
-        if !self.in_turn {
-            self.turn += 1;
-            self.in_turn = true;
-            self.next_step = 1;
-            return self.emit("turn/start", format!(r#"{{"turn":{}}}"#, self.turn));
+        if !self.state.in_turn() {
+            let turn = self.state.start_turn();
+            return self.emit("turn/start", format!(r#"{{"turn":{turn}}}"#));
         }
-        let Some(step) = self.step else {
+        let t = self.state.turn();
+        let Some(step) = self.state.step() else {
             return match rng.below(4) {
-                0 => self.emit(
-                    "user/message",
-                    format!(r#"{{"id":"u{t}-{}","role":"user","content":[{{"type":"text","text":"go \u00e9"}}]}}"#, self.seq),
-                ),
-                1 if self.next_step > 1 => {
-                    self.in_turn = false;
-                    self.emit("turn/end", format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#))
+                0 => {
+                    let seq = self.state.seq();
+                    self.emit(
+                        "user/message",
+                        format!(r#"{{"id":"u{t}-{seq}","role":"user","content":[{{"type":"text","text":"go \u00e9"}}]}}"#),
+                    )
+                }
+                1 if self.state.next_step() > 1 => {
+                    self.state.end_turn();
+                    self.emit(
+                        "turn/end",
+                        format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+                    )
                 }
                 _ => {
-                    let s = self.next_step;
-                    self.step = Some(s);
-                    self.next_step += 1;
+                    let s = self.state.start_step();
                     self.emit("step/start", format!(r#"{{"turn":{t},"step":{s}}}"#))
                 }
             };
         };
+        let idle = self.state.requested().is_empty() && self.state.called().is_empty();
         match rng.below(10) {
             0..=4 => {
                 let text = "z".repeat(rng.below(180) as usize);
@@ -121,25 +79,21 @@ impl Generator {
                     format!(r#"{{"turn":{t},"step":{step},"chunk":{{"type":"text-delta","index":0,"text":"{text}\"\n"}}}}"#),
                 )
             }
-            5 if self.requested.is_empty() && self.called.is_empty() => {
+            5 if idle => {
                 let ids: Vec<String> = (0..1 + rng.below(3)).map(|i| format!("c{t}-{step}-{i}")).collect();
-                let blocks: Vec<String> = ids
-                    .iter()
-                    .map(|id| format!(r#"{{"type":"tool-call","id":"{id}","name":"run","arguments":"{{}}"}}"#))
-                    .collect();
-                self.requested = ids;
+                let blocks = tool_call_blocks(&ids, "run");
+                self.state.request(ids);
                 self.emit(
                     "assistant/message",
-                    format!(r#"{{"turn":{t},"step":{step},"message":{{"role":"assistant","content":[{}]}}}}"#, blocks.join(",")),
+                    format!(r#"{{"turn":{t},"step":{step},"message":{{"role":"assistant","content":[{blocks}]}}}}"#),
                 )
             }
-            6 | 7 if !self.requested.is_empty() => {
-                let id = self.requested.remove(0);
-                self.called.push(id.clone());
+            6 | 7 if !self.state.requested().is_empty() => {
+                let id = self.state.call().expect("a call was requested");
                 self.emit("tool/call", format!(r#"{{"turn":{t},"step":{step},"callId":"{id}","name":"run","arguments":"{{}}"}}"#))
             }
-            6..=8 if !self.called.is_empty() => {
-                let id = self.called.remove(0);
+            6..=8 if !self.state.called().is_empty() => {
+                let (id, _) = self.state.answer().expect("a call was recorded");
                 // Now and then a result larger than a 4 KiB sector.
                 let body = "r".repeat(if rng.below(4) == 0 { 9000 } else { rng.below(300) as usize });
                 self.emit(
@@ -148,9 +102,7 @@ impl Generator {
                 )
             }
             9 => {
-                self.step = None;
-                self.requested.clear();
-                self.called.clear();
+                self.state.end_step();
                 self.emit("step/end", format!(r#"{{"turn":{t},"step":{step}}}"#))
             }
             _ => self.emit(
@@ -182,5 +134,26 @@ mod tests {
             let mut resumed = Generator::resume(&[]);
             resumed.batch(&mut rng, 3);
         }
+    }
+
+    #[test]
+    fn resume_continues_an_open_turn() {
+        let mut rng = Rng::new(9);
+        let log = Generator::new().batch(&mut rng, 300);
+        let mut open = 0;
+        for cut in 0..=log.len() {
+            let mut tracker = Tracker::new(Policy::Strict);
+            tracker.accept_batch(&log[..cut]).unwrap();
+            open += usize::from(tracker.in_turn());
+            let more = Generator::resume(&log[..cut]).batch(&mut rng, 40);
+            assert_eq!(more[0].seq(), cut as u64);
+            if tracker.in_turn() {
+                assert_ne!(more[0].event_type(), "turn/start", "cut {cut}");
+            }
+            tracker
+                .accept_batch(&more)
+                .unwrap_or_else(|v| panic!("cut {cut}: {v:?}"));
+        }
+        assert!(open > 200, "{open} cuts inside a turn");
     }
 }

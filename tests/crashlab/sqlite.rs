@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::crashlab::oracle::{self, Model};
-use turnwal::crashlab::workload::{Generator, Rng};
+use turnwal::crashlab::workload::Generator;
+use turnwal::rng::Rng;
 use turnwal::{Error, Event, SessionHeader, Store, StoreOptions, interrupted_turn_closers};
 
 use crate::scale;

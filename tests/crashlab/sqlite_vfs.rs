@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rusqlite::ffi;
+use turnwal::rng::Rng;
 
 /// What survives a crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,20 +218,6 @@ fn state() -> std::sync::MutexGuard<'static, Option<Shim>> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A small generator for the torn mode.
-struct Rng(u64);
-
-impl Rng {
-    fn coin(&mut self) -> bool {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x & 1 == 1
-    }
-}
-
 unsafe extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
 }
@@ -284,7 +271,8 @@ impl Shim {
 
     /// Leaves the files as `mode` would, then dies with SIGKILL.
     fn crash(&mut self, mode: CrashMode) -> ! {
-        let mut rng = Rng(self.config.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ self.ops | 1);
+        let mut rng =
+            Rng::from_state(self.config.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ self.ops | 1);
         for (path, t) in &self.files {
             let survivor = match mode {
                 CrashMode::Kill => continue,

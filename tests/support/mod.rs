@@ -1,5 +1,5 @@
-//! Helpers shared by the CLI tests of `convert` and of SQLite stores: run
-//! the real binary, build event lines, read a store back.
+//! Helpers shared by the integration tests: run the real binary, build
+//! event lines, read a store back, build a session log ([`log::Log`]).
 
 #![allow(dead_code)] // each test crate uses its own subset
 
@@ -12,6 +12,8 @@ use turnwal::{SessionHeader, Store, StoreOptions};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
 pub const T0: i64 = 1_700_000_000_000;
+
+pub mod log;
 
 /// What a run printed and how it exited.
 #[derive(Debug)]

@@ -4,8 +4,9 @@
 use std::collections::VecDeque;
 
 use crate::contract::{NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, Policy, Tracker};
-use crate::crashlab::workload::Rng;
 use crate::event::{Event, MAX_SAFE_INTEGER};
+use crate::rng::Rng;
+use crate::workload::{TurnState, tool_call_blocks};
 
 // ---------------------------------------------------------------------------
 // The log generator
@@ -78,18 +79,8 @@ pub struct LogGen {
     pub(super) rng: Rng,
     pub(super) policy: Policy,
     pub(super) shapes: Shapes,
-    pub(super) seq: u64,
-    pub(super) time: i64,
-    /// The last turn started.
-    pub(super) turn: u64,
-    pub(super) in_turn: bool,
-    pub(super) step: Option<u64>,
-    pub(super) next_step: u64,
-    /// Tool-call ids the open step's assistant message requested, not yet
-    /// recorded as started.
-    pub(super) requested: Vec<String>,
-    /// Recorded calls of the open step without a result: (id, seq).
-    pub(super) called: Vec<(String, u64)>,
+    /// Where the generated log stands (turn, step, tool calls, seq, clock).
+    pub(super) state: TurnState,
     pub(super) pending: VecDeque<Event>,
     pub(super) names: u64,
     /// Name the events [`LogGen`] would name like a packed tag
@@ -168,14 +159,7 @@ impl LogGen {
             rng,
             policy,
             shapes,
-            seq: 0,
-            time,
-            turn: 0,
-            in_turn: false,
-            step: None,
-            next_step: 1,
-            requested: Vec::new(),
-            called: Vec::new(),
+            state: TurnState::new(time),
             pending: VecDeque::new(),
             names: 0,
             no_row_tags: false,
@@ -205,11 +189,8 @@ impl LogGen {
             tracker.open_turn()
         );
         let mut g = LogGen::new(seed, self.policy, self.shapes);
-        g.seq = log.len() as u64;
-        if let Some(last) = log.last() {
-            g.time = last.time();
-        }
-        g.turn = u64::from(tracker.placement().turn);
+        g.state = TurnState::resume(g.state.time(), log);
+        debug_assert_eq!(g.state.turn(), u64::from(tracker.placement().turn));
         g.stats = self.stats;
         g.no_row_tags = self.no_row_tags;
         g
@@ -226,7 +207,7 @@ impl LogGen {
 
     /// The seq of the next event [`LogGen::batch`] hands out.
     pub fn next_seq(&self) -> u64 {
-        self.seq - self.pending.len() as u64
+        self.state.seq() - self.pending.len() as u64
     }
 
     fn chance(&mut self, percent: u64) -> bool {
@@ -238,9 +219,9 @@ impl LogGen {
     }
 
     fn advance_time(&mut self) {
-        let before = self.time;
-        let t = i128::from(self.time);
-        self.time = safe_time(match self.rng.below(100) {
+        let before = self.state.time();
+        let t = i128::from(before);
+        self.state.set_time(safe_time(match self.rng.below(100) {
             0..=59 => t + self.rng.below(5) as i128,
             60..=74 => t,
             75..=91 => t - 1 - self.rng.below(50) as i128,
@@ -261,8 +242,8 @@ impl LogGen {
                     MAX_SAFE_INTEGER as i128 - self.rng.below(3) as i128
                 }
             }
-        });
-        if self.time < before {
+        }));
+        if self.state.time() < before {
             self.stats.decreasing_times += 1;
         }
     }
@@ -277,8 +258,8 @@ impl LogGen {
         let mut line = format!(
             r#"{{"type":{},"seq":{},"time":{},"data":{data}"#,
             quote(event_type),
-            self.seq,
-            self.time
+            self.state.seq(),
+            self.state.time()
         );
         if extras.ignorable {
             line.push_str(r#","ignorable":true"#);
@@ -304,18 +285,18 @@ impl LogGen {
         line.push('}');
         let event = Event::from_json(line.as_bytes())
             .unwrap_or_else(|e| panic!("generated event {line} is invalid: {e}"));
-        self.seq += 1;
+        self.state.take_seq();
         self.pending.push_back(event);
     }
 
     /// Random `surfaceOp`/`sourceEventSeqs` for a surface event.
     fn surface_extras(&mut self) -> Extras {
         let mut extras = Extras::default();
-        if self.seq > 0 && self.chance(40) {
-            let n = 1 + self.rng.below(3.min(self.seq));
+        if self.state.seq() > 0 && self.chance(40) {
+            let n = 1 + self.rng.below(3.min(self.state.seq()));
             let mut seqs: Vec<u64> = Vec::new();
             while (seqs.len() as u64) < n {
-                let s = self.rng.below(self.seq);
+                let s = self.rng.below(self.state.seq());
                 if !seqs.contains(&s) {
                     seqs.push(s);
                 }
@@ -327,8 +308,8 @@ impl LogGen {
             });
         }
         if self.chance(40) {
-            extras.surface = Some(if self.seq > 0 && self.chance(30) {
-                let end = self.rng.below(self.seq);
+            extras.surface = Some(if self.state.seq() > 0 && self.chance(30) {
+                let end = self.rng.below(self.state.seq());
                 let start = self.rng.below(end + 1);
                 if self.chance(20) {
                     // Kept as written, whitespace and all.
@@ -370,27 +351,24 @@ impl LogGen {
     }
 
     fn action(&mut self) {
-        if !self.in_turn {
+        if !self.state.in_turn() {
             return self.between_turns();
         }
-        match self.step {
+        match self.state.step() {
             None => self.in_turn_outside_step(),
             Some(step) => self.in_step(step),
         }
     }
 
     fn between_turns(&mut self) {
-        if self.policy == Policy::Lenient && self.seq > 0 && self.chance(25) {
+        if self.policy == Policy::Lenient && self.state.seq() > 0 && self.chance(25) {
             // Lenient keeps plugin events and user messages between turns.
             return self.loose_event();
         }
-        self.turn += 1;
-        self.in_turn = true;
-        self.step = None;
-        self.next_step = 1;
+        let turn = self.state.start_turn();
         self.emit(
             "turn/start",
-            &format!(r#"{{"turn":{}}}"#, self.turn),
+            &format!(r#"{{"turn":{turn}}}"#),
             Extras::default(),
         );
     }
@@ -401,7 +379,7 @@ impl LogGen {
             1 => self.tag_named(),
             _ => {
                 let note = self.payload();
-                let data = format!(r#"{{"n":{},"note":{note}}}"#, self.seq);
+                let data = format!(r#"{{"n":{},"note":{note}}}"#, self.state.seq());
                 let extras = Extras {
                     ignorable: self.chance(50),
                     ..Extras::default()
@@ -415,7 +393,7 @@ impl LogGen {
         let text = self.plain_text();
         let data = format!(
             r#"{{"id":"u{}","role":"user","content":[{{"type":"text","text":{text}}}]}}"#,
-            self.seq
+            self.state.seq()
         );
         let extras = self.surface_extras();
         self.emit("user/message", &data, extras);
@@ -437,7 +415,7 @@ impl LogGen {
         let data = match self.rng.below(3) {
             0 => format!(
                 r#"{{"turn":{},"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}"#,
-                self.turn.max(1)
+                self.state.turn().max(1)
             ),
             1 => r#"{"turn":1,"step":1,"index":0,"dt":[0,0],"id":"t","args":["{","}",""]}"#.into(),
             _ => format!(r#"{{"plugin":true,"value":{}}}"#, self.payload()),
@@ -450,7 +428,7 @@ impl LogGen {
     }
 
     fn in_turn_outside_step(&mut self) {
-        let t = self.turn;
+        let t = self.state.turn();
         match self.rng.below(12) {
             0..=1 => self.user_message(),
             2 => self.tag_named(),
@@ -459,12 +437,12 @@ impl LogGen {
                 let text = self.payload();
                 let data = format!(
                     r#"{{"id":"c{}","role":"system","content":[{{"type":"text","text":{text}}}]}}"#,
-                    self.seq
+                    self.state.seq()
                 );
                 self.emit("context/message", &data, Extras::default());
             }
-            5..=6 if self.next_step > 1 || self.chance(30) => {
-                self.in_turn = false;
+            5..=6 if self.state.next_step() > 1 || self.chance(30) => {
+                self.state.end_turn();
                 let reason = if self.chance(80) {
                     r#"{"kind":"completed"}"#
                 } else {
@@ -477,11 +455,7 @@ impl LogGen {
                 );
             }
             _ => {
-                let s = self.next_step;
-                self.step = Some(s);
-                self.next_step += 1;
-                self.requested.clear();
-                self.called.clear();
+                let s = self.state.start_step();
                 self.emit(
                     "step/start",
                     &format!(r#"{{"turn":{t},"step":{s}}}"#),
@@ -492,53 +466,43 @@ impl LogGen {
     }
 
     fn in_step(&mut self, step: u64) {
-        let t = self.turn;
+        let t = self.state.turn();
         match self.rng.below(20) {
             0..=7 => self.chunk_run(step),
-            8..=9 if self.requested.is_empty() && self.called.is_empty() => {
+            8..=9 if self.state.requested().is_empty() && self.state.called().is_empty() => {
                 self.names += 1;
                 let n = 1 + self.rng.below(3);
                 let ids: Vec<String> = (0..n)
                     .map(|i| format!("call-{t}-{step}-{}-{i}", self.names))
                     .collect();
-                let blocks: Vec<String> = ids
-                    .iter()
-                    .map(|id| {
-                        format!(
-                            r#"{{"type":"tool-call","id":"{id}","name":"run","arguments":"{{}}"}}"#
-                        )
-                    })
-                    .collect();
+                let blocks = tool_call_blocks(&ids, "run");
                 let data = format!(
-                    r#"{{"turn":{t},"step":{step},"message":{{"role":"assistant","content":[{{"type":"text","text":{}}},{}]}}}}"#,
+                    r#"{{"turn":{t},"step":{step},"message":{{"role":"assistant","content":[{{"type":"text","text":{}}},{blocks}]}}}}"#,
                     self.payload(),
-                    blocks.join(",")
                 );
                 let extras = self.surface_extras();
                 self.emit("assistant/message", &data, extras);
-                self.requested = ids;
+                self.state.request(ids);
             }
-            10..=11 if !self.requested.is_empty() => {
-                let id = self.requested.remove(0);
+            10..=11 if !self.state.requested().is_empty() => {
+                let id = self.state.call().expect("a call was requested");
                 let data = format!(
                     r#"{{"turn":{t},"step":{step},"callId":"{id}","name":"run","arguments":"{{\"cmd\":\"ls\"}}"}}"#
                 );
-                let seq = self.seq;
                 self.emit("tool/call", &data, Extras::default());
-                self.called.push((id, seq));
             }
-            12..=13 if !self.called.is_empty() => {
-                let (id, call_seq) = self.called.remove(0);
+            12..=13 if !self.state.called().is_empty() => {
+                let (id, call_seq) = self.state.answer().expect("a call was recorded");
                 if self.chance(15) {
                     self.closer_shaped(step, &id, Some(call_seq));
                 } else {
                     self.tool_result(step, &id, call_seq);
                 }
             }
-            14 if !self.requested.is_empty() && self.chance(50) => {
+            14 if !self.state.requested().is_empty() && self.chance(50) => {
                 // The producer gave up on a requested call and says so in
                 // the shape recovery's closer has.
-                let id = self.requested.remove(0);
+                let id = self.state.abandon().expect("a call was requested");
                 self.closer_shaped(step, &id, None);
             }
             15 => self.tag_named(),
@@ -548,16 +512,14 @@ impl LogGen {
                     self.payload()
                 );
                 let mut extras = self.surface_extras();
-                let end = self.seq.saturating_sub(1);
+                let end = self.state.seq().saturating_sub(1);
                 let start = self.rng.below(end + 1);
                 extras.surface = Some(format!(r#"{{"op":"replace","start":{start},"end":{end}}}"#));
                 self.emit("tool/result", &data, extras);
             }
             17 => self.loose_event(),
             _ => {
-                self.step = None;
-                self.requested.clear();
-                self.called.clear();
+                self.state.end_step();
                 self.emit(
                     "step/end",
                     &format!(r#"{{"turn":{t},"step":{step}}}"#),
@@ -568,7 +530,7 @@ impl LogGen {
     }
 
     fn tool_result(&mut self, step: u64, id: &str, call_seq: u64) {
-        let t = self.turn;
+        let t = self.state.turn();
         let data = format!(
             r#"{{"turn":{t},"step":{step},"message":{{"id":"r-{id}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":{}}}]}}]}}}}"#,
             self.plain_text()
@@ -589,7 +551,7 @@ impl LogGen {
     /// either key order.
     fn closer_shaped(&mut self, step: u64, id: &str, call_seq: Option<u64>) {
         self.stats.closer_shaped += 1;
-        let t = self.turn;
+        let t = self.state.turn();
         let (name, code, text) = match call_seq {
             Some(_) => (
                 "ToolOutcomeUnknownError",
@@ -600,7 +562,7 @@ impl LogGen {
         };
         let data = format!(
             r#"{{"turn":{t},"step":{step},"message":{{"id":"interrupted-tool-result-{id}-{}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","isError":true,"content":[{{"type":"text","text":{}}}]}}]}},"error":{{"name":"{name}","code":"{code}"}}}}"#,
-            self.seq,
+            self.state.seq(),
             quote(text)
         );
         let extras = Extras {
@@ -632,7 +594,7 @@ impl LogGen {
     }
 
     fn chunk_run(&mut self, step: u64) {
-        let t = self.turn;
+        let t = self.state.turn();
         let kind = self.rng.below(3) as usize;
         // Runs over the 1 MiB row bound: a few members of 250 to 450 KiB.
         let huge = self.chance(self.shapes.huge_runs);
@@ -719,14 +681,14 @@ impl LogGen {
             };
             if cheap {
                 // Keep 1024+ runs cheap: small steady time steps.
-                self.time += self.rng.below(2) as i64;
-                self.time = self.time.min(MAX_SAFE_INTEGER as i64);
+                let time = self.state.time() + self.rng.below(2) as i64;
+                self.state.set_time(time.min(MAX_SAFE_INTEGER as i64));
                 let line = format!(
                     r#"{{"type":"assistant/chunk","seq":{},"time":{},"data":{data}}}"#,
-                    self.seq, self.time
+                    self.state.take_seq(),
+                    self.state.time()
                 );
                 let event = Event::from_json(line.as_bytes()).expect("a valid delta");
-                self.seq += 1;
                 self.pending.push_back(event);
             } else {
                 self.emit("assistant/chunk", &data, Extras::default());

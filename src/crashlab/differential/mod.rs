@@ -90,7 +90,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::workload::Rng;
 use crate::backend::SyncMode;
 use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::{SqliteOptions, Synchronous};
@@ -98,6 +97,7 @@ use crate::contract::Policy;
 use crate::error::Result;
 use crate::event::Event;
 use crate::header::SessionHeader;
+use crate::rng::Rng;
 use crate::store::{Receipt, Store, StoreOptions};
 use keys::{events_key, report_key, view_key};
 use storage::{
@@ -668,7 +668,7 @@ impl Differential {
         self.resync(session);
         let id = self.sessions[session].id.clone();
         let next = self.sessions[session].generator.next_seq();
-        let turn = self.sessions[session].generator.turn;
+        let turn = self.sessions[session].generator.state.turn();
         let event = |t: &str, seq: u64, data: &str| Event::new(t, seq, 1, data).expect("valid");
         let batch = match how % 3 {
             0 => vec![event("plugin/x", next + 1, "{}")],
