@@ -55,7 +55,7 @@ impl Placement<'_> {
 /// (two cuts in the same millisecond) gets the next free millisecond.
 pub fn keep(storage: &dyn Storage, at: &Placement<'_>, bytes: &[u8]) -> io::Result<PathBuf> {
     storage.create_dir_all(at.dir)?;
-    let mut time = crate::store::now_ms();
+    let mut time = crate::event::now_ms();
     let path = loop {
         let path = at.dir.join(at.file_name(time));
         if !storage.exists(&path)? {

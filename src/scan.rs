@@ -701,7 +701,7 @@ pub struct Salvage {
 impl Salvage {
     /// The salvage of a log that loads: its kept events, and its cut (a torn
     /// tail, debris) as the one gap.
-    pub fn of_stored(stored: crate::backend::Stored) -> Salvage {
+    pub fn of_stored(stored: Stored) -> Salvage {
         let gaps = stored
             .scan
             .cut
@@ -721,6 +721,16 @@ impl Salvage {
             gaps,
         }
     }
+}
+
+/// A stored log read back: its scan and every kept event (committed prefix
+/// plus kept tail, no closers).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// How the log splits.
+    pub scan: Scan,
+    /// The kept events, seq 0 to `scan.stored_len() - 1`.
+    pub events: Vec<Event>,
 }
 
 #[cfg(test)]

@@ -1194,9 +1194,4 @@ fn events_text(events: &[Event]) -> String {
     format!("[{}]", lines.join(","))
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use crate::event::now_ms;

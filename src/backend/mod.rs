@@ -57,15 +57,7 @@ impl FromStr for SyncMode {
     }
 }
 
-/// A stored log read back: its scan and every kept event (committed prefix
-/// plus kept tail, no closers).
-#[derive(Debug, Clone)]
-pub struct Stored {
-    /// How the log splits.
-    pub scan: Scan,
-    /// The kept events, seq 0 to `scan.stored_len() - 1`.
-    pub events: Vec<Event>,
-}
+pub use crate::scan::Stored;
 
 /// The store-wide operations of a backend. Everything here is read-only
 /// except [`Backend::create`] and [`Backend::delete`]; nothing here repairs.

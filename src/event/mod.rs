@@ -654,6 +654,13 @@ impl fmt::Display for EventError {
 
 impl std::error::Error for EventError {}
 
+/// Milliseconds since the Unix epoch (the clock events and headers use).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
