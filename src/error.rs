@@ -147,9 +147,11 @@ impl From<Corruption> for Error {
 pub struct Corruption {
     /// The file (or database) holding the session.
     pub path: PathBuf,
-    /// Byte offset of the bad record (backends without byte offsets give the
-    /// record's position).
+    /// Where the bad record starts, in [`Corruption::unit`]s: a byte offset
+    /// in a file, a row's position in a database.
     pub offset: u64,
+    /// What [`Corruption::offset`] counts.
+    pub unit: Unit,
     /// The seq the bad record holds or should hold.
     pub seq: Option<u64>,
     /// The rule it breaks.
@@ -160,8 +162,9 @@ impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: corrupt at byte {}",
+            "{}: corrupt at {} {}",
             self.path.display(),
+            self.unit,
             self.offset
         )?;
         if let Some(seq) = self.seq {
@@ -173,5 +176,47 @@ impl fmt::Display for Corruption {
 
 impl std::error::Error for Corruption {}
 
+/// What a position in stored data counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// Bytes from the start of a file (the WAL, JSONL transcripts).
+    Byte,
+    /// Rows of a session, in seq order, from 0 (SQLite).
+    Row,
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Unit::Byte => "byte",
+            Unit::Row => "row",
+        })
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corruption_names_its_position_in_its_unit() {
+        let at = |unit| Corruption {
+            path: PathBuf::from("/s/db.sqlite"),
+            offset: 6,
+            unit,
+            seq: Some(6),
+            reason: "bad".into(),
+        };
+        assert_eq!(
+            at(Unit::Row).to_string(),
+            "/s/db.sqlite: corrupt at row 6 (seq 6): bad"
+        );
+        assert_eq!(
+            at(Unit::Byte).to_string(),
+            "/s/db.sqlite: corrupt at byte 6 (seq 6): bad"
+        );
+    }
+}

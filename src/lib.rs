@@ -113,7 +113,7 @@ pub mod workload;
 
 pub use backend::SyncMode;
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
-pub use error::{Corruption, Error, Result};
+pub use error::{Corruption, Error, Result, Unit};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
 pub use header::{HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary};

@@ -2780,6 +2780,7 @@ fn malformed_tail_row_is_rejected_before_an_append() {
         Some(&Corruption {
             path: path.clone(),
             offset: 6,
+            unit: turnwal::Unit::Row,
             seq: Some(6),
             reason: "session \"s\" has an invalid physical tail at seq 6: data is not valid \
                      JSON: expected a string key at byte 1 [invalid-record]; recover the session \
@@ -2943,6 +2944,7 @@ fn assert_committed_corruption(how: Damage) {
     let want = Corruption {
         path: path.clone(),
         offset: index,
+        unit: turnwal::Unit::Row,
         seq: Some(bad as u64),
         reason: format!(
             "session \"s\": invalid committed row (its seq column is {bad}) at seq {bad}: {} \

@@ -99,6 +99,7 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
         offset: 0,
+        unit: crate::error::Unit::Byte,
         seq: None,
         reason: reason.into(),
     })

@@ -137,6 +137,7 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
         offset,
+        unit: crate::error::Unit::Byte,
         seq: None,
         reason: reason.into(),
     })

@@ -73,6 +73,7 @@ fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: impl Into<String>
     Error::from(Corruption {
         path: path.to_owned(),
         offset,
+        unit: crate::error::Unit::Byte,
         seq,
         reason: reason.into(),
     })

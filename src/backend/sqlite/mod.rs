@@ -397,6 +397,7 @@ fn stored_metadata(path: &Path, id: &str, detail: impl fmt::Display) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
         offset: 0,
+        unit: crate::error::Unit::Row,
         seq: None,
         reason: format!("invalid stored session metadata of session {id:?}: {detail}"),
     })

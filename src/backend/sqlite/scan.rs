@@ -103,6 +103,7 @@ impl Bad {
         Error::from(Corruption {
             path: path.to_owned(),
             offset: before() + self.index as u64,
+            unit: crate::error::Unit::Row,
             seq: Some(self.expected),
             reason: format!(
                 "session {id:?}: invalid committed row (its seq column is {}) at seq {}: {} \
@@ -524,6 +525,7 @@ pub(super) fn stored_next_seq(conn: &Connection, path: &Path, id: &str) -> Resul
         return Err(Error::from(Corruption {
             path: path.to_owned(),
             offset: before() + b.index as u64,
+            unit: crate::error::Unit::Row,
             seq: Some(b.expected),
             reason: format!(
                 "session {id:?} has an invalid physical tail at seq {}: {} [{}]; recover the \

@@ -319,6 +319,7 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
         Error::from(Corruption {
             path: path.to_owned(),
             offset: 0,
+            unit: crate::error::Unit::Row,
             seq: None,
             reason: "session database has no valid store identity (persistence_state.store_id \
                      must be a UUID)"

@@ -190,6 +190,7 @@ impl Schema14Backend {
         Error::from(Corruption {
             path: self.path.clone(),
             offset,
+            unit: crate::error::Unit::Row,
             seq,
             reason,
         })

@@ -421,6 +421,7 @@ fn check_id(header: &SessionHeader, id: &str, path: &Path) -> Result<()> {
         return Err(Error::from(Corruption {
             path: path.to_owned(),
             offset: 0,
+            unit: crate::error::Unit::Byte,
             seq: None,
             reason: format!(
                 "file holds session {:?}, not {id:?} (a file name collision)",
@@ -533,6 +534,7 @@ impl Backend for WalBackend {
                 Error::from(Corruption {
                     path: path.clone(),
                     offset: at,
+                    unit: crate::error::Unit::Byte,
                     seq: None,
                     reason: "record payload is not UTF-8".into(),
                 })

@@ -79,6 +79,7 @@ fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error 
     Error::from(Corruption {
         path: path.to_owned(),
         offset,
+        unit: crate::error::Unit::Byte,
         seq,
         reason,
     })
