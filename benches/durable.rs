@@ -2,7 +2,9 @@
 //! loop writing each turn's encoded bytes and calling fdatasync, vs SQLite
 //! (WAL mode, `synchronous=FULL`) inserting each turn in one transaction,
 //! vs turnwal's SQLite backend with the same settings
-//! (`turnwal_sqlite_full`).
+//! (`turnwal_sqlite_full`), and turnwal writing an upstream JSONL root in
+//! upstream's default encoding, zstd, with its durability proof
+//! (`turnwal_jsonl_zstd`).
 //! Prints turns/s and the commit latency p50/p99 of every side.
 //!
 //! `cargo bench --bench durable` (about 40 s; bound by the disk's flush).
@@ -10,9 +12,10 @@
 mod harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use turnwal::backend::jsonl::Compression;
 use turnwal::bench::ScratchDir;
 use turnwal::bench::fixtures::AppendFixture;
-use turnwal::bench::measure;
+use turnwal::bench::measure::{self, Engine, Feed, StoreAppend};
 
 /// Turns committed per run.
 const TURNS: usize = 60;
@@ -27,11 +30,14 @@ fn durable(c: &mut Criterion) {
         fx.jsonl_bytes,
         fx.encoded_bytes
     );
-    harness::compare(
-        c,
-        measure::durable(&fx, scratch.path()),
-        harness::quick_group,
-    );
+    let mut comparison = measure::durable(&fx, scratch.path());
+    comparison.sides.push(Box::new(StoreAppend::on(
+        &fx,
+        scratch.path(),
+        Feed::Durable,
+        Engine::Jsonl(Compression::Zstd),
+    )));
+    harness::compare(c, comparison, harness::quick_group);
 }
 
 criterion_group!(benches, durable);

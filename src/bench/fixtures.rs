@@ -159,6 +159,25 @@ impl AppendFixture {
         self.materialize(store)
     }
 
+    /// Like [`AppendFixture::prepare`], in a new upstream JSONL root
+    /// (`dir/jsonl`) in `compression`.
+    pub fn prepare_jsonl(
+        &self,
+        dir: &Path,
+        sync: SyncMode,
+        compression: Compression,
+    ) -> BenchResult<Store> {
+        let options = StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        };
+        let backend = jsonl::JsonlBackend::open(dir.join("jsonl"), compression)?;
+        let store = Store::with_backend(std::sync::Arc::new(backend), options);
+        store.create(SessionHeader::new(self.id.clone(), 1_700_000_000_000).with_cwd("/work"))?;
+        store.append(&self.id, &self.first)?;
+        Ok(store)
+    }
+
     fn materialize(&self, store: Store) -> BenchResult<Store> {
         store.create(SessionHeader::new(self.id.clone(), 1_700_000_000_000))?;
         store.append(&self.id, &self.first)?;

@@ -51,6 +51,9 @@ pub enum Engine {
     /// The SQLite backend with this `PRAGMA synchronous` (the side named
     /// `turnwal_sqlite_normal` or `turnwal_sqlite_full`).
     Sqlite(Synchronous),
+    /// An upstream JSONL root in this encoding (the side named
+    /// `turnwal_jsonl_raw` or `turnwal_jsonl_zstd`).
+    Jsonl(Compression),
 }
 
 /// turnwal appending a fixture's turns, one batch per turn.
@@ -91,6 +94,8 @@ impl Side for StoreAppend<'_> {
             Engine::Wal => "turnwal",
             Engine::Sqlite(Synchronous::Normal) => "turnwal_sqlite_normal",
             Engine::Sqlite(Synchronous::Full) => "turnwal_sqlite_full",
+            Engine::Jsonl(Compression::None) => "turnwal_jsonl_raw",
+            Engine::Jsonl(Compression::Zstd) => "turnwal_jsonl_zstd",
         }
     }
 
@@ -103,6 +108,7 @@ impl Side for StoreAppend<'_> {
         let store = match self.engine {
             Engine::Wal => self.fx.prepare(&dir, sync)?,
             Engine::Sqlite(synchronous) => self.fx.prepare_sqlite(&dir, sync, synchronous)?,
+            Engine::Jsonl(compression) => self.fx.prepare_jsonl(&dir, sync, compression)?,
         };
         let id = self.fx.id.as_str();
         let start = Instant::now();
