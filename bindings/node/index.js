@@ -11,7 +11,7 @@
  * @module turnwal-dsh
  */
 import { createRequire } from 'node:module'
-import { statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import z from '@deepseek-ai/schemastery'
@@ -29,19 +29,79 @@ import { decodeStorageRecord } from '@deepseek-ai/dsh-session'
 const here = dirname(fileURLToPath(import.meta.url))
 
 /**
- * Load the addon: `TURNWAL_DSH_ADDON` names it explicitly; otherwise the
- * `turnwal.node` that `npm run build` puts next to this file.
+ * The platforms a prebuilt addon is published for, each as the package
+ * `turnwal-dsh-<target>` (an optional dependency that npm installs only on
+ * its platform).
  */
-function loadAddon() {
-  const path = process.env.TURNWAL_DSH_ADDON || join(here, 'turnwal.node')
+const PUBLISHED_TARGETS = ['linux-x64-gnu']
+
+/** `gnu` or `musl`: the C library of this Linux process. */
+function linuxLibc() {
+  try {
+    const ldd = readFileSync('/usr/bin/ldd', 'utf8')
+    if (ldd.includes('musl')) return 'musl'
+    if (ldd.includes('GNU C Library') || ldd.includes('glibc')) return 'gnu'
+  } catch {
+    // No ldd: ask the process report below.
+  }
+  return process.report?.getReport?.()?.header?.glibcVersionRuntime ? 'gnu' : 'musl'
+}
+
+/** This process's platform as napi-rs names it: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, ... */
+function platformTarget() {
+  const { platform, arch } = process
+  if (platform === 'linux') return `${platform}-${arch}-${linuxLibc()}`
+  if (platform === 'win32') return `${platform}-${arch}-msvc`
+  return `${platform}-${arch}`
+}
+
+function requireAddon(path, hint) {
   try {
     return createRequire(import.meta.url)(path)
   } catch (error) {
     throw new Error(
-      `turnwal-dsh: cannot load the native addon ${path} (build it with \`npm run build\` in bindings/node): ${error?.message ?? error}`,
+      `turnwal-dsh: cannot load the native addon ${path} (${hint}): ${error?.message ?? error}`,
       { cause: error },
     )
   }
+}
+
+/**
+ * Load the addon: `TURNWAL_DSH_ADDON` names it explicitly; otherwise the
+ * `turnwal.node` that `npm run build` puts next to this file (a development
+ * checkout); otherwise the prebuilt addon of the platform package
+ * `turnwal-dsh-<target>` for this platform (an installed package).
+ */
+function loadAddon() {
+  const devHint = 'build it with `npm run build` in bindings/node'
+  if (process.env.TURNWAL_DSH_ADDON) return requireAddon(process.env.TURNWAL_DSH_ADDON, devHint)
+  const local = join(here, 'turnwal.node')
+  if (existsSync(local)) return requireAddon(local, devHint)
+  // A checkout has the addon's Cargo.toml next to this file; the published package does not.
+  if (existsSync(join(here, 'Cargo.toml'))) {
+    throw new Error(`turnwal-dsh: the native addon ${local} is not built (${devHint}; it needs a Rust toolchain)`)
+  }
+  const target = platformTarget()
+  const name = `turnwal-dsh-${target}`
+  const require = createRequire(import.meta.url)
+  let installed = true
+  try {
+    require.resolve(`${name}/package.json`)
+  } catch {
+    installed = false
+  }
+  if (!installed) {
+    const { version } = JSON.parse(readFileSync(join(here, 'package.json'), 'utf8'))
+    const published = `Prebuilt addons are published for: ${PUBLISHED_TARGETS.join(', ')}.`
+    throw new Error(PUBLISHED_TARGETS.includes(target)
+      ? `turnwal-dsh: the prebuilt native addon for ${target} is missing: the package ${name}@${version} is not installed. `
+        + 'It is an optional dependency of turnwal-dsh: reinstall without `--omit=optional` / `--no-optional` '
+        + `(a lockfile made on another platform can leave it out too). ${published}`
+      : `turnwal-dsh: no prebuilt native addon for ${target}: the package ${name} is not installed. ${published} `
+        + 'On another platform, build the addon from source (see "Other platforms" in the turnwal-dsh README) '
+        + 'or set TURNWAL_DSH_ADDON to a built turnwal.node.')
+  }
+  return requireAddon(name, `the prebuilt addon of ${name} for ${target}`)
 }
 
 const native = loadAddon()

@@ -1,0 +1,174 @@
+// The published shape of turnwal-dsh: `npm run pack` gives the main package
+// (no addon) and the linux-x64-gnu platform package (the prebuilt addon);
+// both install into an empty project with the published upstream packages
+// on a PATH with no Rust toolchain, and a harness there mounts the plugin
+// through cordis, runs a session with a tool call and loads it back.
+import { it } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { basename, delimiter, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { tempDir } from './support.mjs'
+
+const here = dirname(dirname(fileURLToPath(import.meta.url)))
+const pkg = JSON.parse(readFileSync(join(here, 'package.json'), 'utf8'))
+const PLATFORM = 'turnwal-dsh-linux-x64-gnu'
+const UPSTREAM = ['@deepseek-ai/cordis', '@deepseek-ai/dsh-session', '@deepseek-ai/dsh-session-persistence']
+  .map((name) => `${name}@${pkg.devDependencies[name]}`)
+
+/** npm's own entry point (`npm-cli.js`): the one running `npm test`, else the `npm` on PATH. */
+function npmCli() {
+  const running = process.env.npm_execpath
+  if (running && basename(running) === 'npm-cli.js') return running
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir !== '' && existsSync(join(dir, 'npm'))) return realpathSync(join(dir, 'npm'))
+  }
+  throw new Error('npm not found')
+}
+
+/** The environment of an installing user: PATH is only a directory with `node` and `npm`. */
+function noRustEnv(bin) {
+  mkdirSync(bin)
+  symlinkSync(process.execPath, join(bin, 'node'))
+  symlinkSync(npmCli(), join(bin, 'npm'))
+  const env = { PATH: bin }
+  for (const [key, value] of Object.entries(process.env)) {
+    // Not PATH, not what `npm test` says about this package.
+    if (key !== 'PATH' && !/^npm_(package|lifecycle)_|^npm_(node_)?execpath$|^INIT_CWD$/.test(key)) env[key] = value
+  }
+  return env
+}
+
+const tarList = (tarball) => execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n').sort()
+
+// Mounts the installed plugin through cordis with the published SessionStore,
+// runs one turn whose step calls a tool, disposes it all, mounts it again and
+// prints what it loads. Its own ES module, run by node in the project.
+const HARNESS = `
+import { readFileSync } from 'node:fs'
+import { Context } from '@deepseek-ai/cordis'
+import { SessionStore } from '@deepseek-ai/dsh-session'
+import TurnwalSessionPersistence, { addonVersion } from 'turnwal-dsh'
+
+const path = process.argv[2]
+async function mount() {
+  const ctx = new Context()
+  await ctx.plugin(SessionStore)
+  const fiber = await ctx.plugin(TurnwalSessionPersistence, { path })
+  return { ctx, close: async () => { await fiber.dispose(); await ctx.fiber.dispose() } }
+}
+
+const model = { kind: 'model', provider: 'test', model: 'test' }
+const args = '{"path":"notes.txt"}'
+const writer = await mount()
+const session = writer.ctx.sessions.create('installed', { meta: { cwd: '/project' } })
+session.append('turn/start', { turn: 1 })
+session.append('user/message', {
+  id: 'u1', role: 'user', source: { kind: 'user' }, content: [{ type: 'text', text: 'What do my notes say?' }],
+}, { surfaceOp: 'append' })
+session.append('step/start', { turn: 1, step: 1 })
+session.append('assistant/message', {
+  turn: 1, step: 1,
+  message: { id: 'a1', role: 'assistant', source: model, content: [{ type: 'tool-call', id: 'c1', name: 'read', arguments: args }] },
+}, { surfaceOp: 'append' })
+const call = session.append('tool/call', { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: args })
+session.append('tool/result', {
+  turn: 1, step: 1,
+  message: {
+    id: 'r1', role: 'user', source: { kind: 'tool', callId: 'c1' },
+    content: [{ type: 'tool-result', toolCallId: 'c1', isError: false, content: [{ type: 'text', text: 'buy milk' }] }],
+  },
+}, { surfaceOp: 'append', sourceEventSeqs: [call.seq] })
+session.append('step/end', { turn: 1, step: 1 })
+session.append('step/start', { turn: 1, step: 2 })
+session.append('assistant/message', {
+  turn: 1, step: 2,
+  message: { id: 'a2', role: 'assistant', source: model, content: [{ type: 'text', text: 'They say: buy milk.' }] },
+}, { surfaceOp: 'append' })
+session.append('step/end', { turn: 1, step: 2 })
+session.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
+await writer.ctx.sessions.flush(session)
+await writer.close()
+
+const reader = await mount()
+const loaded = await reader.ctx.sessionPersistence.load('installed')
+const listed = await reader.ctx.sessionPersistence.list()
+await reader.close()
+console.log(JSON.stringify({
+  addonVersion,
+  // The addon this process mapped: the platform package's, not a build.
+  mapped: [...new Set(readFileSync('/proc/self/maps', 'utf8').split('\\n')
+    .filter((line) => line.endsWith('.node')).map((line) => line.slice(line.indexOf('/'))))],
+  listed: listed.map((header) => header.id),
+  cwd: loaded.meta.cwd,
+  events: loaded.events.map((event) => [event.seq, event.type]),
+  call: loaded.events.find((event) => event.type === 'tool/call'),
+  result: loaded.events.find((event) => event.type === 'tool/result'),
+}))
+`
+
+const MISSING = `
+try {
+  await import('turnwal-dsh')
+  console.log('loaded')
+} catch (error) {
+  console.log(error.message)
+}
+`
+
+it('packs a main and a linux-x64-gnu package that install and run without Rust', {
+  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'the one published platform is linux-x64-gnu' : false,
+  timeout: 120_000,
+}, async (t) => {
+  const work = tempDir(t, 'turnwal-dsh-pack-')
+  const packed = join(work, 'tarballs')
+  const out = execFileSync(process.execPath, [join(here, 'scripts', 'pack.mjs'), packed], { cwd: here, encoding: 'utf8' })
+  const tarballs = out.trim().split('\n').slice(-2)
+  assert.deepEqual(tarballs, [join(packed, `${PLATFORM}-${pkg.version}.tgz`), join(packed, `turnwal-dsh-${pkg.version}.tgz`)])
+  const [platformTarball, mainTarball] = tarballs
+  assert.deepEqual(tarList(mainTarball),
+    ['package/LICENSE', 'package/README.md', 'package/index.d.ts', 'package/index.js', 'package/package.json'])
+  assert.deepEqual(tarList(platformTarball),
+    ['package/LICENSE', 'package/README.md', 'package/package.json', 'package/turnwal.node'])
+  const packedJson = JSON.parse(execFileSync('tar', ['-xzOf', mainTarball, 'package/package.json'], { encoding: 'utf8' }))
+  assert.deepEqual(packedJson.optionalDependencies, { [PLATFORM]: pkg.version })
+
+  const env = noRustEnv(join(work, 'bin'))
+  for (const tool of ['cargo', 'rustc']) {
+    assert.equal(spawnSync(tool, ['--version'], { env }).error?.code, 'ENOENT', `${tool} must not be on the installing PATH`)
+  }
+  const project = join(work, 'project')
+  mkdirSync(project)
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'installs-turnwal-dsh', private: true, type: 'module' }))
+  execFileSync(join(work, 'bin', 'npm'), [
+    'install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', platformTarball, mainTarball, ...UPSTREAM,
+  ], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const installed = join(project, 'node_modules')
+  assert.equal(existsSync(join(installed, 'turnwal-dsh', 'turnwal.node')), false)
+  assert.equal(existsSync(join(installed, PLATFORM, 'turnwal.node')), true)
+
+  writeFileSync(join(project, 'harness.mjs'), HARNESS)
+  const run = execFileSync(join(work, 'bin', 'node'), ['harness.mjs', join(work, 'store')], { cwd: project, env, encoding: 'utf8' })
+  const result = JSON.parse(run)
+  assert.equal(result.addonVersion, pkg.version)
+  assert.deepEqual(result.mapped, [realpathSync(join(installed, PLATFORM, 'turnwal.node'))])
+  assert.deepEqual(result.listed, ['installed'])
+  assert.equal(result.cwd, '/project')
+  assert.deepEqual(result.events, [
+    [0, 'turn/start'], [1, 'user/message'], [2, 'step/start'], [3, 'assistant/message'], [4, 'tool/call'],
+    [5, 'tool/result'], [6, 'step/end'], [7, 'step/start'], [8, 'assistant/message'], [9, 'step/end'], [10, 'turn/end'],
+  ])
+  assert.deepEqual(result.call.data, { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: '{"path":"notes.txt"}' })
+  assert.deepEqual(result.result.sourceEventSeqs, [4])
+  assert.deepEqual(result.result.data.message.content, [
+    { type: 'tool-result', toolCallId: 'c1', isError: false, content: [{ type: 'text', text: 'buy milk' }] },
+  ])
+
+  // Without the platform package the import names it.
+  rmSync(join(installed, PLATFORM), { recursive: true })
+  writeFileSync(join(project, 'missing.mjs'), MISSING)
+  const message = execFileSync(join(work, 'bin', 'node'), ['missing.mjs'], { cwd: project, env, encoding: 'utf8' }).trim()
+  assert.match(message, new RegExp(`the package ${PLATFORM}@${pkg.version.replaceAll('.', '\\.')} is not installed`))
+  assert.match(message, /Prebuilt addons are published for: linux-x64-gnu\./)
+})
