@@ -183,6 +183,9 @@ pub enum Unit {
     Byte,
     /// Rows of a session, in seq order, from 0 (SQLite).
     Row,
+    /// Events of a session's logical log, by seq: what upstream's read
+    /// rules judge, after the bytes and rows decoded cleanly.
+    Event,
 }
 
 impl fmt::Display for Unit {
@@ -190,6 +193,7 @@ impl fmt::Display for Unit {
         f.write_str(match self {
             Unit::Byte => "byte",
             Unit::Row => "row",
+            Unit::Event => "event",
         })
     }
 }

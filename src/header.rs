@@ -95,13 +95,20 @@ impl SessionHeader {
     /// persistence layer checks when it parses a stored header (its reads of
     /// a stored suffix accept any cwd; its `inspect` and `load` do not).
     pub fn validate_stored(&self) -> Result<(), HeaderError> {
-        let fail = |msg: &str| Err(HeaderError(msg.to_owned()));
         if self.version != SESSION_FORMAT_VERSION {
             return Err(HeaderError(format!(
                 "session metadata version must be {SESSION_FORMAT_VERSION}, got {}",
                 self.version
             )));
         }
+        self.validate_fields()
+    }
+
+    /// Every check but the version's and the cwd's: what a header of any
+    /// format version must satisfy to be stored as given (upstream's
+    /// backends store a foreign version and refuse it when read).
+    pub fn validate_fields(&self) -> Result<(), HeaderError> {
+        let fail = |msg: &str| Err(HeaderError(msg.to_owned()));
         if self.id.is_empty() {
             return fail("session metadata id must be a non-empty string");
         }
@@ -172,6 +179,17 @@ impl SessionHeader {
     /// Parses and validates a header. A foreign `version` is refused before
     /// the shape is checked, so the message says which side to upgrade.
     pub fn from_json(text: &str) -> Result<SessionHeader, HeaderError> {
+        SessionHeader::parse(text, false)
+    }
+
+    /// Parses and validates a header of any format version (its fields
+    /// otherwise as [`SessionHeader::from_json`] checks them): what a
+    /// [`crate::Policy::Permissive`] session is created with.
+    pub fn from_json_any_version(text: &str) -> Result<SessionHeader, HeaderError> {
+        SessionHeader::parse(text, true)
+    }
+
+    fn parse(text: &str, any_version: bool) -> Result<SessionHeader, HeaderError> {
         let value: &RawValue = serde_json::from_str(text)
             .map_err(|e| HeaderError(format!("session header is not valid JSON: {e}")))?;
         let map: Fields = serde_json::from_str(value.get())
@@ -190,7 +208,9 @@ impl SessionHeader {
                 ));
             }
         };
-        version_refusal(&id_text, version).map_err(HeaderError)?;
+        if !any_version {
+            version_refusal(&id_text, version).map_err(HeaderError)?;
+        }
         for key in map.keys() {
             if !HEADER_KEYS.contains(&key.as_str()) {
                 return Err(HeaderError(format!(
@@ -211,7 +231,12 @@ impl SessionHeader {
             delegation_depth: safe_uint(&map, "delegationDepth")?,
             agent_preset: string_field(&map, "agentPreset")?,
         };
-        header.validate()?;
+        if any_version {
+            header.validate_fields()?;
+            header.validate_cwd()?;
+        } else {
+            header.validate()?;
+        }
         Ok(header)
     }
 }

@@ -237,8 +237,18 @@ impl Store {
     }
 
     /// Registers a new session with a policy of its own.
+    ///
+    /// A [`Policy::Permissive`] session's header may carry another session
+    /// format version, stored as given (as upstream's backends store it):
+    /// reading the session then refuses it as [`Error::Unsupported`], with
+    /// upstream's text naming the side to upgrade.
     pub fn create_with_policy(&self, header: SessionHeader, policy: Policy) -> Result<()> {
-        header.validate()?;
+        if policy == Policy::Permissive {
+            header.validate_fields()?;
+            header.validate_cwd()?;
+        } else {
+            header.validate()?;
+        }
         let header = self.backend.admit_header(header)?;
         let slot = self.slot(&header.id);
         let mut guard = Store::lock(&slot);
@@ -407,12 +417,39 @@ impl Store {
     }
 
     fn read_stored(&self, id: &str) -> Result<crate::backend::Stored> {
-        let stored = self
+        let mut stored = self
             .backend
             .load(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        stored.events = self.migrate(stored.scan.policy, id, stored.events)?;
         self.check_readable(&stored.scan, &stored.events)?;
         Ok(stored)
+    }
+
+    /// Upstream's read-time migrations and refusals
+    /// ([`crate::upstream::normalize`]) over a whole logical log of a
+    /// [`Policy::Permissive`] session, where the backend does not apply them
+    /// itself: what upstream's reader makes of what its backends stored.
+    /// Sessions of the other policies were checked when appended and are
+    /// read as stored.
+    pub(crate) fn migrate(
+        &self,
+        policy: Policy,
+        id: &str,
+        events: Vec<Event>,
+    ) -> Result<Vec<Event>> {
+        if policy != Policy::Permissive || self.backend.normalizes_reads() {
+            return Ok(events);
+        }
+        crate::upstream::normalize::normalize(&events, id).map_err(|e| {
+            Error::from(crate::error::Corruption {
+                path: self.backend.location().into(),
+                offset: e.seq,
+                unit: crate::error::Unit::Event,
+                seq: Some(e.seq),
+                reason: format!("stored session {id:?} failed validation: {}", e.reason),
+            })
+        })
     }
 
     /// The balanced logical view read in place, written nowhere: like
@@ -469,7 +506,7 @@ impl Store {
             });
         }
         live.writer.sync()?;
-        let events = live.writer.read_from(0)?;
+        let events = self.migrate(live.tracker.policy(), id, live.writer.read_from(0)?)?;
         let (state, cut) = scan.map_or((LogState::Clean, None), |(s, _)| (s.state(), s.cut));
         Ok(SessionView {
             header: live.header.clone(),
@@ -506,12 +543,30 @@ impl Store {
         let mut guard = Store::lock(&slot);
         match &mut *guard {
             Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
-            Slot::Live(live) => live.writer.read_from(from_seq),
+            Slot::Live(live) => {
+                let policy = live.tracker.policy();
+                if policy != Policy::Permissive || self.backend.normalizes_reads() {
+                    return live.writer.read_from(from_seq);
+                }
+                // A replacing legacy result inherits its target's id: the
+                // migrations run over the whole log.
+                let events = self.migrate(policy, id, live.writer.read_from(0)?)?;
+                Ok(suffix(events, from_seq))
+            }
             Slot::Cold => {
-                let events = self
-                    .backend
-                    .read_from(id, from_seq)?
-                    .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+                let permissive = !self.backend.normalizes_reads()
+                    && self.backend.policy(id)? == Some(Policy::Permissive);
+                let events = if permissive {
+                    let all = self
+                        .backend
+                        .read_from(id, 0)?
+                        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+                    suffix(self.migrate(Policy::Permissive, id, all)?, from_seq)
+                } else {
+                    self.backend
+                        .read_from(id, from_seq)?
+                        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?
+                };
                 // A live session was vetted when it was opened; a cold one
                 // is vetted within the suffix served, as a seeking reader can.
                 self.check_known_types(id, &events)?;
@@ -1155,6 +1210,12 @@ fn check_start(id: &str, tracker: &Tracker, events: &[Event]) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The events from `from_seq` on of a whole log.
+fn suffix(mut events: Vec<Event>, from_seq: u64) -> Vec<Event> {
+    let start = usize::try_from(from_seq).map_or(events.len(), |n| n.min(events.len()));
+    events.split_off(start)
 }
 
 fn view_of(stored: crate::backend::Stored) -> SessionView {

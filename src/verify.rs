@@ -67,6 +67,11 @@ impl Store {
         if let Err(detail) = scan.header.check_version() {
             return Ok(corrupt(detail));
         }
+        // What a read of a Permissive session refuses (upstream's read
+        // rules), verify reports.
+        if let Err(e) = self.migrate(scan.policy, id, stored.events.clone()) {
+            return Ok(corrupt(e.to_string()));
+        }
         let committed = scan.committed as usize;
         let mut tracker =
             Tracker::new(scan.policy).require_known_types(self.options().require_known_types);

@@ -708,6 +708,7 @@ fn a_tail_that_breaks_the_contract_is_kept_as_upstream_keeps_it() {
     for (id, policy) in [
         ("lenient", turnwal::Policy::Lenient),
         ("strict", turnwal::Policy::Strict),
+        ("permissive", turnwal::Policy::Permissive),
     ] {
         wal.create_with_policy(SessionHeader::new(id, 1), policy)
             .unwrap();
@@ -715,7 +716,7 @@ fn a_tail_that_breaks_the_contract_is_kept_as_upstream_keeps_it() {
         wal.append(id, &turn2[..3]).unwrap();
         let appended = wal.append(id, &turn2[3..]);
         match policy {
-            turnwal::Policy::Lenient => {
+            turnwal::Policy::Lenient | turnwal::Policy::Permissive => {
                 appended.unwrap();
                 // As found after a crash (a fresh store): the same closers.
                 let view = Store::open(wal_dir.path()).unwrap().inspect(id).unwrap();

@@ -91,6 +91,22 @@ pub trait Backend: Send + Sync {
         Ok(self.scan(id)?.map(|scan| scan.header))
     }
 
+    /// The session's policy, read without its events where the backend
+    /// allows it; `None` when the session does not exist. The default
+    /// scans the log.
+    fn policy(&self, id: &str) -> Result<Option<Policy>> {
+        Ok(self.scan(id)?.map(|scan| scan.policy))
+    }
+
+    /// Whether this backend's logical reads (`load`, `read_from`, a
+    /// writer's `read_from`) already apply upstream's read-time migrations
+    /// ([`crate::upstream::normalize`]) to every session, as the JSONL
+    /// backend does. For the others, the store applies them to
+    /// [`Policy::Permissive`] sessions.
+    fn normalizes_reads(&self) -> bool {
+        false
+    }
+
     /// The stored log read in place, with the closers an open turn would
     /// get (written nowhere); `None` when the session does not exist. The
     /// default holds decoded events; a file backend borrows from a map.

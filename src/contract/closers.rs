@@ -54,7 +54,7 @@ impl Fold {
                     return;
                 };
                 let step = msg.step.unwrap_or(0);
-                for block in msg.message.map(|m| m.content).unwrap_or_default() {
+                for block in msg.blocks() {
                     if block.block_type.as_deref() == Some("tool-call")
                         && let Some(id) = block.id
                     {

@@ -27,6 +27,17 @@ pub enum Policy {
     /// `request/header` and `request/context` must be enclosed (besides the
     /// turn, step, chunk and tool rules); plugin events may sit between turns.
     Lenient,
+    /// The upstream harness's backends: its coordinator checks what it
+    /// appends, and the store keeps what it is handed — legacy shapes
+    /// (pre-identity messages, `steering/message`, old `turn/end` reasons),
+    /// retired types and malformed events included, which upstream's reader
+    /// migrates or refuses when the log is read. Only what storage itself
+    /// needs is enforced (contiguous seqs, the envelope, the size limits);
+    /// the turn structure is followed the way upstream's
+    /// `interruptedTurnClosers` follows it, so the commit point and closers
+    /// stay right, and nothing stored under it is ever cut as debris. The
+    /// Node binding creates its sessions with it.
+    Permissive,
 }
 
 impl fmt::Display for Policy {
@@ -34,6 +45,7 @@ impl fmt::Display for Policy {
         f.write_str(match self {
             Policy::Strict => "strict",
             Policy::Lenient => "lenient",
+            Policy::Permissive => "permissive",
         })
     }
 }

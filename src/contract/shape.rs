@@ -20,11 +20,16 @@ pub(crate) struct ToolCall<'a> {
     pub call_id: Option<Cow<'a, str>>,
 }
 
-/// `tool/result` data, reduced to `message.source.callId`.
+/// `tool/result` data, reduced to `message.source.callId` — or, in the
+/// pre-identity shape `{turn, step, callId, content, isError}` (which
+/// upstream's reader migrates into a message before it computes closers),
+/// to `callId`.
 #[derive(Deserialize)]
 pub(crate) struct ToolResult<'a> {
     #[serde(borrow)]
     pub message: Option<ResultMessage<'a>>,
+    #[serde(rename = "callId", borrow)]
+    pub legacy_call_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -41,16 +46,35 @@ pub(crate) struct ResultSource<'a> {
 
 impl ToolResult<'_> {
     pub fn call_id(&self) -> Option<&str> {
-        self.message.as_ref()?.source.as_ref()?.call_id.as_deref()
+        match &self.message {
+            Some(message) => message.source.as_ref()?.call_id.as_deref(),
+            None => self.legacy_call_id.as_deref(),
+        }
     }
 }
 
-/// `assistant/message` data, reduced to its tool-call blocks.
+/// `assistant/message` data, reduced to its tool-call blocks: those of
+/// `message.content`, or of `content` in the pre-identity shape
+/// `{turn, step, content, provenance}`.
 #[derive(Deserialize)]
 pub(crate) struct AssistantMessage<'a> {
     pub step: Option<u64>,
     #[serde(borrow)]
     pub message: Option<MessageContent<'a>>,
+    /// Read only when `message` is absent, so a current-shape message is
+    /// never lost to an unexpected top-level `content`.
+    #[serde(borrow, default)]
+    pub content: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'a> AssistantMessage<'a> {
+    pub fn blocks(self) -> Vec<Block<'a>> {
+        match (self.message, self.content) {
+            (Some(message), _) => message.content,
+            (None, Some(content)) => serde_json::from_str(content.get()).unwrap_or_default(),
+            (None, None) => Vec::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]

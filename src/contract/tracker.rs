@@ -137,6 +137,11 @@ impl Tracker {
                 format!("expected seq {}, got {}", self.next_seq, event.seq()),
             ));
         }
+        if self.policy == Policy::Permissive {
+            self.follow(event);
+            self.next_seq += 1;
+            return Ok(());
+        }
         self.check_vocabulary(event)?;
         let kind = event.kind();
         if !kind.is_surface()
@@ -249,6 +254,44 @@ impl Tracker {
         }
         self.next_seq += 1;
         Ok(())
+    }
+
+    /// [`Policy::Permissive`]: no rule refuses the event; the turn and
+    /// step it opens or closes are followed as upstream's
+    /// `interruptedTurnClosers` follows them (a `turn/start` opens the turn
+    /// its data names, a `turn/end` closes whatever is open), so placements
+    /// and the commit point describe any stored log. A number that is not a
+    /// safe integer in 1..=2^32-1 counts as the next one.
+    fn follow(&mut self, event: &Event) {
+        let Ok(facts) = event.facts() else {
+            return;
+        };
+        let valid = |n: Num| match n {
+            Num::Int(n) if (1..=u64::from(u32::MAX)).contains(&n) => Some(n),
+            _ => None,
+        };
+        match event.kind() {
+            EventKind::TurnStart => {
+                let turn = valid(facts.turn).unwrap_or(self.next_turn.min(u64::from(u32::MAX)));
+                self.open_turn = Some(turn);
+                self.open_step = None;
+                self.next_turn = turn;
+                self.next_step = 1;
+            }
+            EventKind::TurnEnd => {
+                if let Some(turn) = self.open_turn.take() {
+                    self.next_turn = turn + 1;
+                }
+                self.open_step = None;
+            }
+            EventKind::StepStart if self.open_turn.is_some() => {
+                let step = valid(facts.step).unwrap_or(self.next_step.min(u64::from(u32::MAX)));
+                self.open_step = Some(step);
+                self.next_step = step + 1;
+            }
+            EventKind::StepEnd => self.open_step = None,
+            _ => {}
+        }
     }
 
     fn check_vocabulary(&self, event: &Event) -> Result<(), (Rule, String)> {

@@ -10,5 +10,5 @@
 #[cfg_attr(not(all(feature = "sqlite", feature = "jsonl")), allow(dead_code))]
 pub mod chunks;
 pub mod jsstr;
-#[cfg(any(feature = "sqlite", feature = "jsonl"))]
+pub mod normalize;
 pub mod strings;

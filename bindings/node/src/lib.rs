@@ -191,7 +191,9 @@ impl Op {
                     // Never a repair here: the coordinator commits it first.
                     store.adopt(id)?;
                 } else {
-                    let header = SessionHeader::from_json(meta)?;
+                    // Stored as handed over, as upstream's backends store
+                    // it: a foreign format version is refused when read.
+                    let header = SessionHeader::from_json_any_version(meta)?;
                     if header.id != *id {
                         return Err(Error::InvalidArgument(format!(
                             "metadata names session {:?}, not {id:?}",
@@ -620,8 +622,10 @@ impl Task for Open {
 }
 
 /// Opens (creating if needed) a store: a native WAL directory, or a SQLite
-/// database file. New sessions get the upstream harness's turn rules
-/// (`Lenient`): its plugin events may sit between turns.
+/// database file. New sessions are `Permissive`, as upstream's backends
+/// are: the coordinator checks what it appends, turnwal stores it as
+/// handed over (legacy shapes, foreign format versions and malformed
+/// events included), and upstream's reader migrates or refuses it.
 #[napi(ts_return_type = "Promise<NativeStore>")]
 pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<Open>> {
     let sync = match options.durability.as_str() {
@@ -661,7 +665,7 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
         sqlite: options.sqlite,
         options: StoreOptions {
             sync,
-            policy: Policy::Lenient,
+            policy: Policy::Permissive,
             require_known_types: false,
         },
         sqlite_options,

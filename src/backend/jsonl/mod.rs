@@ -30,7 +30,7 @@
 
 pub mod header;
 pub mod layout;
-pub mod normalize;
+pub use crate::upstream::normalize;
 mod proof;
 pub mod records;
 mod salvage;
@@ -440,6 +440,7 @@ impl JsonlBackend {
     fn policy_at(&self, dir: &Path) -> Policy {
         match self.read_file(&dir.join(POLICY_FILE)) {
             Ok(Some(text)) if text.trim_ascii() == b"strict" => Policy::Strict,
+            Ok(Some(text)) if text.trim_ascii() == b"permissive" => Policy::Permissive,
             _ => Policy::Lenient,
         }
     }
@@ -936,6 +937,10 @@ impl Backend for JsonlBackend {
         }))
     }
 
+    fn normalizes_reads(&self) -> bool {
+        true
+    }
+
     fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         self.read_stored_events(id, from_seq)
     }
@@ -1017,9 +1022,9 @@ impl Backend for JsonlBackend {
             Err(e) if not_found(&e) => {}
             Err(e) => return Err(Error::io("remove", dir.join(PROOF_FILE), e)),
         }
-        if policy == Policy::Strict {
+        if policy != Policy::Lenient {
             let policy_path = dir.join(POLICY_FILE);
-            let tmp = self.write_temp(&policy_path, b"strict\n")?;
+            let tmp = self.write_temp(&policy_path, format!("{policy}\n").as_bytes())?;
             self.rename(&tmp, &policy_path)?;
         } else {
             match self.storage.remove_file(&dir.join(POLICY_FILE)) {

@@ -8,6 +8,7 @@
 //! SQLite backend's codec (the same upstream rules); decoding here follows
 //! upstream's JSONL decoder (`decodeStorageRecord`) and its messages.
 
+pub use crate::upstream::normalize::js_safe_integer;
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
@@ -28,20 +29,6 @@ pub fn is_row_tag(tag: &str) -> bool {
 // ---------------------------------------------------------------------------
 // JavaScript number semantics
 // ---------------------------------------------------------------------------
-
-/// The value of a JSON number as JavaScript's `Number.isSafeInteger` sees
-/// it: `1.0` and `1e2` are integers; `None` for anything else.
-pub fn js_safe_integer(raw: &RawValue) -> Option<i64> {
-    let number: serde_json::Number = serde_json::from_str(raw.get()).ok()?;
-    if let Some(n) = number.as_i64() {
-        return (n.unsigned_abs() <= MAX_SAFE_INTEGER).then_some(n);
-    }
-    if number.as_u64().is_some() {
-        return None;
-    }
-    let f = number.as_f64()?;
-    (f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER as f64).then_some(f as i64)
-}
 
 /// Whether a JSON number is `-0` (JavaScript's `Object.is(value, -0)`).
 pub fn negative_zero(raw: &RawValue) -> bool {

@@ -665,6 +665,13 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn policy(&self, id: &str) -> Result<Option<crate::Policy>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            Ok(read_session(conn, path, id)?.map(|row| row.policy()))
+        })
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {

@@ -599,8 +599,8 @@ fn random_bytes() -> [u8; 16] {
     bytes
 }
 
-/// A random RFC 9562 UUID of `version` (4, or 8 for turnwal's strict
-/// sessions), lowercase.
+/// A random RFC 9562 UUID of `version` (4; 7 or 8 for turnwal's
+/// permissive and strict sessions), lowercase.
 pub fn uuid(version: u8) -> String {
     let mut b = random_bytes();
     b[6] = (b[6] & 0x0f) | (version << 4);
@@ -630,19 +630,21 @@ pub fn is_uuid(s: &str) -> bool {
 }
 
 /// The incarnation UUID a new session gets: version 8 marks a `Strict`
-/// session; version 4 (what upstream writes) a `Lenient` one.
+/// session, version 7 a `Permissive` one; version 4 (what upstream writes)
+/// a `Lenient` one.
 pub fn incarnation_for(policy: Policy) -> String {
     uuid(match policy {
         Policy::Strict => 8,
+        Policy::Permissive => 7,
         Policy::Lenient => 4,
     })
 }
 
 /// The policy an incarnation UUID records (see [`incarnation_for`]).
 pub fn policy_of(incarnation: &str) -> Policy {
-    if incarnation.as_bytes().get(14) == Some(&b'8') {
-        Policy::Strict
-    } else {
-        Policy::Lenient
+    match incarnation.as_bytes().get(14) {
+        Some(b'8') => Policy::Strict,
+        Some(b'7') => Policy::Permissive,
+        _ => Policy::Lenient,
     }
 }

@@ -47,6 +47,8 @@ pub const MAX_DATA_LEN: u32 = crate::limits::MAX_DATA_LEN as u32;
 pub const MAX_EXTRA_LEN: u32 = crate::limits::MAX_EXTRA_LEN as u32;
 
 const FLAG_LENIENT: u16 = 1;
+/// The session's policy is `Permissive` (never set with [`FLAG_LENIENT`]).
+const FLAG_PERMISSIVE: u16 = 2;
 
 const REC_IGNORABLE: u8 = 1;
 const REC_SURFACE_FIRST: u8 = 1 << 1;
@@ -243,10 +245,10 @@ pub enum FileHeaderError {
 /// Encodes the file header for a new session file.
 pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Policy, salt: u32) {
     let json = header.to_json();
-    let flags: u16 = if policy == Policy::Lenient {
-        FLAG_LENIENT
-    } else {
-        0
+    let flags: u16 = match policy {
+        Policy::Strict => 0,
+        Policy::Lenient => FLAG_LENIENT,
+        Policy::Permissive => FLAG_PERMISSIVE,
     };
     let mut fixed = [0; FILE_HEADER_LEN];
     put(&mut fixed, FH_MAGIC, MAGIC);
@@ -296,7 +298,7 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         )));
     }
     let flags = u16_in(bytes, FH_FLAGS);
-    if flags & !FLAG_LENIENT != 0 {
+    if flags & !(FLAG_LENIENT | FLAG_PERMISSIVE) != 0 || flags == FLAG_LENIENT | FLAG_PERMISSIVE {
         return corrupt(format!(
             "file header has reserved flag bits set ({flags:#06x})"
         ));
@@ -326,10 +328,10 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         Err(e) if e.0.contains("log format v") => return Err(FileHeaderError::Unsupported(e.0)),
         Err(e) => return corrupt(format!("invalid session header: {e}")),
     };
-    let policy = if flags & FLAG_LENIENT != 0 {
-        Policy::Lenient
-    } else {
-        Policy::Strict
+    let policy = match flags {
+        FLAG_LENIENT => Policy::Lenient,
+        FLAG_PERMISSIVE => Policy::Permissive,
+        _ => Policy::Strict,
     };
     Ok(FileHeader {
         policy,

@@ -545,6 +545,10 @@ impl Backend for WalBackend {
         Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.header))
     }
 
+    fn policy(&self, id: &str) -> Result<Option<crate::Policy>> {
+        Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.policy))
+    }
+
     fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
         // Past any hole, corrupt or torn: intact records after a hole the
         // power-loss window lets recovery cut are returned too. Its gaps are

@@ -20,7 +20,6 @@
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::records::js_safe_integer;
 use crate::event::{Event, EventKind, RawJson, write_json_string};
 use crate::json::Reason;
 use crate::upstream::strings::canonical_string;
@@ -117,6 +116,20 @@ fn json_string(s: &str) -> String {
 
 /// The members of `entries` with `(key, value)` set: replaced in place when
 /// present, appended otherwise (JavaScript's `{...data, key: value}`).
+/// The value of a JSON number as JavaScript's `Number.isSafeInteger` sees
+/// it: `1.0` and `1e2` are integers; `None` for anything else.
+pub fn js_safe_integer(raw: &RawValue) -> Option<i64> {
+    let number: serde_json::Number = serde_json::from_str(raw.get()).ok()?;
+    if let Some(n) = number.as_i64() {
+        return (n.unsigned_abs() <= crate::event::MAX_SAFE_INTEGER).then_some(n);
+    }
+    if number.as_u64().is_some() {
+        return None;
+    }
+    let f = number.as_f64()?;
+    (f.fract() == 0.0 && f.abs() <= crate::event::MAX_SAFE_INTEGER as f64).then_some(f as i64)
+}
+
 fn spread(entries: &Entries<'_>, skip: &[&str], set: &[(&str, String)]) -> String {
     let mut members: Vec<(&str, String)> = entries
         .0

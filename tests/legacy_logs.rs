@@ -1,0 +1,342 @@
+//! What upstream's backends store and only its reader judges (issue 15):
+//! logs written by older harnesses, pre-react-loop vocabulary, malformed
+//! events and foreign format versions. A `Permissive` session (what the
+//! Node binding creates) stores each of them byte for byte on the WAL,
+//! SQLite and JSONL stores, finds the commit point and closers of such a
+//! log after a crash as upstream's `interruptedTurnClosers` does after its
+//! read migrations, and refuses a foreign format version when the session
+//! is read; `Strict` and `Lenient` sessions still refuse them at append.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use turnwal::backend::jsonl::{Compression, JsonlBackend};
+use turnwal::backend::sqlite::SqliteOptions;
+use turnwal::{Error, Event, LogState, Policy, SessionHeader, Store, StoreOptions};
+
+/// One store kind, opened fresh over the same files each time (a restart).
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Wal,
+    Sqlite,
+    Jsonl,
+}
+
+const KINDS: [Kind; 3] = [Kind::Wal, Kind::Sqlite, Kind::Jsonl];
+
+fn open(kind: Kind, dir: &Path, policy: Policy) -> Store {
+    let options = StoreOptions {
+        policy,
+        ..StoreOptions::default()
+    };
+    match kind {
+        Kind::Wal => Store::open_with_options(dir.join("wal"), options).unwrap(),
+        Kind::Sqlite => {
+            Store::open_sqlite(dir.join("s.db"), SqliteOptions::default(), options).unwrap()
+        }
+        Kind::Jsonl => {
+            let backend = JsonlBackend::open(dir.join("jsonl"), Compression::None).unwrap();
+            Store::with_backend(Arc::new(backend), options)
+        }
+    }
+}
+
+fn header(id: &str) -> SessionHeader {
+    let mut header = SessionHeader::new(id, 1_000);
+    header.cwd = Some("/w".into());
+    header
+}
+
+/// Envelopes as a producer hands them over, one JSON text each.
+fn events(lines: &[&str]) -> Vec<Event> {
+    lines
+        .iter()
+        .map(|line| Event::from_json(line.as_bytes()).unwrap())
+        .collect()
+}
+
+fn texts(events: &[Event]) -> Vec<String> {
+    events.iter().map(Event::to_json).collect()
+}
+
+/// A log from before messages had ids and wrappers: a flat user message,
+/// an assistant message whose tool-call blocks sit in `data.content`, and
+/// tool results `{callId, content, isError}` (an append and a replace).
+const PRE_IDENTITY: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
+    r#"{"type":"user/message","seq":1,"time":11,"data":{"content":[{"type":"text","text":"list the files"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    r#"{"type":"step/start","seq":2,"time":12,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"assistant/message","seq":3,"time":13,"data":{"turn":1,"step":1,"content":[{"type":"tool-call","id":"ls-1","name":"ls","arguments":"{\"dir\":\".\"}"}],"provenance":{"provider":"p","model":"m"}},"surfaceOp":"append"}"#,
+    r#"{"type":"tool/call","seq":4,"time":14,"data":{"turn":1,"step":1,"callId":"ls-1","name":"ls","arguments":"{\"dir\":\".\"}"}}"#,
+    r#"{"type":"tool/result","seq":5,"time":15,"data":{"turn":1,"step":1,"callId":"ls-1","content":[{"type":"text","text":"a b c"}],"isError":false},"sourceEventSeqs":[4],"surfaceOp":"append"}"#,
+    r#"{"type":"tool/result","seq":6,"time":16,"data":{"turn":1,"step":1,"callId":"ls-1","content":[{"type":"text","text":"(pruned)"}],"isError":false},"sourceEventSeqs":[5],"surfaceOp":{"op":"replace","start":5,"end":5}}"#,
+    r#"{"type":"step/end","seq":7,"time":17,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"turn/end","seq":8,"time":18,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+];
+
+/// The react-loop refactor's predecessor: triggers on `turn/start`,
+/// `steering/message` (with `surfaceOp`, on a type that is no longer a
+/// surface type), and the old `turn/end` reasons.
+const PRE_REACT_LOOP: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":20,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+    r#"{"type":"step/start","seq":1,"time":21,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"steering/message","seq":2,"time":22,"data":{"turn":1,"content":[{"type":"text","text":"stop, use tabs"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    r#"{"type":"step/end","seq":3,"time":23,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"turn/end","seq":4,"time":24,"data":{"turn":1,"reason":{"kind":"error","step":1,"failure":{"message":"overloaded","code":"SERVER"}}}}"#,
+    r#"{"type":"turn/start","seq":5,"time":25,"data":{"turn":2,"trigger":{"kind":"retry"}}}"#,
+    r#"{"type":"turn/end","seq":6,"time":26,"data":{"turn":2,"reason":{"kind":"aborted"}}}"#,
+];
+
+/// Events upstream's reader refuses, each stored as handed over.
+const MALFORMED: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":30,"data":{"turn":1}}"#,
+    r#"{"type":"user/message","seq":1,"time":31,"data":{"id":"u1","role":"assistant","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    r#"{"type":"step/start","seq":2,"time":32,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"assistant/message","seq":3,"time":33,"data":{},"surfaceOp":"append"}"#,
+    r#"{"type":"tool/result","seq":4,"time":34,"data":{"turn":1,"step":1,"message":null},"surfaceOp":"append"}"#,
+    r#"{"type":"request/header-delta","seq":5,"time":35,"data":{"delta":{}}}"#,
+    r#"{"type":"step/end","seq":6,"time":36,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"turn/end","seq":7,"time":37,"data":{"turn":1,"step":1,"reason":null}}"#,
+    r#"{"type":"plugin/test","seq":8,"time":38,"data":null,"ignorable":true}"#,
+];
+
+/// Stored, and refused by every read with upstream's text: the first
+/// event its reader refuses.
+const REFUSED_ON_READ: &[(&str, u64, &str)] = &[(
+    "malformed",
+    5,
+    "session \"malformed\" contains unsupported legacy request/header-delta event at seq 5",
+)];
+
+#[test]
+fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
+    for kind in KINDS {
+        for (id, log) in [
+            ("pre-identity", PRE_IDENTITY),
+            ("pre-react-loop", PRE_REACT_LOOP),
+            ("malformed", MALFORMED),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = events(log);
+            {
+                let store = open(kind, dir.path(), Policy::Permissive);
+                store
+                    .create_with_policy(header(id), Policy::Permissive)
+                    .unwrap();
+                store.append(id, &log[..3]).unwrap();
+                store.append(id, &log[3..]).unwrap();
+            }
+            // A cold append (another store reads the session back first).
+            let n = log.len() as u64;
+            let next = events(&[
+                &format!(r#"{{"type":"turn/start","seq":{n},"time":90,"data":{{"turn":9}}}}"#),
+                &format!(
+                    r#"{{"type":"turn/end","seq":{},"time":91,"data":{{"turn":9,"reason":{{"kind":"completed"}}}}}}"#,
+                    n + 1
+                ),
+            ]);
+            let appended = open(kind, dir.path(), Policy::Permissive).append(id, &next);
+            let refused = REFUSED_ON_READ.iter().find(|(name, _, _)| *name == id);
+            let all: Vec<Event> = match (refused, kind, appended) {
+                (_, _, Ok(_)) => log.iter().chain(&next).cloned().collect(),
+                // The JSONL store opens a writer as upstream's reader reads
+                // the log: it refuses to append to a log that reader
+                // refuses (the WAL and SQLite writers open from the tail).
+                (Some(_), Kind::Jsonl, Err(Error::Corrupt(_))) => log.clone(),
+                (_, _, Err(e)) => panic!("{kind:?} {id}: {e}"),
+            };
+            let store = open(kind, dir.path(), Policy::Permissive);
+            assert_eq!(
+                texts(&store.read_raw(id, 0).unwrap()),
+                texts(&all),
+                "{kind:?} {id}: stored byte for byte"
+            );
+            let report = store.verify(id).unwrap();
+            match refused {
+                None => {
+                    assert_eq!(
+                        (report.state, report.events, report.problem),
+                        (LogState::Clean, all.len() as u64, None),
+                        "{kind:?} {id}"
+                    );
+                    store.load(id).unwrap();
+                }
+                Some((_, seq, reason)) => {
+                    let problem = report.problem.unwrap();
+                    assert_eq!(report.state, LogState::Corrupt, "{kind:?} {id}");
+                    let text =
+                        format!("(seq {seq}): stored session {id:?} failed validation: {reason}");
+                    assert!(problem.ends_with(&text), "{kind:?}: {problem}");
+                    for result in [
+                        store.inspect(id).map(drop),
+                        store.load(id).map(drop),
+                        store.read_from(id, 7).map(drop),
+                    ] {
+                        match result {
+                            Err(Error::Corrupt(c)) => {
+                                assert_eq!(c.seq, Some(*seq), "{kind:?}");
+                                assert!(c.to_string().ends_with(&text), "{kind:?}: {c}");
+                            }
+                            other => panic!("{kind:?} {id}: {other:?}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn strict_and_lenient_sessions_still_refuse_them_at_append() {
+    let cases: [(&[&str], usize, &str); 3] = [
+        (PRE_IDENTITY, 5, "shape"),
+        (PRE_REACT_LOOP, 2, "surface-fields"),
+        (MALFORMED, 3, "shape"),
+    ];
+    for kind in KINDS {
+        for policy in [Policy::Strict, Policy::Lenient] {
+            for (log, seq, rule) in cases {
+                let dir = tempfile::tempdir().unwrap();
+                let store = open(kind, dir.path(), policy);
+                store.create_with_policy(header("s"), policy).unwrap();
+                let log = events(log);
+                match store.append("s", &log) {
+                    Err(Error::Contract(v)) => {
+                        assert_eq!((v.seq, v.rule.code()), (seq as u64, rule), "{kind:?}")
+                    }
+                    other => panic!("{kind:?} {policy}: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// A crash inside a legacy turn: the closers are those upstream computes
+/// once its reader has migrated the log — the legacy result answered
+/// `ls-1`, the call `cat-1` was logged and never answered, `rm-1` never
+/// started.
+#[test]
+fn an_open_legacy_turn_gets_upstreams_closers() {
+    let log = events(&[
+        PRE_IDENTITY[0],
+        PRE_IDENTITY[1],
+        PRE_IDENTITY[2],
+        r#"{"type":"assistant/message","seq":3,"time":13,"data":{"turn":1,"step":1,"content":[{"type":"tool-call","id":"ls-1","name":"ls","arguments":"{}"},{"type":"tool-call","id":"cat-1","name":"cat","arguments":"{}"},{"type":"tool-call","id":"rm-1","name":"rm","arguments":"{}"}],"provenance":{"provider":"p","model":"m"}},"surfaceOp":"append"}"#,
+        r#"{"type":"tool/call","seq":4,"time":14,"data":{"turn":1,"step":1,"callId":"ls-1","name":"ls","arguments":"{}"}}"#,
+        r#"{"type":"tool/call","seq":5,"time":15,"data":{"turn":1,"step":1,"callId":"cat-1","name":"cat","arguments":"{}"}}"#,
+        r#"{"type":"tool/result","seq":6,"time":16,"data":{"turn":1,"step":1,"callId":"ls-1","content":[{"type":"text","text":"a"}],"isError":false},"sourceEventSeqs":[4],"surfaceOp":"append"}"#,
+    ]);
+    let unknown = turnwal::contract::OUTCOME_UNKNOWN_TEXT;
+    let not_started = turnwal::contract::NOT_STARTED_TEXT;
+    let expected_closers = [
+        format!(
+            r#"{{"type":"tool/result","seq":7,"time":16,"data":{{"turn":1,"step":1,"message":{{"id":"interrupted-tool-result-cat-1-7","role":"user","source":{{"kind":"tool","callId":"cat-1"}},"content":[{{"type":"tool-result","toolCallId":"cat-1","isError":true,"content":[{{"type":"text","text":"{unknown}"}}]}}]}},"error":{{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}}}},"surfaceOp":"append","sourceEventSeqs":[5]}}"#
+        ),
+        format!(
+            r#"{{"type":"tool/result","seq":8,"time":16,"data":{{"turn":1,"step":1,"message":{{"id":"interrupted-tool-result-rm-1-8","role":"user","source":{{"kind":"tool","callId":"rm-1"}},"content":[{{"type":"tool-result","toolCallId":"rm-1","isError":true,"content":[{{"type":"text","text":"{not_started}"}}]}}]}},"error":{{"name":"ToolNotStartedError","code":"TOOL_NOT_STARTED"}}}},"surfaceOp":"append"}}"#
+        ),
+        r#"{"type":"step/end","seq":9,"time":16,"data":{"turn":1,"step":1}}"#.to_owned(),
+        r#"{"type":"turn/end","seq":10,"time":16,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#
+            .to_owned(),
+    ];
+    for kind in KINDS {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(kind, dir.path(), Policy::Permissive);
+            store
+                .create_with_policy(header("open"), Policy::Permissive)
+                .unwrap();
+            store.append("open", &log).unwrap();
+        } // the writer goes without closing its turn: a crash
+        let store = open(kind, dir.path(), Policy::Permissive);
+        let inspected = store.inspect("open").unwrap();
+        // Read as upstream's reader reads it: migrated, stored as it was.
+        let migrated = turnwal::upstream::normalize::normalize(&log, "open").unwrap();
+        assert_eq!(texts(&inspected.events[..7]), texts(&migrated), "{kind:?}");
+        assert!(
+            inspected.events[6]
+                .to_json()
+                .contains(r#""message":{"id":"legacy-message:open:6","role":"user""#),
+            "{kind:?}"
+        );
+        assert_eq!(texts(&store.read_raw("open", 0).unwrap()[..7]), texts(&log));
+        assert_eq!(texts(&inspected.events[7..]), expected_closers, "{kind:?}");
+        // The repair is committed once; the next turn continues after it.
+        let loaded = store.load("open").unwrap();
+        assert_eq!(texts(&loaded.events), texts(&inspected.events), "{kind:?}");
+        let next = events(&[
+            r#"{"type":"turn/start","seq":11,"time":40,"data":{"turn":2}}"#,
+            r#"{"type":"turn/end","seq":12,"time":41,"data":{"turn":2,"reason":{"kind":"completed"}}}"#,
+        ]);
+        store.append("open", &next).unwrap();
+        drop(store);
+        let events = open(kind, dir.path(), Policy::Permissive)
+            .load("open")
+            .unwrap()
+            .events;
+        assert_eq!(events.len(), 13, "{kind:?}");
+        assert_eq!(texts(&events[11..]), texts(&next), "{kind:?}");
+    }
+}
+
+/// Upstream's backends take a header of another format version at create
+/// and append; its reader refuses the session with a text naming the side
+/// to upgrade. A `Permissive` session does the same; the others refuse the
+/// header at create.
+#[test]
+fn a_foreign_format_version_is_stored_and_refused_when_read() {
+    let turn = events(&[
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"turn/end","seq":1,"time":2,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ]);
+    for kind in KINDS {
+        for (version, text) in [
+            (
+                99,
+                "session \"v\" uses log format v99, but this harness reads only v0: the log was \
+                 written by a newer harness \u{2014} upgrade the harness to open it",
+            ),
+            (
+                -1,
+                "session \"v\" uses log format v-1, older than the supported v0, and this build \
+                 ships no upgrade path for it",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut foreign = header("v");
+            foreign.version = version;
+            {
+                let store = open(kind, dir.path(), Policy::Permissive);
+                store
+                    .create_with_policy(foreign.clone(), Policy::Permissive)
+                    .unwrap();
+                store.append("v", &turn).unwrap();
+            }
+            let store = open(kind, dir.path(), Policy::Permissive);
+            let reads: [(&str, Result<(), Error>); 3] = [
+                ("inspect", store.inspect("v").map(drop)),
+                ("load", store.load("v").map(drop)),
+                ("read_from", store.read_from("v", 0).map(drop)),
+            ];
+            for (op, result) in reads {
+                match result {
+                    Err(Error::Unsupported { detail, .. }) => {
+                        assert_eq!(detail, text, "{kind:?} {op} v{version}")
+                    }
+                    other => panic!("{kind:?} {op} v{version}: {other:?}"),
+                }
+            }
+            for policy in [Policy::Strict, Policy::Lenient] {
+                let dir = tempfile::tempdir().unwrap();
+                let store = open(kind, dir.path(), policy);
+                match store.create_with_policy(foreign.clone(), policy) {
+                    Err(Error::Header(e)) => assert_eq!(
+                        e.0,
+                        format!("session metadata version must be 0, got {version}")
+                    ),
+                    other => panic!("{kind:?} {policy} v{version}: {other:?}"),
+                }
+            }
+        }
+    }
+}
