@@ -172,10 +172,20 @@ for (const kind of KINDS) {
           return true
         })
       }
-      // A batch that breaks the turn contract (a step outside any turn).
+      // A batch whose seqs skip one inside it: the one rule storage itself
+      // needs (the coordinator checks the rest of the turn contract, and
+      // what it hands over is stored as upstream's backends store it).
       await assert.rejects(
-        persistence.appendBatch(header, [{ type: 'step/start', seq: 6, time: 1, data: { turn: 2, step: 1 } }], true),
-        { name: 'TurnwalError', code: 'CONTRACT_VIOLATION' },
+        persistence.appendBatch(header, [
+          { type: 'turn/start', seq: 6, time: 1, data: { turn: 2 } },
+          { type: 'turn/end', seq: 8, time: 2, data: { turn: 2, reason: { kind: 'completed' } } },
+        ], true),
+        (error) => {
+          assert.equal(error.name, 'TurnwalError')
+          assert.equal(error.code, 'CONTRACT_VIOLATION')
+          assert.match(error.message, /rule seq-contiguous: expected seq 7, got 8/)
+          return true
+        },
       )
       assert.equal(image(path, kind, persistence, 'seq'), bytes)
       assert.equal(await persistence.readStoredRevision('seq'), revision)
