@@ -1,7 +1,8 @@
 //! The upstream harness's encodings that more than one format shares: the
 //! packing of chunk-delta runs ([`chunks`]), JavaScript-canonical JSON
 //! strings ([`strings`]) and JavaScript strings in Rust, lone surrogates
-//! included ([`jsstr`]). Pure functions over bytes and text: no I/O, and
+//! included ([`jsstr`]), and the read-time migrations and refusals of
+//! upstream's reader ([`normalize`]). Pure functions over bytes and text: no I/O, and
 //! nothing here imports a backend.
 
 // Each store format uses part of the packing code; a build with only one
