@@ -133,8 +133,8 @@ function translate(error, location) {
   if (match === null) return error
   const [, code, message] = match
   if (code === 'UNSUPPORTED') {
-    const where = location === undefined ? '' : ` (raw log: ${location.path})`
-    return new SessionFormatUnsupportedError(`${message}${where}`, location)
+    // The message already names the raw log, as upstream's stores word it.
+    return new SessionFormatUnsupportedError(message, location)
   }
   return new TurnwalError(message, code)
 }

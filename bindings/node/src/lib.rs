@@ -60,9 +60,17 @@ fn code_of(error: &Error) -> &'static str {
 }
 
 fn js_error(error: Error) -> napi::Error {
+    let message = match &error {
+        // Upstream's text as its stores word it: the refusal, then the
+        // raw log.
+        Error::Unsupported { path, detail } => {
+            format!("{detail} (raw log: {})", path.display())
+        }
+        other => other.to_string(),
+    };
     napi::Error::new(
         Status::GenericFailure,
-        format!("turnwal[{}] {error}", code_of(&error)),
+        format!("turnwal[{}] {message}", code_of(&error)),
     )
 }
 

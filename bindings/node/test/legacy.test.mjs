@@ -130,7 +130,7 @@ for (const kind of KINDS) {
         for (const read of [() => persistence.load('v'), () => persistence.inspect('v'), () => persistence.readFrom('v', 0)]) {
           await assert.rejects(read(), (error) => {
             assert.ok(error instanceof SessionFormatUnsupportedError, `${error.name}: ${error.message}`)
-            assert.ok(error.message.includes(text), error.message)
+            assert.ok(error.message.startsWith(`${text} (raw log: `), error.message)
             return true
           })
         }
