@@ -138,6 +138,10 @@ impl Backend for MemoryBackend {
         Ok(self.sessions().get(id).map(MemSession::stored))
     }
 
+    fn policy(&self, id: &str) -> Result<Option<Policy>> {
+        Ok(self.sessions().get(id).map(|session| session.policy))
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let sessions = self.sessions();
         let Some(session) = sessions.get(id) else {
