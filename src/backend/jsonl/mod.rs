@@ -865,34 +865,35 @@ impl JsonlBackend {
     /// it as a writer holds a transcript, and fsyncs it. The held handle is
     /// returned: published by `link` or `rename`, the transcript is then
     /// held from the moment it has its name, and no other writer can open
-    /// it in between.
+    /// it in between. `None` when the temp file was taken before this could
+    /// hold it: a concurrent creator's [`JsonlBackend::remove_temps`] met it
+    /// in the instant between its creation and the hold.
     pub(crate) fn write_temp(
         &self,
         path: &Path,
         bytes: &[u8],
-    ) -> Result<(PathBuf, Box<dyn StorageFile>)> {
+    ) -> Result<Option<(PathBuf, Box<dyn StorageFile>)>> {
         let tmp = self.temp_path(path);
         let mut file = self
             .storage
             .open(&tmp, OpenMode::CreateNew)
             .map_err(|e| Error::io("create", &tmp, e))?;
-        let written = file
-            .hold_writer()
-            .and_then(|held| {
-                if held {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::other("a fresh temp file is held by another writer"))
-                }
-            })
-            .and_then(|()| file.write_all_at(bytes, 0))
-            .and_then(|()| file.sync_all());
+        match file.hold_writer() {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => {
+                drop(file);
+                let _ = self.storage.remove_file(&tmp);
+                return Err(Error::io("lock", &tmp, e));
+            }
+        }
+        let written = file.write_all_at(bytes, 0).and_then(|()| file.sync_all());
         if let Err(e) = written {
             drop(file);
             let _ = self.storage.remove_file(&tmp);
             return Err(Error::io("write", &tmp, e));
         }
-        Ok((tmp, file))
+        Ok(Some((tmp, file)))
     }
 
     /// Renames `from` over `to` (both in `to`'s directory).
@@ -1098,16 +1099,32 @@ impl Backend for JsonlBackend {
         if self.entry_exists(&path)? {
             return Err(taken());
         }
-        self.remove_temps(&path);
         let bytes = self.materialization(header, batch);
-        let (tmp, file) = self.write_temp(&path, &bytes)?;
-        let linked = self.storage.link(&tmp, &path);
-        let _ = self.storage.remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
-            Err(e) => return Err(Error::io("link", &path, e)),
-        }
+        // Another creator's cleanup can take a temp file in the instant
+        // before it is held (then its link finds no file): start over, and
+        // the session that creator published is found as taken.
+        let mut attempts = 0;
+        let file = loop {
+            attempts += 1;
+            if attempts > 1 && self.entry_exists(&path)? {
+                return Err(taken());
+            }
+            self.remove_temps(&path);
+            let Some((tmp, file)) = self.write_temp(&path, &bytes)? else {
+                if attempts < 8 {
+                    continue;
+                }
+                return Err(Error::io("link", &path, io::ErrorKind::NotFound.into()));
+            };
+            let linked = self.storage.link(&tmp, &path);
+            let _ = self.storage.remove_file(&tmp);
+            match linked {
+                Ok(()) => break file,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
+                Err(e) if not_found(&e) && attempts < 8 => {}
+                Err(e) => return Err(Error::io("link", &path, e)),
+            }
+        };
         // This writer holds the new transcript; from here a failure takes
         // it back so a retry starts over.
         let published = self.sync_dir(&dir).and_then(|()| {

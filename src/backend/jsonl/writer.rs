@@ -385,7 +385,18 @@ impl LogWriter for JsonlWriter {
             // The temp file is held before it takes the transcript's name,
             // so the new transcript is never unheld: its handle becomes
             // this writer's.
-            let (tmp, file) = self.backend.write_temp(&self.path, &content)?;
+            let (tmp, file) = self
+                .backend
+                .write_temp(&self.path, &content)?
+                .ok_or_else(|| {
+                    // Only a creator's cleanup takes a fresh temp file, and
+                    // no one creates a session whose transcript exists.
+                    Error::io(
+                        "create",
+                        &self.path,
+                        std::io::Error::other("the repair's temp file was taken by another writer"),
+                    )
+                })?;
             self.backend.rename(&tmp, &self.path)?;
             self.file = file;
             self.backend
