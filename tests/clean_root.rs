@@ -190,7 +190,9 @@ fn wal_source(dir: &Path) {
         .create(SessionHeader::new("alpha", 1).with_cwd("/work/app"))
         .unwrap();
     store.append("alpha", &events(&turn(1, 0, T0))).unwrap();
-    store.append("alpha", &events(&turn(2, 6, T0 + 10))).unwrap();
+    store
+        .append("alpha", &events(&turn(2, 6, T0 + 10)))
+        .unwrap();
     store
         .create_with_policy(
             SessionHeader::new("beta", 1).with_cwd("/work/app"),
@@ -206,10 +208,16 @@ fn wal_source(dir: &Path) {
     store
         .create(SessionHeader::new("gamma", 1).with_cwd("/srv/other"))
         .unwrap();
-    store.append("gamma", &events(&turn(1, 0, T0)[..3])).unwrap();
+    store
+        .append("gamma", &events(&turn(1, 0, T0)[..3]))
+        .unwrap();
 }
 
-const SESSIONS: [&str; 3] = ["--work-app--/alpha", "--work-app--/beta", "--srv-other--/gamma"];
+const SESSIONS: [&str; 3] = [
+    "--work-app--/alpha",
+    "--work-app--/beta",
+    "--srv-other--/gamma",
+];
 
 fn transcripts(compression: Compression) -> Vec<String> {
     upstream(compression, &SESSIONS)
@@ -261,7 +269,11 @@ fn convert_recover_and_append_leave_only_upstream_files() {
         assert_eq!(out.status, 0, "{label}: {}", out.stderr);
         let mut sessions = SESSIONS.to_vec();
         sessions.push("--work-app--/delta");
-        assert_eq!(files(&place.root), upstream(compression, &sessions), "{label}");
+        assert_eq!(
+            files(&place.root),
+            upstream(compression, &sessions),
+            "{label}"
+        );
         let all = upstream(compression, &sessions);
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         assert_eq!(
@@ -272,7 +284,9 @@ fn convert_recover_and_append_leave_only_upstream_files() {
 
         // a real repair: a torn tail is cut and quarantined in the session
         // directory, as documented; nothing else appears
-        let log = place.root.join(upstream(compression, &["--work-app--/alpha"])[0].clone());
+        let log = place
+            .root
+            .join(upstream(compression, &["--work-app--/alpha"])[0].clone());
         let mut bytes = fs::read(&log).unwrap();
         let torn_at = bytes.len();
         bytes.extend_from_slice(&torn(compression));
@@ -409,7 +423,10 @@ fn a_writer_process_holds_the_session_against_this_one() {
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !ofd_held(&transcript) {
-        assert!(std::time::Instant::now() < deadline, "the writer never held it");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never held it"
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     let store = place.store(Compression::None, Policy::Strict);
@@ -443,8 +460,13 @@ fn concurrent_creators_never_both_win() {
                     let mut batch = events(&turn(1, 0, T0));
                     // Tell the writers apart in the stored log.
                     batch[1] = Event::from_json(
-                        ev("user/message", 1, T0, &format!(r#"{{"id":"u1","text":"w{w}"}}"#))
-                            .as_bytes(),
+                        ev(
+                            "user/message",
+                            1,
+                            T0,
+                            &format!(r#"{{"id":"u1","text":"w{w}"}}"#),
+                        )
+                        .as_bytes(),
                     )
                     .unwrap();
                     barrier.wait();
@@ -466,9 +488,16 @@ fn concurrent_creators_never_both_win() {
             "round {round}: {lost:?}"
         );
         let text = fs::read_to_string(place.root.join("--w--/s/session.jsonl")).unwrap();
-        assert!(text.contains(&format!("\"text\":\"w{}\"", won[0])), "round {round}");
+        assert!(
+            text.contains(&format!("\"text\":\"w{}\"", won[0])),
+            "round {round}"
+        );
         assert!(!text.contains(&format!("\"text\":\"w{}\"", 1 - won[0])));
-        assert_eq!(files(&place.root), ["--w--/s/session.jsonl"], "round {round}");
+        assert_eq!(
+            files(&place.root),
+            ["--w--/s/session.jsonl"],
+            "round {round}"
+        );
     }
 }
 
@@ -510,10 +539,9 @@ fn an_older_turnwals_sidecars_are_ignored_and_removed_by_the_next_write() {
 
     // `.turnwal-policy` says strict, and is not read: a Lenient store
     // appends a plugin event between turns.
-    let note = Event::from_json(
-        br#"{"type":"plugin/note","seq":6,"time":1700000000100,"data":{}}"#,
-    )
-    .unwrap();
+    let note =
+        Event::from_json(br#"{"type":"plugin/note","seq":6,"time":1700000000100,"data":{}}"#)
+            .unwrap();
     store.append("s", &[note]).unwrap();
     assert_eq!(files(&place.root), ["--w--/s/session.jsonl"]);
     drop(store);
@@ -521,11 +549,13 @@ fn an_older_turnwals_sidecars_are_ignored_and_removed_by_the_next_write() {
     // A Strict store refuses the same between turns: the policy is the
     // appending store's.
     let strict = place.store(Compression::None, Policy::Strict);
-    let note = Event::from_json(
-        br#"{"type":"plugin/note","seq":7,"time":1700000000100,"data":{}}"#,
-    )
-    .unwrap();
-    assert!(matches!(strict.append("s", &[note]), Err(Error::Contract(_))));
+    let note =
+        Event::from_json(br#"{"type":"plugin/note","seq":7,"time":1700000000100,"data":{}}"#)
+            .unwrap();
+    assert!(matches!(
+        strict.append("s", &[note]),
+        Err(Error::Contract(_))
+    ));
 }
 
 /// Flips one byte inside the line holding `needle`.
@@ -572,8 +602,13 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
         for n in 1..=3 {
             let mut batch = events(&turn(n, (n - 1) * 6, T0));
             batch[1] = Event::from_json(
-                ev("user/message", (n - 1) * 6 + 1, T0, &format!(r#"{{"id":"u{n}","text":"{who}{n}"}}"#))
-                    .as_bytes(),
+                ev(
+                    "user/message",
+                    (n - 1) * 6 + 1,
+                    T0,
+                    &format!(r#"{{"id":"u{n}","text":"{who}{n}"}}"#),
+                )
+                .as_bytes(),
             )
             .unwrap();
             store.append(id, &batch).unwrap();
@@ -603,7 +638,10 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
         let at = text.find("\"a2\"").unwrap();
         text[..at].rfind('\n').unwrap() + 1
     };
-    let view = place.store(Compression::None, Policy::Strict).inspect("a").unwrap();
+    let view = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap();
     assert_eq!(
         (view.stored, view.cut.as_ref().map(|c| c.offset)),
         (7, Some(line as u64))
@@ -618,12 +656,18 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
         proof_slot(crc32fast::hash(&bytes_b[..len]), len as u64, 1),
     )
     .unwrap();
-    let err = place.store(Compression::None, Policy::Strict).inspect("a").unwrap_err();
+    let err = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
 
     // b's own proof file moved over a's: no better.
     fs::copy(&proof_b, &proof_a).unwrap();
-    let err = place.store(Compression::None, Policy::Strict).inspect("a").unwrap_err();
+    let err = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
 
     // a's proof again, but the transcript replaced at the same path by one
@@ -635,12 +679,18 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
     assert_eq!(replaced.len(), bytes_a.len());
     fs::write(&a, &replaced).unwrap();
     damage(&a, "\"a2\"");
-    let err = place.store(Compression::None, Policy::Strict).inspect("a").unwrap_err();
+    let err = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
 
     // And the original bytes with the proof: a tear again.
     fs::write(&a, &bytes_a).unwrap();
     damage(&a, "\"a2\"");
-    let view = place.store(Compression::None, Policy::Strict).inspect("a").unwrap();
+    let view = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap();
     assert_eq!(view.stored, 7);
 }

@@ -216,8 +216,7 @@ impl JsonlBackend {
     /// others cannot write.
     pub fn with_state_dir(mut self, dir: impl AsRef<Path>) -> Result<JsonlBackend> {
         let dir = dir.as_ref();
-        self.state_dir =
-            Some(std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?);
+        self.state_dir = Some(std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?);
         Ok(self)
     }
 
@@ -291,10 +290,16 @@ impl JsonlBackend {
 
     pub(crate) fn proof_at(&self, log: &Path) -> Option<proof::ProofPath> {
         let state = self.state_dir.as_ref()?;
-        let canonical = self
-            .storage
-            .canonicalize(log)
-            .unwrap_or_else(|_| log.to_owned());
+        // The directory is canonicalized, not the file: the name is the
+        // same before the transcript exists and after it is gone.
+        let canonical = match (log.parent(), log.file_name()) {
+            (Some(dir), Some(name)) => self
+                .storage
+                .canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| log.to_owned()),
+            _ => log.to_owned(),
+        };
         Some(proof::ProofPath {
             file: proof::proof_file(state, &canonical),
             state: state.clone(),
@@ -582,10 +587,10 @@ impl JsonlBackend {
             path,
             self.compression,
             JsonlBackend::READ_POLICY,
-        )
-            && summary.header.as_ref().is_some_and(|h| {
-                h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok()
-            })
+        ) && summary
+            .header
+            .as_ref()
+            .is_some_and(|h| h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok())
         {
             return Ok(Some(summary));
         }
@@ -1127,16 +1132,13 @@ impl Backend for JsonlBackend {
         };
         // This writer holds the new transcript; from here a failure takes
         // it back so a retry starts over.
-        let published = self.sync_dir(&dir).and_then(|()| {
-            self.remove_legacy(&dir);
-            // A proof an earlier transcript at this path left: its tag
-            // would not match these bytes anyway, but it has no business
-            // outliving its file.
-            match self.proof_path(&path).map(|p| self.storage.remove_file(&p)) {
-                Some(Err(e)) if !not_found(&e) => Err(Error::io("remove", &path, e)),
-                _ => Ok(()),
-            }
-        });
+        // A proof an earlier transcript at this path left is not removed:
+        // a slot counts only where its tag is the CRC of the file's prefix
+        // of its length (bytes identical to what it proved), and the
+        // writer's first proofs overwrite both slots. Removing it here
+        // could race with a creator that won meanwhile and proves into it.
+        let published = self.sync_dir(&dir);
+        self.remove_legacy(&dir);
         let mut writer = JsonlWriter::new(
             self.clone(),
             header.clone(),
