@@ -690,7 +690,7 @@ impl Store {
         let policy = self
             .backend
             .scan(id)?
-            .map_or(self.options.policy, |s| s.policy);
+            .map_or(self.options.policy, |s| self.with_store_policy(s).policy);
         let mut prefix: Vec<Event> = view.events[..=at as usize].to_vec();
         let mut tracker = Tracker::new(policy);
         tracker.accept_batch(&prefix)?;
@@ -920,7 +920,7 @@ impl Store {
             .backend
             .open(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-        let scan = writer.scan()?;
+        let scan = self.with_store_policy(writer.scan()?);
         self.check_version(&scan)?;
         if let Some(cut) = &scan.cut {
             return Err(Error::StaleRepair {
@@ -1007,7 +1007,7 @@ impl Store {
                 (None, writer)
             }
         };
-        let scan = writer.scan_full()?;
+        let scan = self.with_store_policy(writer.scan_full()?);
         self.check_version(&scan)?;
         let cut_offset = scan.cut.as_ref().map(|c| c.offset);
         if scan.stored_len() != basis.stored || cut_offset != basis.cut_offset {
@@ -1053,6 +1053,15 @@ impl Store {
         Ok(receipt)
     }
 
+    /// A scan a writer of this store continues: for a backend that keeps no
+    /// policy with its sessions (JSONL), appends follow this store's.
+    fn with_store_policy(&self, mut scan: Scan) -> Scan {
+        if !self.backend.keeps_policy() {
+            scan.policy = self.options.policy;
+        }
+        scan
+    }
+
     /// A tracker positioned after the stored events of `scan`, as they are:
     /// an open final turn stays open.
     fn as_is_tracker(&self, scan: &Scan) -> Result<Tracker> {
@@ -1081,10 +1090,10 @@ impl Store {
                 .backend
                 .open(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-            let scan = match reading {
+            let scan = self.with_store_policy(match reading {
                 Reading::Tail => writer.scan()?,
                 Reading::Full | Reading::Salvage => writer.scan_full()?,
-            };
+            });
             self.check_version(&scan)?;
             if self.options.require_known_types {
                 let stored = writer.read_from(0)?;

@@ -93,6 +93,18 @@ trait Fixture {
     /// The path an `Error::Locked` for `id` names.
     fn lock_path(&self, id: &str) -> PathBuf;
 
+    /// Whether `Error::Locked` names the holder's pid: a JSONL writer's
+    /// lock is an OFD lock on the transcript, which records no pid.
+    fn names_holder() -> bool {
+        true
+    }
+
+    /// Whether a session's policy is stored with it: a JSONL root records
+    /// none, and a store appends under its own (`StoreOptions::policy`).
+    fn keeps_policy() -> bool {
+        true
+    }
+
     /// Leaves a torn record at the end of the session's log, as a crash in
     /// the middle of a write would. `false` for a backend that cannot tear.
     fn tear_tail(&self, id: &str) -> bool;
@@ -335,6 +347,8 @@ impl Fixture for SqliteFixture {
 /// The JSONL backend in a temporary root, raw (`session.jsonl`) or zstd.
 struct JsonlFixtureOf<const ZSTD: bool> {
     dir: TempDir,
+    /// The durability proofs' state directory, outside the root.
+    state: TempDir,
 }
 
 type JsonlFixture = JsonlFixtureOf<false>;
@@ -350,7 +364,10 @@ impl<const ZSTD: bool> JsonlFixtureOf<ZSTD> {
     }
 
     fn backend(&self) -> JsonlBackend {
-        JsonlBackend::open(self.dir.path(), Self::compression()).unwrap()
+        JsonlBackend::open(self.dir.path(), Self::compression())
+            .unwrap()
+            .with_state_dir(self.state.path())
+            .unwrap()
     }
 
     fn log_path(&self, id: &str) -> Option<PathBuf> {
@@ -366,7 +383,16 @@ impl<const ZSTD: bool> Fixture for JsonlFixtureOf<ZSTD> {
     fn new() -> Self {
         JsonlFixtureOf {
             dir: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
         }
+    }
+
+    fn names_holder() -> bool {
+        false
+    }
+
+    fn keeps_policy() -> bool {
+        false
     }
 
     fn store(&self, options: StoreOptions) -> Store {
@@ -1275,7 +1301,10 @@ fn lenient_policy<F: Fixture>() {
     drop(store);
 
     // The policy is stored with the session: a default (Strict) store
-    // honours it after a restart, and the loose plugin event is kept.
+    // honours it after a restart, and the loose plugin event is kept. A
+    // backend that stores no policy (JSONL) keeps the event too, but a
+    // Strict store appends under its own policy and refuses another; a
+    // Lenient store takes it.
     let store = fx.open();
     let view = store.load(id).unwrap();
     assert_eq!(
@@ -1284,7 +1313,19 @@ fn lenient_policy<F: Fixture>() {
     );
     log.push("sandbox/mode", r#"{"mode":"read-only"}"#);
     log.simple_turn("u2", "go", "done");
-    store.append(id, &log.batch()).unwrap();
+    let batch = log.batch();
+    let store = if F::keeps_policy() {
+        store
+    } else {
+        let v = violation(store.append(id, &batch));
+        assert_eq!((v.seq, v.rule), (7, Rule::Enclosure));
+        drop(store);
+        fx.store(StoreOptions {
+            policy: Policy::Lenient,
+            ..StoreOptions::default()
+        })
+    };
+    store.append(id, &batch).unwrap();
     drop(store);
     assert_eq!(fx.open().inspect(id).unwrap().events, log.all());
 
@@ -1738,11 +1779,13 @@ fn second_writer<F: Fixture>() {
             else {
                 unreachable!()
             };
+            let named = F::names_holder().then_some(pid);
             assert_eq!(
                 (got.as_str(), path, *holder),
-                (id, &fx.lock_path(id), Some(pid))
+                (id, &fx.lock_path(id), named)
             );
-            assert!(e.to_string().contains(&format!("(pid {pid})")), "{e}");
+            let text = named.map_or("(pid unknown)".to_owned(), |pid| format!("(pid {pid})"));
+            assert!(e.to_string().contains(&text), "{e}");
         }
         other => panic!("expected Locked, got {other:?}"),
     };

@@ -1,7 +1,10 @@
 //! The single-writer guarantee does not rest on a file anyone can delete:
 //! with a live writer's lock file removed, a second writer is still refused,
 //! on the WAL and on JSONL roots, and only the first writer's events are
-//! stored.
+//! stored. A JSONL root has no lock file at all (its writers hold the
+//! transcript itself, an OFD lock); what a hostile user can delete there —
+//! every file in the session directory but the transcript, an older
+//! turnwal's `.turnwal-lock` included — lets no second writer in either.
 
 use std::path::{Path, PathBuf};
 
@@ -28,12 +31,15 @@ fn turn(n: u64, seq: u64, text: &str) -> Vec<Event> {
     ]
 }
 
-/// One store kind: how to open a store on `dir`, and where its lock file of
-/// session "s" is.
+/// One store kind: how to open a store on `dir`, the file an `Error::Locked`
+/// for session "s" names, and the files a hostile user deletes (or
+/// plants, for JSONL: an older turnwal's lock file, which is then deleted)
+/// to let a second writer in.
 struct Kind {
     name: &'static str,
     open: fn(&Path) -> Store,
     lock: fn(&Path) -> PathBuf,
+    deleted: fn(&Path) -> Vec<PathBuf>,
 }
 
 fn kinds() -> [Kind; 2] {
@@ -42,6 +48,7 @@ fn kinds() -> [Kind; 2] {
             name: "wal",
             open: |dir| Store::open(dir).unwrap(),
             lock: |dir| dir.join("sessions/s.lock"),
+            deleted: |dir| vec![dir.join("sessions/s.lock")],
         },
         Kind {
             name: "jsonl",
@@ -51,7 +58,12 @@ fn kinds() -> [Kind; 2] {
                     StoreOptions::default(),
                 )
             },
-            lock: |dir| dir.join("--w--/s/.turnwal-lock"),
+            lock: |dir| dir.join("--w--/s/session.jsonl"),
+            deleted: |dir| {
+                let old = dir.join("--w--/s/.turnwal-lock");
+                std::fs::write(&old, "        42\n").unwrap();
+                vec![old]
+            },
         },
     ]
 }
@@ -67,12 +79,18 @@ fn a_deleted_lock_file_lets_no_second_writer_in() {
         first.append("s", &turn(1, 0, "first")).unwrap();
         first.append("s", &turn(2, 3, "first")).unwrap();
 
-        let lock = (kind.lock)(dir.path());
-        std::fs::remove_file(&lock).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
+        for file in (kind.deleted)(dir.path()) {
+            std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
+        }
         let second = (kind.open)(dir.path());
         match second.append("s", &turn(3, 6, "second")) {
-            Err(Error::Locked { id, holder, .. }) => {
-                assert_eq!((id.as_str(), holder), ("s", None), "{}", kind.name)
+            Err(Error::Locked { id, holder, path }) => {
+                assert_eq!(
+                    (id.as_str(), holder, path),
+                    ("s", None, (kind.lock)(dir.path())),
+                    "{}",
+                    kind.name
+                )
             }
             other => panic!("{}: a second writer got {other:?}", kind.name),
         }

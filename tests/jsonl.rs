@@ -251,15 +251,7 @@ fn traversal_ids_stay_inside_the_root() {
         );
     }
     all.sort();
-    assert_eq!(
-        all,
-        [
-            "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-durable",
-            "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-lock",
-            "_no-cwd/..~002F..~002Fetc~002Fpwn/.turnwal-policy",
-            "_no-cwd/..~002F..~002Fetc~002Fpwn/session.jsonl",
-        ]
-    );
+    assert_eq!(all, ["_no-cwd/..~002F..~002Fetc~002Fpwn/session.jsonl"]);
     let store = root.store();
     assert_eq!(store.load(id).unwrap().events, one_turn());
     assert_eq!(store.list().unwrap()[0].id, id);

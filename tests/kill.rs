@@ -51,7 +51,7 @@ use std::sync::{Arc, Barrier, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use turnwal::backend::Backend as _;
-use turnwal::backend::jsonl::{self, Compression, JsonlBackend, layout};
+use turnwal::backend::jsonl::{Compression, JsonlBackend, layout};
 use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOCK_EXTENSION, WalBackend, encode_file_name};
 use turnwal::rng::Rng;
@@ -291,16 +291,17 @@ impl Target {
 
     /// The lock file a writer of session `id` holds (computed without
     /// opening the store, which for SQLite would create the database:
-    /// `<database>.turnwal-locks/<name>.lock`, docs/SQLITE.md "Locking").
+    /// `<database>.turnwal-locks/<name>.lock`, docs/SQLITE.md "Locking"); a
+    /// JSONL writer holds the transcript itself (docs/JSONL.md).
     fn lock_path(&self, id: &str) -> PathBuf {
         let name = format!("{}{LOCK_EXTENSION}", encode_file_name(id));
         match self.backend {
             Backend::Wal => self.path.join("sessions").join(name),
             Backend::Sqlite(_) => sqlite_files::side_file(&self.path, ".turnwal-locks").join(name),
             // The writers here create their sessions without a cwd.
-            Backend::Jsonl(compression) => layout::log_path(&self.path, None, id, compression)
-                .unwrap()
-                .with_file_name(jsonl::LOCK_FILE),
+            Backend::Jsonl(compression) => {
+                layout::log_path(&self.path, None, id, compression).unwrap()
+            }
         }
     }
 
@@ -1164,17 +1165,47 @@ impl SoakStats {
     }
 }
 
+/// Whether some open file description holds the writer's OFD lock on
+/// `path` (the byte at 2^62, `storage::hold_writer`): asked with
+/// `F_OFD_GETLK`, which takes nothing, so the holder is never disturbed.
+fn ofd_held(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    // SAFETY: a zeroed `flock` is valid; the fields the call reads are set.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = 1 << 62;
+    lock.l_len = 1;
+    // SAFETY: a valid descriptor and a pointer to an initialized `flock`.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    rc == 0 && lock.l_type != libc::F_UNLCK as libc::c_short
+}
+
+/// Whether writer `pid` holds the session whose lock is `lock`: its pid is
+/// in the lock file (written after the flock is taken), or for JSONL, whose
+/// writers hold the transcript itself and record no pid, the transcript is
+/// held (the test has one writer per session at this point).
+fn holds(target: &Target, lock: &Path, pid: u32) -> bool {
+    match target.backend {
+        Backend::Jsonl(_) => ofd_held(lock),
+        _ => std::fs::read_to_string(lock).is_ok_and(|text| text.trim() == pid.to_string()),
+    }
+}
+
 /// Second `turnwal append` on a session `holder` holds: it fails at once
-/// with exit status 4, naming the holder's pid, and writes no ack.
+/// with exit status 4, naming the holder's pid (JSONL: the pid is unknown),
+/// and writes no ack.
 fn assert_locked_out(target: &Target, id: &str, holder: &mut ChildGuard, label: &str) {
-    // Held once the holder's pid is in the lock file (written after the
-    // flock is taken) and the log is published (so the contender finds a
-    // session to open rather than none).
+    // Held once the holder holds the lock and the log is published (so the
+    // contender finds a session to open rather than none).
     let lock = target.lock_path(id);
     let pid = holder.pid();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let held = std::fs::read_to_string(&lock).is_ok_and(|text| text.trim() == pid.to_string());
+        let held = holds(target, &lock, pid);
         if held && target.published(id) {
             break;
         }
@@ -1228,8 +1259,15 @@ fn assert_locked_out(target: &Target, id: &str, holder: &mut ChildGuard, label: 
         (Some(4), ""),
         "{label}: second writer; stderr: {stderr}"
     );
+    let named = match target.backend {
+        Backend::Jsonl(_) => format!(
+            "is locked by another writer (pid unknown); lock file {}",
+            lock.display()
+        ),
+        _ => format!("is locked by another writer (pid {pid})"),
+    };
     assert!(
-        stderr.contains(&format!("is locked by another writer (pid {pid})")),
+        stderr.contains(&named),
         "{label}: stderr names the holder {pid}: {stderr}"
     );
     assert!(

@@ -183,6 +183,15 @@ pub trait Backend: Send + Sync {
         crate::limits::check_batch(batch).map_err(crate::error::Error::Event)
     }
 
+    /// Whether the session's policy is stored with it (given at
+    /// [`Backend::create`]) and reported by its scans. A backend that keeps
+    /// none (the JSONL roots: upstream's format has no place for one)
+    /// reports the policy it reads by, and a [`crate::Store`] appends to
+    /// such a session under its own policy (`StoreOptions::policy`).
+    fn keeps_policy(&self) -> bool {
+        true
+    }
+
     /// Materializes a new session with its first batch, atomically, and
     /// returns its writer. Fails with `AlreadyExists` when it exists.
     fn create(

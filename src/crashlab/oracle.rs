@@ -106,6 +106,10 @@ pub fn store_on(disk: &SimDisk, root: &Path, options: StoreOptions) -> Store {
     Target::Wal.store_on(disk, root, options)
 }
 
+/// The state directory of the JSONL stores the crash lab runs: a path on
+/// the simulated disk, beside the store's root, never the real one.
+pub const SIM_STATE_DIR: &str = "/turnwal-state";
+
 /// Which kind of store a crash test runs on the simulated disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -123,7 +127,9 @@ impl Target {
         Target::Jsonl(Compression::Zstd),
     ];
 
-    /// A store of this kind at `root` on `disk`.
+    /// A store of this kind at `root` on `disk`. A JSONL store keeps its
+    /// durability proofs in [`SIM_STATE_DIR`] on the same simulated disk,
+    /// so every crash covers them too.
     pub fn store_on(self, disk: &SimDisk, root: &Path, options: StoreOptions) -> Store {
         let storage = Arc::new(disk.clone());
         let backend: Arc<dyn crate::backend::Backend> = match self {
@@ -132,6 +138,7 @@ impl Target {
             ),
             Target::Jsonl(compression) => Arc::new(
                 JsonlBackend::with_storage(root, compression, storage)
+                    .and_then(|b| b.with_state_dir(SIM_STATE_DIR))
                     .expect("a simulated store always opens"),
             ),
         };

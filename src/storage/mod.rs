@@ -99,6 +99,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn boot_id(&self) -> Option<u64> {
         None
     }
+    /// Refuses a directory another user could plant files in
+    /// ([`check_private_dir`]); a simulated disk has one user and accepts
+    /// every directory.
+    fn check_private_dir(&self, dir: &Path) -> io::Result<()> {
+        let _ = dir;
+        Ok(())
+    }
 }
 
 /// What a directory entry is.
@@ -316,8 +323,8 @@ pub trait StorageFile: Send + fmt::Debug {
     /// through [`StorageFile::set_len`] waits.
     fn map(&self) -> io::Result<Mapped>;
     /// Takes the writer's hold on this open log ([`hold_writer`]); `false`
-    /// when another writer holds it. A simulated disk has one process: it
-    /// always grants it.
+    /// when another writer holds it (another open of the same file, in this
+    /// process or another). A simulated disk models it per open handle.
     fn hold_writer(&self) -> io::Result<bool> {
         Ok(true)
     }
@@ -331,8 +338,11 @@ const WRITER_HOLD_AT: i64 = 1 << 62;
 /// until the file is closed, released by the kernel when the holder dies.
 /// It lives on the log itself, so deleting or replacing the session's lock
 /// file does not release it: a second writer that got past a deleted lock
-/// file still cannot write. Readers' shared `flock`s are another kind of
-/// lock and never meet it. `false` when another writer holds it.
+/// file still cannot write. It is the JSONL backend's only writer lock
+/// (nothing is added to an upstream root for it), and being tied to the open
+/// file description, not the process, it also refuses a second open in the
+/// same process. Readers' shared `flock`s are another kind of lock and never
+/// meet it. `false` when another writer holds it.
 pub fn hold_writer(file: &File) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
     // SAFETY: a zeroed `flock` is a valid value; every field the call reads
@@ -506,6 +516,10 @@ impl Storage for FsStorage {
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         std::fs::canonicalize(path)
+    }
+
+    fn check_private_dir(&self, dir: &Path) -> io::Result<()> {
+        check_private_dir(dir)
     }
 
     /// Linux's `/proc/sys/kernel/random/boot_id`, hashed.

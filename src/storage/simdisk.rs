@@ -191,6 +191,11 @@ struct State {
     files: BTreeMap<u64, SimFile>,
     dirs: BTreeMap<PathBuf, SimDir>,
     locks: BTreeSet<PathBuf>,
+    /// Writer holds ([`StorageFile::hold_writer`]): inode → the handle
+    /// holding it, released when that handle is dropped, as the kernel
+    /// releases an OFD lock when its open file description is closed.
+    holds: BTreeMap<u64, u64>,
+    next_handle: u64,
     ops: u64,
     counts: BTreeMap<OpKind, u64>,
     faults: Vec<Fault>,
@@ -298,6 +303,8 @@ impl SimDisk {
             files: BTreeMap::new(),
             dirs: BTreeMap::from([(PathBuf::from("/"), SimDir::default())]),
             locks: BTreeSet::new(),
+            holds: BTreeMap::new(),
+            next_handle: 0,
             ops: 0,
             counts: BTreeMap::new(),
             faults: Vec::new(),
@@ -386,6 +393,7 @@ impl SimDisk {
             s.files.insert(inode, file);
         }
         s.locks.clear();
+        s.holds.clear();
         s.faults.clear();
         if mode != CrashMode::KeepAll {
             s.boot += 1;
@@ -516,6 +524,17 @@ struct SimHandle {
     disk: SimDisk,
     inode: u64,
     writable: bool,
+    /// This open's identity, for writer holds.
+    id: u64,
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        let mut s = self.disk.lock();
+        if s.holds.get(&self.inode) == Some(&self.id) {
+            s.holds.remove(&self.inode);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -553,10 +572,13 @@ impl Storage for SimDisk {
         if s.dead {
             return Err(io::Error::other("simulated power loss: the machine is off"));
         }
+        let id = s.next_handle;
+        s.next_handle += 1;
         Ok(Box::new(SimHandle {
             disk: self.clone(),
             inode,
             writable: mode != OpenMode::Read,
+            id,
         }))
     }
 
@@ -818,6 +840,23 @@ impl StorageFile for SimHandle {
 
     fn map(&self) -> io::Result<Mapped> {
         self.with(None, |_, f| Ok(Mapped::owned(f.live.clone())))
+    }
+
+    /// An OFD lock: one holder per file (inode), whichever name it was
+    /// opened by, until the holding handle is dropped or the machine
+    /// crashes.
+    fn hold_writer(&self) -> io::Result<bool> {
+        let mut s = self.disk.lock();
+        if s.dead {
+            return Err(io::Error::other("simulated power loss: the machine is off"));
+        }
+        match s.holds.get(&self.inode) {
+            Some(&holder) => Ok(holder == self.id),
+            None => {
+                s.holds.insert(self.inode, self.id);
+                Ok(true)
+            }
+        }
     }
 }
 

@@ -67,8 +67,10 @@ fn jsonl_power_cut_at_every_disk_operation() {
                     .expect("the healthy run satisfies the oracle");
             }
             let n = reference.disk().ops();
+            // 80 before the root lost turnwal's sidecars (the lock and
+            // policy files' operations); the proof's moved with it.
             assert!(
-                n >= 80,
+                n >= 60,
                 "{target:?} {sync}: the workload does {n} disk operations"
             );
             for k in 0..=n {
@@ -108,7 +110,7 @@ fn jsonl_power_cut_at_every_disk_operation() {
         started.elapsed()
     );
     assert_eq!(modes_seen.len(), CrashMode::ALL.len());
-    assert!(tally.crash_points >= 6 * 80);
+    assert!(tally.crash_points >= 6 * 60);
     assert!(tally.crashes >= 2 * tally.crash_points);
     assert!(tally.closed_turns > 0 && tally.acked_events_checked > 0);
 }
@@ -178,7 +180,11 @@ fn jsonl_injected_faults_on_every_kind_of_operation() {
         tally.acked_events_checked,
         started.elapsed()
     );
-    for kind in FAULT_KINDS {
+    // This workload never renames on a JSONL root since the policy
+    // sidecar (written by rename) went: only a repair that writes records
+    // again renames, and `jsonl_crash_inside_recovery_converges` cuts the
+    // power at every operation of one. Rename faults are still injected.
+    for kind in FAULT_KINDS.into_iter().filter(|&k| k != OpKind::Rename) {
         assert!(
             fired_by_kind[&format!("{kind:?}")] > 0,
             "no {kind:?} fault fired"

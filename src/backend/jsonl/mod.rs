@@ -53,20 +53,18 @@ use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventError};
 use crate::header::SessionHeader;
 use crate::scan::SessionSummary;
-use crate::storage::{EntryKind, FsStorage, LockGuard, OpenMode, Storage, StorageFile};
+use crate::storage::{EntryKind, FsStorage, OpenMode, Storage, StorageFile};
 
-/// The file in a session directory that records a `Strict` policy (upstream
-/// ignores files other than the transcript; without it a log is read with
-/// the upstream harness's own `Lenient` rules).
-pub const POLICY_FILE: &str = ".turnwal-policy";
+pub use proof::default_state_dir;
 
-/// The writer lock file in a session directory.
-pub const LOCK_FILE: &str = ".turnwal-lock";
-
-/// The durability proof in a session directory (docs/JSONL.md, "The
-/// durability proof"): how much of the transcript an fdatasync has made
-/// durable, tagged with the CRC-32 of that prefix.
-pub const PROOF_FILE: &str = ".turnwal-durable";
+/// Files earlier turnwal versions kept in a session directory: the writer
+/// lock, the policy and the durability proof. A root must hold only what
+/// upstream's harness would, so none is written any more: the writer lock
+/// is the hold on the transcript itself, the policy is the appending
+/// store's, the proof lives in the state directory. They are never read,
+/// and are removed when turnwal next opens a writer on the session
+/// (docs/JSONL.md, "Layout").
+pub const LEGACY_SIDECARS: [&str; 3] = [".turnwal-lock", ".turnwal-policy", ".turnwal-durable"];
 
 /// The quarantine directory in a session directory, where repairs keep the
 /// bytes they cut (docs/JSONL.md, "Quarantine"). Upstream reads only the
@@ -84,6 +82,9 @@ pub struct JsonlBackend {
     root: PathBuf,
     compression: Compression,
     pack_chunks: bool,
+    /// The per-user state directory the durability proofs live in
+    /// ([`default_state_dir`] unless injected); `None`: no proof is kept.
+    state_dir: Option<PathBuf>,
 }
 
 /// Whether a read needs the header's cwd to be absolute: `inspect`, `load`
@@ -128,11 +129,13 @@ impl JsonlBackend {
         let root = root.as_ref();
         let root = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
         JsonlBackend::check_root(storage.as_ref(), &root)?;
+        let state_dir = default_state_dir().and_then(|d| std::path::absolute(d).ok());
         let backend = JsonlBackend {
             storage,
             root,
             compression,
             pack_chunks: true,
+            state_dir,
         };
         backend.check_root_encoding()?;
         Ok(backend)
@@ -174,6 +177,7 @@ impl JsonlBackend {
                 .map_err(|e| Error::io("resolve", root.as_ref(), e))?,
             compression: Compression::Zstd,
             pack_chunks: true,
+            state_dir: None,
         };
         let mut found = None;
         for project in probe.project_dirs()? {
@@ -203,6 +207,23 @@ impl JsonlBackend {
     pub fn without_packing(mut self) -> JsonlBackend {
         self.pack_chunks = false;
         self
+    }
+
+    /// Keeps the durability proofs in `dir` (made absolute) instead of the
+    /// default state directory ([`default_state_dir`]): tests, and a store
+    /// whose user has no home. It is created `0700` when the first proof is
+    /// written, and must be a real directory of this user's that group and
+    /// others cannot write.
+    pub fn with_state_dir(mut self, dir: impl AsRef<Path>) -> Result<JsonlBackend> {
+        let dir = dir.as_ref();
+        self.state_dir = Some(std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?);
+        Ok(self)
+    }
+
+    /// The state directory the durability proofs live in; `None` when no
+    /// proof is kept (no `$TURNWAL_STATE_DIR`, `$XDG_STATE_HOME` or `$HOME`).
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.as_deref()
     }
 
     /// The root directory (absolute).
@@ -259,9 +280,30 @@ impl JsonlBackend {
         Ok(found.pop())
     }
 
-    /// The durability proof of the transcript at `log`.
-    pub fn proof_path(log: &Path) -> PathBuf {
-        log.parent().unwrap_or(log).join(PROOF_FILE)
+    /// The durability proof of the transcript at `log`:
+    /// `<state dir>/jsonl-proof/<hash of log's canonical path>`, or `None`
+    /// when no proof is kept. The canonical path (links resolved) gives one
+    /// proof per file however the root was named.
+    pub fn proof_path(&self, log: &Path) -> Option<PathBuf> {
+        self.proof_at(log).map(|p| p.file)
+    }
+
+    pub(crate) fn proof_at(&self, log: &Path) -> Option<proof::ProofPath> {
+        let state = self.state_dir.as_ref()?;
+        // The directory is canonicalized, not the file: the name is the
+        // same before the transcript exists and after it is gone.
+        let canonical = match (log.parent(), log.file_name()) {
+            (Some(dir), Some(name)) => self
+                .storage
+                .canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| log.to_owned()),
+            _ => log.to_owned(),
+        };
+        Some(proof::ProofPath {
+            file: proof::proof_file(state, &canonical),
+            state: state.clone(),
+        })
     }
 
     /// What the durability proof of `bytes` (the transcript at `log`)
@@ -270,7 +312,7 @@ impl JsonlBackend {
     /// prefix: another incarnation's proof, a file another writer rewrote,
     /// or damage inside the prefix — then upstream's own rule decides).
     fn proven(&self, log: &Path, bytes: &[u8]) -> Option<proof::Proven> {
-        proof::proven(self.storage(), &JsonlBackend::proof_path(log), bytes)
+        proof::proven(self.storage(), &self.proof_at(log)?, bytes)
     }
 
     /// Where repairs of the session whose transcript is `log` quarantine
@@ -322,11 +364,11 @@ impl JsonlBackend {
         Ok(())
     }
 
-    /// The lock file a writer of stored session `id` holds.
+    /// The file a writer of stored session `id` holds its lock on: the
+    /// transcript itself (an OFD lock, [`crate::storage::hold_writer`]), the
+    /// path an [`Error::Locked`] names.
     pub fn lock_path(&self, id: &str) -> Result<Option<PathBuf>> {
-        Ok(self
-            .find_log(id)?
-            .and_then(|p| p.parent().map(|d| d.join(LOCK_FILE))))
+        self.find_log(id)
     }
 
     fn project_dirs(&self) -> Result<Vec<PathBuf>> {
@@ -436,14 +478,14 @@ impl JsonlBackend {
         self.storage.as_ref().read_all(path)
     }
 
-    /// The policy recorded beside a transcript (`Lenient` without one).
-    fn policy_at(&self, dir: &Path) -> Policy {
-        match self.read_file(&dir.join(POLICY_FILE)) {
-            Ok(Some(text)) if text.trim_ascii() == b"strict" => Policy::Strict,
-            Ok(Some(text)) if text.trim_ascii() == b"permissive" => Policy::Permissive,
-            _ => Policy::Lenient,
-        }
-    }
+    /// The policy a JSONL log is read under: upstream's reader keeps every
+    /// event after the commit point whatever the contract says (KeepAll),
+    /// so a policy decides only which appends are refused, and that is the
+    /// appending store's ([`Backend::keeps_policy`]). Reads, `verify` and
+    /// `convert` from JSONL take upstream's own rules: `Permissive`, which
+    /// follows turns as `interruptedTurnClosers` does and applies upstream's
+    /// read-time migrations and refusals.
+    const READ_POLICY: Policy = Policy::Permissive;
 
     /// `assertStoredIdentity`: the header read from `path` must name the
     /// requested id, and its cwd and id must map to `path`.
@@ -520,8 +562,7 @@ impl JsonlBackend {
         let proven = self.proven(path, bytes);
         let parsed = scan::parse_for(bytes, self.compression, path, salvage, proven)?;
         self.check_identity(path, &parsed.header, id)?;
-        let policy = self.policy_at(path.parent().unwrap_or(path));
-        scan::plan(parsed, policy, path)
+        scan::plan(parsed, JsonlBackend::READ_POLICY, path)
     }
 
     /// Reads and classifies the log of `id`; `cwd` says whether the read
@@ -543,11 +584,15 @@ impl JsonlBackend {
     /// `list`'s line for the log at `path`: from its two ends when they
     /// settle it (`quick`), else from a full scan.
     fn summarize(&self, path: &Path) -> Result<Option<SessionSummary>> {
-        let policy = self.policy_at(path.parent().unwrap_or(path));
-        if let Some(summary) = tail::summary(self.storage(), path, self.compression, policy)
-            && summary.header.as_ref().is_some_and(|h| {
-                h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok()
-            })
+        if let Some(summary) = tail::summary(
+            self.storage(),
+            path,
+            self.compression,
+            JsonlBackend::READ_POLICY,
+        ) && summary
+            .header
+            .as_ref()
+            .is_some_and(|h| h.validate_cwd().is_ok() && self.check_identity(path, h, None).is_ok())
         {
             return Ok(Some(summary));
         }
@@ -637,19 +682,6 @@ impl JsonlBackend {
         Ok(Some(parsed.raw.split_off(start)))
     }
 
-    fn lock(&self, id: &str, dir: &Path) -> Result<Box<dyn LockGuard>> {
-        let path = dir.join(LOCK_FILE);
-        match self.storage.try_lock(&path) {
-            Ok(Ok(guard)) => Ok(guard),
-            Ok(Err(holder)) => Err(Error::Locked {
-                id: id.to_owned(),
-                path,
-                holder,
-            }),
-            Err(e) => Err(Error::io("lock", path, e)),
-        }
-    }
-
     /// The bytes of a first batch: the header line and the batch, in one
     /// text (raw) or two frames (zstd).
     fn materialization(&self, header: &SessionHeader, batch: &[Event]) -> Vec<u8> {
@@ -714,17 +746,23 @@ impl JsonlBackend {
         }
     }
 
+    /// Removes a session's transcript (its writer holds it), its proof,
+    /// an older turnwal's sidecars, temp files, and the directories left
+    /// empty.
     fn remove_session(&self, path: &Path) -> Result<()> {
         let dir = path.parent().unwrap_or(path);
+        // Named by the canonical path, found while the transcript exists.
+        let proof = self.proof_path(path);
         match self.storage.remove_file(path) {
             Ok(()) => {}
             Err(e) if not_found(&e) => {}
             Err(e) => return Err(Error::io("remove", path, e)),
         }
         self.sync_dir(dir)?;
-        let _ = self.storage.remove_file(&dir.join(POLICY_FILE));
-        let _ = self.storage.remove_file(&dir.join(PROOF_FILE));
-        let _ = self.storage.remove_file(&dir.join(LOCK_FILE));
+        if let Some(proof) = proof {
+            let _ = self.storage.remove_file(&proof);
+        }
+        self.remove_legacy(dir);
         self.remove_temps(path);
         if self.storage.remove_dir(dir).is_ok()
             && let Some(project) = dir.parent()
@@ -771,9 +809,11 @@ impl JsonlBackend {
     }
 
     /// Opens the transcript for writing and takes the writer's hold on it
-    /// (`storage::hold_writer`): refused, as locked, when another writer
-    /// holds it although this one got the lock file (someone deleted or
-    /// replaced it). `None` when the transcript is gone.
+    /// (`storage::hold_writer`), the one writer lock of a JSONL session:
+    /// refused, as locked, when another writer (another process, or
+    /// another store in this one) holds it. An OFD lock does not say who
+    /// holds it, so the holder is unknown. `None` when the transcript is
+    /// gone.
     pub(crate) fn open_held(&self, id: &str, path: &Path) -> Result<Option<Box<dyn StorageFile>>> {
         let file = match self.storage.open(path, OpenMode::ReadWrite) {
             Ok(file) => file,
@@ -785,12 +825,30 @@ impl JsonlBackend {
         }
         Err(Error::Locked {
             id: id.to_owned(),
-            path: path.with_file_name(LOCK_FILE),
+            path: path.to_owned(),
             holder: None,
         })
     }
 
+    /// Removes an older turnwal's sidecars from a session directory
+    /// ([`LEGACY_SIDECARS`]) when a writer that holds the session first
+    /// writes it (a read, even through a writer, changes nothing in the
+    /// root). Best effort: nothing reads them, so one that stays does no
+    /// harm.
+    pub(crate) fn remove_legacy(&self, dir: &Path) {
+        for name in LEGACY_SIDECARS {
+            let path = dir.join(name);
+            if matches!(self.storage.entry_kind(&path), Ok(Some(_))) {
+                let _ = self.storage.remove_file(&path);
+            }
+        }
+    }
+
     /// Removes temp files an interrupted materialization or repair left.
+    /// A temp file whose writer is still at work is held
+    /// ([`JsonlBackend::write_temp`]) and stays: with no lock file, two
+    /// creators of one session meet only at `link`, and the loser must not
+    /// take the winner's temp file away from it first.
     pub(crate) fn remove_temps(&self, path: &Path) {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return;
@@ -798,26 +856,51 @@ impl JsonlBackend {
         let prefix = format!("{}.", name.to_string_lossy());
         for n in self.storage.list_dir(dir).unwrap_or_default() {
             if n.starts_with(&prefix) && n.ends_with(".tmp") {
-                let _ = self.storage.remove_file(&dir.join(n));
+                let tmp = dir.join(n);
+                let stale = self
+                    .storage
+                    .open(&tmp, OpenMode::ReadWrite)
+                    .is_ok_and(|f| f.hold_writer().unwrap_or(false));
+                if stale {
+                    let _ = self.storage.remove_file(&tmp);
+                }
             }
         }
     }
 
-    /// Writes `bytes` to a new temp file beside `path` (mode 0600) and
-    /// fsyncs it.
-    pub(crate) fn write_temp(&self, path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    /// Writes `bytes` to a new temp file beside `path` (mode 0600), holding
+    /// it as a writer holds a transcript, and fsyncs it. The held handle is
+    /// returned: published by `link` or `rename`, the transcript is then
+    /// held from the moment it has its name, and no other writer can open
+    /// it in between. `None` when the temp file was taken before this could
+    /// hold it: a concurrent creator's [`JsonlBackend::remove_temps`] met it
+    /// in the instant between its creation and the hold.
+    pub(crate) fn write_temp(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Option<(PathBuf, Box<dyn StorageFile>)>> {
         let tmp = self.temp_path(path);
         let mut file = self
             .storage
             .open(&tmp, OpenMode::CreateNew)
             .map_err(|e| Error::io("create", &tmp, e))?;
+        match file.hold_writer() {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => {
+                drop(file);
+                let _ = self.storage.remove_file(&tmp);
+                return Err(Error::io("lock", &tmp, e));
+            }
+        }
         let written = file.write_all_at(bytes, 0).and_then(|()| file.sync_all());
         if let Err(e) = written {
             drop(file);
             let _ = self.storage.remove_file(&tmp);
             return Err(Error::io("write", &tmp, e));
         }
-        Ok(tmp)
+        Ok(Some((tmp, file)))
     }
 
     /// Renames `from` over `to` (both in `to`'s directory).
@@ -969,6 +1052,11 @@ impl Backend for JsonlBackend {
         }))
     }
 
+    /// A JSONL root records no policy: appends follow the store's.
+    fn keeps_policy(&self) -> bool {
+        false
+    }
+
     /// The files in the `.turnwal-quarantine/` of every session directory
     /// (of a deleted session's too: deleting a session keeps them).
     fn quarantined(&self) -> Result<Vec<PathBuf>> {
@@ -986,10 +1074,17 @@ impl Backend for JsonlBackend {
         Ok(files)
     }
 
+    /// Materializes a session as upstream does (temp file, `link`), with
+    /// no lock file: two creators race to `link`, which lets exactly one
+    /// win (the other gets `AlreadyExists`); the winner's temp file is
+    /// already held, so the transcript is held from the moment it exists
+    /// (a writer opening it meanwhile gets `Locked`). The policy is not
+    /// recorded: a JSONL session is appended to under the appending
+    /// store's policy.
     fn create(
         &self,
         header: &SessionHeader,
-        policy: Policy,
+        _policy: Policy,
         batch: &[Event],
         _placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
@@ -1012,53 +1107,56 @@ impl Backend for JsonlBackend {
         }
         self.check_inside(&dir)?;
         self.create_dirs(&dir)?;
-        let lock = self.lock(&header.id, &dir)?;
         if self.entry_exists(&path)? {
             return Err(taken());
         }
-        self.remove_temps(&path);
-        match self.storage.remove_file(&dir.join(PROOF_FILE)) {
-            Ok(()) => {}
-            Err(e) if not_found(&e) => {}
-            Err(e) => return Err(Error::io("remove", dir.join(PROOF_FILE), e)),
-        }
-        if policy != Policy::Lenient {
-            let policy_path = dir.join(POLICY_FILE);
-            let tmp = self.write_temp(&policy_path, format!("{policy}\n").as_bytes())?;
-            self.rename(&tmp, &policy_path)?;
-        } else {
-            match self.storage.remove_file(&dir.join(POLICY_FILE)) {
-                Ok(()) => {}
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(Error::io("remove", dir.join(POLICY_FILE), e)),
-            }
-        }
         let bytes = self.materialization(header, batch);
-        let tmp = self.write_temp(&path, &bytes)?;
-        let linked = self.storage.link(&tmp, &path);
-        let _ = self.storage.remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
-            Err(e) => return Err(Error::io("link", &path, e)),
-        }
-        let file = self
-            .open_held(&header.id, &path)?
-            .ok_or_else(|| Error::io("open", &path, io::ErrorKind::NotFound.into()))?;
+        // Another creator's cleanup can take a temp file in the instant
+        // before it is held (then its link finds no file): start over, and
+        // the session that creator published is found as taken.
+        let mut attempts = 0;
+        let file = loop {
+            attempts += 1;
+            if attempts > 1 && self.entry_exists(&path)? {
+                return Err(taken());
+            }
+            self.remove_temps(&path);
+            let Some((tmp, file)) = self.write_temp(&path, &bytes)? else {
+                if attempts < 8 {
+                    continue;
+                }
+                return Err(Error::io("link", &path, io::ErrorKind::NotFound.into()));
+            };
+            let linked = self.storage.link(&tmp, &path);
+            let _ = self.storage.remove_file(&tmp);
+            match linked {
+                Ok(()) => break file,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
+                Err(e) if not_found(&e) && attempts < 8 => {}
+                Err(e) => return Err(Error::io("link", &path, e)),
+            }
+        };
+        // This writer holds the new transcript; from here a failure takes
+        // it back so a retry starts over.
+        // A proof an earlier transcript at this path left is not removed:
+        // a slot counts only where its tag is the CRC of the file's prefix
+        // of its length (bytes identical to what it proved), and the
+        // writer's first proofs overwrite both slots. Removing it here
+        // could race with a creator that won meanwhile and proves into it.
+        let published = self.sync_dir(&dir);
+        self.remove_legacy(&dir);
         let mut writer = JsonlWriter::new(
             self.clone(),
             header.clone(),
             path.clone(),
             file,
-            lock,
             bytes.len() as u64,
             batch.len() as u64,
         );
-        // Published whole and fsynced: all of it is durable. The proof's
-        // first write syncs the directory, which makes the transcript's new
-        // entry durable too.
-        if let Err(e) = writer.prove(bytes.len() as u64) {
-            // Not published durably: take it back so a retry starts over.
+        writer.swept();
+        // Published whole and fsynced (the directory too): all of it is
+        // durable.
+        if let Err(e) = published.and_then(|()| writer.prove(bytes.len() as u64)) {
             drop(writer);
             let _ = self.storage.remove_file(&path);
             return Err(e);
@@ -1070,11 +1168,6 @@ impl Backend for JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let dir = path
-            .parent()
-            .expect("a transcript has a directory")
-            .to_owned();
-        let lock = self.lock(id, &dir)?;
         let Some(mut file) = self.open_held(id, &path)? else {
             return Ok(None);
         };
@@ -1089,7 +1182,6 @@ impl Backend for JsonlBackend {
             header,
             path,
             file,
-            lock,
             len,
             0,
         ))))
@@ -1099,11 +1191,10 @@ impl Backend for JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(false);
         };
-        let dir = path
-            .parent()
-            .expect("a transcript has a directory")
-            .to_owned();
-        let _lock = self.lock(id, &dir)?;
+        // Held while it goes: no writer is cut off mid-append.
+        let Some(_held) = self.open_held(id, &path)? else {
+            return Ok(false);
+        };
         self.remove_session(&path)?;
         Ok(true)
     }

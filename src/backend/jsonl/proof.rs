@@ -1,7 +1,15 @@
-//! The JSONL durability proof, `.turnwal-durable` in a session directory:
-//! how much of the transcript an fdatasync has made durable, and in which
-//! boot of the machine, so recovery can tell a tear from damage where
-//! upstream's format alone cannot (docs/JSONL.md, "The durability proof").
+//! The JSONL durability proof: how much of the transcript an fdatasync has
+//! made durable, and in which boot of the machine, so recovery can tell a
+//! tear from damage where upstream's format alone cannot (docs/JSONL.md,
+//! "The durability proof").
+//!
+//! It lives outside the JSONL root, in a per-user state directory
+//! ([`default_state_dir`]): `<state>/jsonl-proof/<hash of the transcript's
+//! canonical path>`, so a root holds exactly the files upstream's harness
+//! would. The name only finds the proof; what makes it count is its tag,
+//! the CRC of the proven prefix, so a proof that belongs to another file (a
+//! hash collision, a transcript replaced or recreated at the same path) is
+//! ignored as if there were none.
 //!
 //! A power loss can leave a hole anywhere in the bytes written since the
 //! last fdatasync, followed by intact lines, a `turn/end` among them:
@@ -32,6 +40,7 @@
 //! transcript's prefix of that length; every slot states only what was
 //! durable when it was written, so any of them is sound.
 
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -43,6 +52,63 @@ const MAGIC: [u8; 4] = *b"TWJP";
 const LEN: usize = 28;
 /// Where the second slot starts.
 const SLOT: u64 = 4096;
+
+/// The directory of JSONL proofs inside the state directory.
+pub(crate) const PROOF_DIR: &str = "jsonl-proof";
+
+/// The per-user state directory turnwal keeps its JSONL durability proofs
+/// in: `$TURNWAL_STATE_DIR` if set, else `$XDG_STATE_HOME/turnwal`, else
+/// `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
+/// proof is kept and upstream's rule decides every recovery).
+pub fn default_state_dir() -> Option<PathBuf> {
+    state_dir_from(|key| std::env::var_os(key))
+}
+
+/// [`default_state_dir`] over any environment. Empty values count as unset;
+/// a relative `$XDG_STATE_HOME` is ignored, as the XDG base directory
+/// specification says.
+pub(crate) fn state_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let get = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = get("TURNWAL_STATE_DIR") {
+        return Some(dir);
+    }
+    if let Some(dir) = get("XDG_STATE_HOME").filter(|d| d.is_absolute()) {
+        return Some(dir.join("turnwal"));
+    }
+    get("HOME").map(|home| home.join(".local/state/turnwal"))
+}
+
+/// The proof file of the transcript whose canonical path is `canonical`:
+/// `<state>/jsonl-proof/<32 hex>` (FNV-1a, 128 bits, of the path's bytes).
+pub(crate) fn proof_file(state: &Path, canonical: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let hash = canonical
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME));
+    state.join(PROOF_DIR).join(format!("{hash:032x}"))
+}
+
+/// Where a proof lives: the file, and the state directory it sits in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProofPath {
+    pub state: PathBuf,
+    pub file: PathBuf,
+}
+
+impl ProofPath {
+    /// Both directories a proof is read from or written in must be private
+    /// (the checks every directory turnwal writes in gets): anyone else
+    /// who could write there could plant a proof that turns a tear into
+    /// corruption or the other way round.
+    fn check(&self, storage: &dyn Storage) -> io::Result<()> {
+        storage.check_private_dir(&self.state)?;
+        storage.check_private_dir(self.file.parent().expect("a proof has a directory"))
+    }
+}
 
 /// What a slot states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,9 +163,15 @@ pub(crate) struct Proven {
 }
 
 /// What the proof at `proof` proves about `transcript`; `None` without a
-/// proof that describes these bytes.
-pub(crate) fn proven(storage: &dyn Storage, proof: &Path, transcript: &[u8]) -> Option<Proven> {
-    let file = storage.open(proof, OpenMode::Read).ok()?;
+/// proof that describes these bytes (or in a directory that is not
+/// private).
+pub(crate) fn proven(
+    storage: &dyn Storage,
+    proof: &ProofPath,
+    transcript: &[u8],
+) -> Option<Proven> {
+    proof.check(storage).ok()?;
+    let file = storage.open(&proof.file, OpenMode::Read).ok()?;
     let boot = storage.boot_id();
     slots(file.as_ref())
         .ok()?
@@ -122,7 +194,7 @@ pub(crate) fn proven(storage: &dyn Storage, proof: &Path, transcript: &[u8]) -> 
 /// A writer's handle on one session's proof.
 #[derive(Debug)]
 pub(crate) struct Prover {
-    path: PathBuf,
+    path: ProofPath,
     file: Option<Box<dyn StorageFile>>,
     /// The slot holding the last proof fsynced (by this writer, or found
     /// holding the longest one when it opened the file).
@@ -130,7 +202,7 @@ pub(crate) struct Prover {
 }
 
 impl Prover {
-    pub(crate) fn new(path: PathBuf) -> Prover {
+    pub(crate) fn new(path: ProofPath) -> Prover {
         Prover {
             path,
             file: None,
@@ -139,7 +211,7 @@ impl Prover {
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        &self.path.file
     }
 
     /// States that the transcript's first `len` bytes, whose CRC-32 is
@@ -154,10 +226,14 @@ impl Prover {
     ) -> io::Result<bool> {
         let mut created = false;
         if self.file.is_none() {
-            let file = match storage.open(&self.path, OpenMode::ReadWrite) {
+            // Created 0700 (with each new parent made durable), then checked,
+            // whoever created it.
+            storage.create_dir_all(self.path.file.parent().expect("a proof has a directory"))?;
+            self.path.check(storage)?;
+            let file = match storage.open(&self.path.file, OpenMode::ReadWrite) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     created = true;
-                    storage.open(&self.path, OpenMode::CreateNew)?
+                    storage.open(&self.path.file, OpenMode::CreateNew)?
                 }
                 other => other?,
             };
@@ -183,6 +259,45 @@ impl Prover {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_dir_follows_the_environment() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |key: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        const ALL: &[(&str, &str)] = &[
+            ("TURNWAL_STATE_DIR", "/t"),
+            ("XDG_STATE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(state_dir_from(env(ALL)), Some(PathBuf::from("/t")));
+        assert_eq!(
+            state_dir_from(env(&[("TURNWAL_STATE_DIR", ""), ("XDG_STATE_HOME", "/x")])),
+            Some(PathBuf::from("/x/turnwal"))
+        );
+        assert_eq!(
+            state_dir_from(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])),
+            Some(PathBuf::from("/h/.local/state/turnwal"))
+        );
+        assert_eq!(state_dir_from(env(&[("HOME", "")])), None);
+    }
+
+    #[test]
+    fn a_proof_is_named_by_its_transcript_path() {
+        let a = proof_file(Path::new("/s"), Path::new("/r/p/a/session.jsonl"));
+        let b = proof_file(Path::new("/s"), Path::new("/r/p/b/session.jsonl"));
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), Some(Path::new("/s/jsonl-proof")));
+        assert_eq!(a.file_name().unwrap().len(), 32);
+        assert_eq!(
+            a,
+            proof_file(Path::new("/s"), Path::new("/r/p/a/session.jsonl"))
+        );
+    }
 
     #[test]
     fn a_slot_round_trips_and_any_changed_byte_is_refused() {

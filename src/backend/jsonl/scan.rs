@@ -291,9 +291,8 @@ fn torn_past_proof(proven: Option<Proven>, at: u64) -> bool {
 fn with_rule(reason: &str, proven: Option<Proven>, at: u64) -> String {
     match proven {
         Some(Proven { len, .. }) if at < len => format!(
-            "{reason}; the transcript's durability proof ({}) states {len} bytes durable \
+            "{reason}; the transcript's durability proof states {len} bytes durable \
              [rule: {}]",
-            super::PROOF_FILE,
             Proof::Proven.code()
         ),
         _ => reason.to_owned(),

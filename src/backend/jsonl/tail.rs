@@ -232,7 +232,7 @@ mod tests {
 
     /// The quick summary and the full scan's, side by side.
     fn both(backend: &JsonlBackend, path: &Path) -> (Option<String>, String) {
-        let policy = backend.policy_at(path.parent().unwrap());
+        let policy = JsonlBackend::READ_POLICY;
         let quick = summary(backend.storage(), path, backend.compression, policy).map(|s| {
             assert_eq!(s.checked, crate::scan::Checked::Tail);
             format!("{s:?}")
@@ -252,7 +252,12 @@ mod tests {
 
     fn root(compression: Compression) -> Root {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Arc::new(JsonlBackend::open(dir.path(), compression).unwrap());
+        let backend = Arc::new(
+            JsonlBackend::open(dir.path().join("root"), compression)
+                .unwrap()
+                .with_state_dir(dir.path().join("state"))
+                .unwrap(),
+        );
         let store = Store::with_backend(backend.clone(), StoreOptions::default());
         Root {
             _dir: dir,
@@ -313,7 +318,7 @@ mod tests {
                     r.backend.storage(),
                     path,
                     compression,
-                    r.backend.policy_at(path.parent().unwrap()),
+                    JsonlBackend::READ_POLICY,
                 )
                 .unwrap();
                 assert_eq!(

@@ -2,8 +2,8 @@
 //!
 //! Appends write each batch at the end of the transcript (one frame in zstd
 //! mode) and fdatasync as the [`SyncMode`] asks; after every fdatasync that
-//! returns, before acknowledging, the durability proof `.turnwal-durable`
-//! states the synced length (docs/JSONL.md, "The durability proof"). A
+//! returns, before acknowledging, the durability proof (in the state
+//! directory, outside the root) states the synced length (docs/JSONL.md, "The durability proof"). A
 //! failed write or fsync truncates the file back to its acknowledged length;
 //! batches written since the last fdatasync stay in memory and are written
 //! again by the next append or sync (so a retry leaves no gap and no
@@ -32,14 +32,15 @@ use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::quarantine::{self, Placement as QuarantineAt};
 use crate::scan::{Cut, CutReason, Scan};
-use crate::storage::{LockGuard, StorageFile};
+use crate::storage::StorageFile;
 
 pub(crate) struct JsonlWriter {
     backend: JsonlBackend,
     header: SessionHeader,
     path: PathBuf,
+    /// The transcript, held ([`crate::storage::hold_writer`]): the
+    /// session's one writer lock, released when the writer drops it.
     file: Box<dyn StorageFile>,
-    _lock: Box<dyn LockGuard>,
     /// Bytes written (accepted batches).
     len: u64,
     /// Bytes of acknowledged batches: what a failed write or fsync never
@@ -57,7 +58,11 @@ pub(crate) struct JsonlWriter {
     /// The file was cut back: `pending` must be written again at
     /// `synced_len`.
     rewrite_pending: bool,
-    prover: Prover,
+    /// `None` when the backend keeps no proofs (no state directory).
+    prover: Option<Prover>,
+    /// Whether an older turnwal's sidecars were removed from the session
+    /// directory: done by the first write ([`JsonlBackend::remove_legacy`]).
+    swept: bool,
     /// The CRC-32 of the transcript's first `hashed_len` bytes (the proof's
     /// tag), kept as the proven prefix grows.
     hasher: crc32fast::Hasher,
@@ -83,17 +88,16 @@ impl JsonlWriter {
         header: SessionHeader,
         path: PathBuf,
         file: Box<dyn StorageFile>,
-        lock: Box<dyn LockGuard>,
         len: u64,
         events: u64,
     ) -> JsonlWriter {
         JsonlWriter {
-            prover: Prover::new(JsonlBackend::proof_path(&path)),
+            prover: backend.proof_at(&path).map(Prover::new),
+            swept: false,
             backend,
             header,
             path,
             file,
-            _lock: lock,
             len,
             acked_len: len,
             synced_len: len,
@@ -138,14 +142,16 @@ impl JsonlWriter {
         let durably = self
             .proof_synced
             .is_none_or(|at| len < at || len - at >= PROOF_SYNC_EVERY);
-        let created = self
-            .prover
+        let Some(prover) = self.prover.as_mut() else {
+            return Ok(());
+        };
+        let created = prover
             .prove(self.backend.storage(), tag, len, durably)
-            .map_err(|e| Error::io("write", self.prover.path(), e))?;
+            .map_err(|e| Error::io("write", prover.path(), e))?;
         if created || self.proof_synced.is_none() {
             // A proof whose entry a power loss takes away proves nothing.
-            self.backend
-                .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
+            let dir = prover.path().parent().expect("a proof has a directory");
+            self.backend.sync_dir(dir)?;
         }
         if durably {
             self.proof_synced = Some(len);
@@ -279,12 +285,18 @@ impl JsonlWriter {
         Ok(())
     }
 
-    fn reopen(&mut self) -> Result<()> {
-        self.file = self
-            .backend
-            .open_held(&self.header.id, &self.path)?
-            .ok_or_else(|| Error::io("open", &self.path, std::io::ErrorKind::NotFound.into()))?;
-        Ok(())
+    /// Marks the session directory swept (materialization did it).
+    pub(crate) fn swept(&mut self) {
+        self.swept = true;
+    }
+
+    /// Before the first write: an older turnwal's sidecars go.
+    fn sweep(&mut self) {
+        if !self.swept {
+            self.backend
+                .remove_legacy(self.path.parent().expect("a transcript has a directory"));
+            self.swept = true;
+        }
     }
 }
 
@@ -340,6 +352,7 @@ impl LogWriter for JsonlWriter {
         if !scan.needs_repair() {
             return Ok(None);
         }
+        self.sweep();
         let mut batch = plan.rewrite.clone();
         batch.extend(scan.closers.iter().cloned());
         let tail = if batch.is_empty() {
@@ -369,11 +382,25 @@ impl LogWriter for JsonlWriter {
             self.backend.remove_temps(&self.path);
             let mut content = bytes[..keep as usize].to_vec();
             content.extend_from_slice(&tail);
-            let tmp = self.backend.write_temp(&self.path, &content)?;
+            // The temp file is held before it takes the transcript's name,
+            // so the new transcript is never unheld: its handle becomes
+            // this writer's.
+            let (tmp, file) = self
+                .backend
+                .write_temp(&self.path, &content)?
+                .ok_or_else(|| {
+                    // Only a creator's cleanup takes a fresh temp file, and
+                    // no one creates a session whose transcript exists.
+                    Error::io(
+                        "create",
+                        &self.path,
+                        std::io::Error::other("the repair's temp file was taken by another writer"),
+                    )
+                })?;
             self.backend.rename(&tmp, &self.path)?;
+            self.file = file;
             self.backend
                 .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
-            self.reopen()?;
         }
         self.all_durable(
             keep + tail.len() as u64,
@@ -386,6 +413,7 @@ impl LogWriter for JsonlWriter {
 
     fn append(&mut self, batch: &[Event], _: &[Placement], sync: SyncMode) -> Result<u64> {
         self.check()?;
+        self.sweep();
         self.restore_pending()?;
         let bytes = self.backend.encode_batch(batch);
         if let Err(e) = self.file.write_all_at(&bytes, self.len) {

@@ -418,12 +418,19 @@ impl Differential {
         let mut kinds = vec![Kind::Wal, Kind::Sqlite];
         kinds.extend(jsonl.iter().map(|&c| Kind::Jsonl(c)));
         let scratch = Scratch::new(&scratch.clone().unwrap_or_else(std::env::temp_dir));
+        // A JSONL root records no policy: a reopened JSONL session is
+        // appended to under its store's policy (docs/JSONL.md, "Layout").
+        // Modelled, not tolerated: when a JSONL store takes part, every
+        // session has the first configured policy, and the stores are
+        // opened with it (the WAL's and SQLite's keep each session's own).
+        let jsonl_policy = (!jsonl.is_empty()).then_some(policies[0]);
         let wal_options = StoreOptions {
             sync: if durable {
                 SyncMode::Batch
             } else {
                 SyncMode::Never
             },
+            policy: jsonl_policy.unwrap_or_default(),
             ..StoreOptions::default()
         };
         let sqlite_options = SqliteOptions {
@@ -441,6 +448,7 @@ impl Differential {
             .iter()
             .enumerate()
             .map(|(i, &policy)| {
+                let policy = jsonl_policy.unwrap_or(policy);
                 let id = SESSION_IDS[i].to_owned();
                 let mut header = SessionHeader::new(id.clone(), 1_700_000_000_000 + i as u64);
                 if rng.below(2) == 0 {
