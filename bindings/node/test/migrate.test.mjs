@@ -13,6 +13,11 @@ import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
 import { KINDS, liveSession, mount, storePath, tempDir, toolTurn, turnUntilToolCall } from './support.mjs'
 
 const repo = dirname(dirname(dirname(dirname(fileURLToPath(import.meta.url)))))
+// A JSONL write keeps its durability proof in the per-user state directory
+// (docs/JSONL.md): the CLI gets a temporary one, so a test run leaves
+// nothing in the real ~/.local/state.
+const cliEnv = (t) => ({ ...process.env, TURNWAL_STATE_DIR: tempDir(t, 'turnwal-state-') })
+
 const binary = process.env.TURNWAL_BIN
   ?? join(process.env.CARGO_TARGET_DIR ?? join(repo, 'target'), 'release', 'turnwal')
 
@@ -37,7 +42,7 @@ for (const kind of KINDS) {
     await jsonl.dispose()
 
     const path = storePath(t, kind)
-    const out = execFileSync(binary, ['convert', '--from', `jsonl:${root}`, '--to', path], { encoding: 'utf8' })
+    const out = execFileSync(binary, ['convert', '--from', `jsonl:${root}`, '--to', path], { encoding: 'utf8', env: cliEnv(t) })
     t.diagnostic(out.trim())
 
     const reader = await mount(t, { root }, JsonlSessionPersistence)
@@ -71,7 +76,7 @@ for (const [from, to] of [['none', 'none'], ['none', 'zstd'], ['zstd', 'zstd'], 
     const back = join(dir, 'back')
     const convert = (src, dst) => {
       try {
-        execFileSync(binary, ['convert', '--from', src, '--to', dst], { encoding: 'utf8', stdio: 'pipe' })
+        execFileSync(binary, ['convert', '--from', src, '--to', dst], { encoding: 'utf8', stdio: 'pipe', env: cliEnv(t) })
       } catch (e) {
         // Exit 2: sessions upstream refuses too (corrupt) were not copied.
         if (e.status !== 2) throw e
