@@ -4,20 +4,18 @@
 //! exactly the files upstream's SQLite store holds (the database, and
 //! SQLite's own `-wal`/`-shm`/journal files) after any `turnwal` command.
 //!
-//! What is held is read from the kernel: `/proc/<pid>/fdinfo/<fd>` lists the
-//! locks taken through each descriptor, OFD locks (whose pid `/proc/locks`
-//! gives as -1, so a holder is found through its descriptors) and SQLite's
-//! traditional POSIX locks alike.
+//! What is held is read from the kernel, through each process's descriptors
+//! (`support::fd_locks`): OFD locks and SQLite's traditional POSIX locks.
 
 mod support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 
+use support::fd_locks::{locks, ofd_locks};
 use support::{T0, acks, append, command, lines, on, turn};
 use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions};
 use turnwal::{Event, Store, StoreOptions};
@@ -32,73 +30,15 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
-/// `maj:min:ino` of `path`, as the kernel prints it in `/proc/locks` and
-/// fdinfo (`%02x:%02x:%lu`).
-fn kernel_id(path: &Path) -> String {
-    let meta = fs::metadata(path).unwrap();
-    let dev = meta.dev();
-    format!(
-        "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
-        meta.ino()
-    )
-}
-
-/// The locks process `pid` holds on `db`, through any of its descriptors,
-/// as `(class, READ|WRITE, start, end)`, sorted: the `lock:` lines of every
-/// descriptor's fdinfo (each read under the file's lock list lock, unlike
-/// `/proc/locks`, whose reads can skip or repeat entries while other
-/// processes lock and unlock).
-fn locks(pid: u32, db: &Path) -> Vec<(String, String, String, String)> {
-    let id = kernel_id(db);
-    let mut found = Vec::new();
-    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
-        // A descriptor may close between the listing and the read.
-        let Ok(info) = fs::read_to_string(fd.unwrap().path()) else {
-            continue;
-        };
-        for line in info.lines().filter(|l| l.starts_with("lock:")) {
-            // lock: N: CLASS ADVISORY READ|WRITE pid maj:min:ino start end
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f[6] == id {
-                let owner = if f[2] == "OFDLCK" {
-                    "-1".to_owned()
-                } else {
-                    pid.to_string()
-                };
-                assert_eq!(f[5], owner, "{line}");
-                found.push((
-                    f[2].to_owned(),
-                    f[4].to_owned(),
-                    f[7].to_owned(),
-                    f[8].to_owned(),
-                ));
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-/// The first bytes of the OFD locks process `pid` holds on `db`, sorted:
-/// each a write lock of one byte.
-fn ofd_locks(pid: u32, db: &Path) -> Vec<u64> {
+/// The POSIX locks (SQLite's) process `pid` holds on `db`, without the
+/// descriptors they were found through (SQLite takes them through its own
+/// descriptor, whichever of its descriptors of the file that is).
+fn posix_locks(pid: u32, db: &Path) -> Vec<(String, String, String)> {
     locks(pid, db)
         .into_iter()
-        .filter(|l| l.0 == "OFDLCK")
-        .map(|(_, rw, start, end)| {
-            assert_eq!((rw.as_str(), &start), ("WRITE", &end));
-            start.parse().unwrap()
-        })
+        .filter(|l| l.class == "POSIX")
+        .map(|l| (l.kind, l.start, l.end))
         .collect()
-}
-
-/// The POSIX locks (SQLite's) process `pid` holds on `db`.
-fn posix_locks(pid: u32, db: &Path) -> Vec<(String, String, String, String)> {
-    let mut found = locks(pid, db);
-    found.retain(|l| l.0 == "POSIX");
-    found
 }
 
 /// How many of this process's descriptors are open on `db`.
