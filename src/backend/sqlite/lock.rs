@@ -10,8 +10,8 @@
 //! own `-wal`, `-shm` and journal files), before, while and after a writer
 //! holds a session (docs/SQLITE.md, "Locking").
 //!
-//! Where the byte sits: SQLite's own POSIX locks on the database file live at
-//! `PENDING_BYTE` (0x40000000) and the ~512 bytes after it, and the WAL and
+//! Where the byte sits: SQLite's own POSIX locks on the database file live in
+//! the 512 bytes from `PENDING_BYTE` (0x40000000), and the WAL and
 //! JSONL writers hold the byte at 2^62 of their logs
 //! (`storage::hold_writer`). A session's byte is in `[2^62 + 1, 2^63 - 2]`,
 //! at `2^62 + 1 + fnv1a64(id) mod (2^62 - 2)`: far from SQLite's bytes, never
@@ -41,7 +41,10 @@
 //! on the database for as long as it is open; a writing one its RESERVED,
 //! PENDING and EXCLUSIVE locks). So a [`LockFile`] is opened once per backend
 //! and closed only when no turnwal SQLite backend of this process has the
-//! same file open any more: until then it waits in a per-file list.
+//! same file open any more: until then it waits in a per-file list. A writer
+//! releases its byte with an explicit `F_UNLCK`, not by closing, so a child
+//! process forked meanwhile (which shares the open file description until
+//! it execs) cannot keep it held.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
