@@ -33,18 +33,21 @@
 //! `BEGIN IMMEDIATE` transaction. Such a legacy directory is ignored: never
 //! read, locked, created or removed (docs/SQLITE.md, "Locking").
 //!
-//! The descriptor the locks are taken on ([`LockFile`]) is the backend's own,
-//! opened beside rusqlite's, because an OFD lock belongs to the open file
-//! description. Closing it needs care: closing *any* descriptor of a file
-//! drops every traditional POSIX lock this process holds on that file, and
-//! SQLite's locks are such locks (a WAL-mode connection holds a SHARED lock
-//! on the database for as long as it is open; a writing one its RESERVED,
-//! PENDING and EXCLUSIVE locks). So a [`LockFile`] is opened once per backend
-//! and closed only when no turnwal SQLite backend of this process has the
-//! same file open any more: until then it waits in a per-file list. A writer
-//! releases its byte with an explicit `F_UNLCK`, not by closing, so a child
-//! process forked meanwhile (which shares the open file description until
-//! it execs) cannot keep it held.
+//! The descriptor the locks are taken on is turnwal's own, opened beside
+//! SQLite's, because an OFD lock belongs to the open file description.
+//! Closing it needs care: closing *any* descriptor of a file drops every
+//! traditional POSIX lock this process holds on that file, and SQLite's
+//! locks are such locks (a WAL-mode connection holds a SHARED lock on the
+//! database for as long as it is open; a writing one its RESERVED, PENDING
+//! and EXCLUSIVE locks). So the process has one such descriptor per
+//! database file (by device and inode, [`OPEN_FILES`]), shared by all its
+//! backends of the file ([`LockFile`]), and closed only when the last of
+//! them ends, after its SQLite connection. Writers of different backends of
+//! the process share its description, which an OFD lock cannot tell apart:
+//! the per-file set of held bytes refuses them. A writer releases its byte
+//! with an explicit `F_UNLCK`, not by closing, so a child process forked
+//! meanwhile (which shares the open file description until it execs)
+//! cannot keep it held.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -102,45 +105,63 @@ fn set_lock(file: &File, offset: u64, kind: libc::c_int) -> std::io::Result<bool
     }
 }
 
-/// What this process has open of one database file, by (device, inode):
+/// This process's descriptor of one database file, by (device, inode):
 /// see [`OPEN_FILES`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct OpenFile {
+    /// The descriptor every backend of the file in this process takes its
+    /// writers' locks on (one open file description: an OFD lock does not
+    /// exclude another writer of the same description, so `held` does that
+    /// within the process).
+    file: File,
+    /// Descriptors of the same file opened meanwhile, when the path led to
+    /// it only after a first look found another file (the path was
+    /// replaced): never used, only kept until `file` is closed.
+    spare: Vec<File>,
     /// How many of this process's SQLite backends have the file open.
     backends: usize,
-    /// The lock descriptors of backends that ended, kept open until the last
-    /// one ends (see the module's comment).
-    retired: Vec<File>,
-    /// The bytes this process's writers hold, so that a writer of another
-    /// backend of this process refused one can name this process as the
-    /// holder (the kernel records no pid for an OFD lock: `F_OFD_GETLK` and
-    /// `/proc/locks` give -1).
+    /// The bytes this process's writers hold. A writer of the same byte in
+    /// another backend of this process is refused here, naming this
+    /// process as the holder (the kernel records no pid for an OFD lock:
+    /// `F_OFD_GETLK` and `/proc/locks` give -1).
     held: BTreeSet<u64>,
 }
 
-/// The database files this process's SQLite backends opened for their
-/// locks.
+/// The database files this process's SQLite backends hold open for their
+/// writers' locks. An entry lives as long as one backend of its file does,
+/// so closing it drops no SQLite lock of theirs (see the module's comment);
+/// sharing it keeps a process at one such descriptor per file however many
+/// backends come and go.
 static OPEN_FILES: Mutex<BTreeMap<(u64, u64), OpenFile>> = Mutex::new(BTreeMap::new());
 
 fn open_files() -> std::sync::MutexGuard<'static, BTreeMap<(u64, u64), OpenFile>> {
     OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A backend's own descriptor of its database file, which its writers' OFD
-/// locks are taken on.
+/// A backend's share of its process's descriptor of its database file
+/// ([`OPEN_FILES`]), which its writers' OFD locks are taken on.
 #[derive(Debug)]
 pub(super) struct LockFile {
-    file: Option<File>,
     key: (u64, u64),
 }
 
 impl LockFile {
-    /// Opens the database file at `path` (already checked and opened by
-    /// SQLite) for writing: `fcntl` write locks need a descriptor open for
-    /// writing. No symlink is followed and nothing that could block is
-    /// waited on.
+    /// Joins the descriptor this process has of the database file at
+    /// `path` (already checked and opened by SQLite), or opens one for
+    /// reading and writing (`fcntl` write locks need a descriptor open for
+    /// writing), following no symlink and waiting on nothing.
     pub(super) fn open(path: &Path) -> Result<LockFile> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let mut files = open_files();
+        // Opening a second descriptor of a file this process has open is
+        // harmless; closing one is not: look before opening.
+        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))?;
+        if let Some(entry) = files.get_mut(&(meta.dev(), meta.ino())) {
+            entry.backends += 1;
+            return Ok(LockFile {
+                key: (meta.dev(), meta.ino()),
+            });
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -150,25 +171,32 @@ impl LockFile {
         let meta = match file.metadata() {
             Ok(meta) => meta,
             Err(e) => {
-                // Closing it could drop the locks of this process's other
-                // connections to the file, and without its identity it
-                // cannot wait in `OPEN_FILES`: it is left open.
+                // Without its identity it has no place in `OPEN_FILES`, and
+                // closing it could drop the locks of this process's
+                // connections to the file: it is left open.
                 std::mem::forget(file);
                 return Err(Error::io("stat", path, e));
             }
         };
         let key = (meta.dev(), meta.ino());
-        open_files().entry(key).or_default().backends += 1;
-        Ok(LockFile {
-            file: Some(file),
-            key,
-        })
-    }
-
-    fn file(&self) -> &File {
-        self.file
-            .as_ref()
-            .expect("a lock file is open until dropped")
+        match files.get_mut(&key) {
+            Some(entry) => {
+                entry.spare.push(file);
+                entry.backends += 1;
+            }
+            None => {
+                files.insert(
+                    key,
+                    OpenFile {
+                        file,
+                        spare: Vec::new(),
+                        backends: 1,
+                        held: BTreeSet::new(),
+                    },
+                );
+            }
+        }
+        Ok(LockFile { key })
     }
 }
 
@@ -178,12 +206,11 @@ impl Drop for LockFile {
         let Some(entry) = files.get_mut(&self.key) else {
             return;
         };
-        entry.retired.extend(self.file.take());
         entry.backends -= 1;
         if entry.backends == 0 {
             // No turnwal SQLite connection of this process has the file open
-            // any more (each backend's connection is dropped before its lock
-            // file): closing these drops no lock of ours.
+            // any more (each backend's connection is dropped before its
+            // share): closing the descriptor drops no lock of ours.
             files.remove(&self.key);
         }
     }
@@ -229,21 +256,22 @@ impl WriterLock {
             return Ok(lock);
         };
         let offset = lock_offset(id);
-        match set_lock(file.file(), offset, libc::F_WRLCK) {
+        let mut files = open_files();
+        let entry = files
+            .get_mut(&file.key)
+            .expect("a backend's open file is registered while it lives");
+        if entry.held.contains(&offset) {
+            // A writer of another backend of this process.
+            return Err(locked(Some(std::process::id())));
+        }
+        match set_lock(&entry.file, offset, libc::F_WRLCK) {
             Ok(true) => {
-                if let Some(entry) = open_files().get_mut(&file.key) {
-                    entry.held.insert(offset);
-                }
+                entry.held.insert(offset);
                 lock.offset = Some(offset);
                 Ok(lock)
             }
-            Ok(false) => {
-                // Another backend of this process, or another process.
-                let ours = open_files()
-                    .get(&file.key)
-                    .is_some_and(|entry| entry.held.contains(&offset));
-                Err(locked(ours.then(std::process::id)))
-            }
+            // Another process.
+            Ok(false) => Err(locked(None)),
             Err(e) => Err(Error::io("lock", &path, e)),
         }
     }
@@ -254,11 +282,11 @@ impl Drop for WriterLock {
         // Release the file lock first, then let this process's writers in.
         // The descriptor stays open (see the module's comment): only the
         // byte is unlocked.
-        if let (Some(offset), Some(file)) = (self.offset.take(), &self.shared.lock_file) {
-            let _ = set_lock(file.file(), offset, libc::F_UNLCK);
-            if let Some(entry) = open_files().get_mut(&file.key) {
-                entry.held.remove(&offset);
-            }
+        if let (Some(offset), Some(file)) = (self.offset.take(), &self.shared.lock_file)
+            && let Some(entry) = open_files().get_mut(&file.key)
+        {
+            let _ = set_lock(&entry.file, offset, libc::F_UNLCK);
+            entry.held.remove(&offset);
         }
         self.shared
             .held

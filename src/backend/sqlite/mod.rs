@@ -197,9 +197,10 @@ pub(crate) struct Shared {
     conn: Mutex<Conn>,
     /// Sessions a writer of this backend holds.
     held: Mutex<HashSet<String>>,
-    /// The descriptor its writers' locks are taken on (`None` for an
-    /// in-memory or read-only database). Declared after `conn`, so it is
-    /// dropped after the connection is closed (`lock`'s comment says why).
+    /// Its share of the process's descriptor of the database file, which
+    /// its writers' locks are taken on (`None` for an in-memory or
+    /// read-only database). Declared after `conn`, so it is dropped after
+    /// the connection is closed (`lock`'s comment says why).
     lock_file: Option<LockFile>,
 }
 
