@@ -71,9 +71,12 @@ pub enum Error {
     Locked {
         /// Session id.
         id: String,
-        /// The lock file.
+        /// The lock file (for an SQLite store, the database, one byte of
+        /// which is locked).
         path: PathBuf,
-        /// The holder's pid, as it recorded it.
+        /// The holder's pid, as it recorded it (`None` when unknown: an
+        /// SQLite writer's OFD lock records no pid, so only a holder in
+        /// this process is named).
         holder: Option<u32>,
     },
     /// An operation that needs a balanced log met an open turn.

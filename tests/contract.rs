@@ -302,7 +302,9 @@ impl Fixture for SqliteFixture {
     }
 
     fn artifacts(&self, id: &str) -> Vec<String> {
-        // The session's rows, and its writer's lock file.
+        // The session's rows, and anything beside the database but SQLite's
+        // own files (a writer's lock is a byte of the database: it creates
+        // nothing).
         let mut found = Vec::new();
         let conn = self.conn();
         let count = |sql: &str| -> i64 { conn.query_row(sql, [id], |r| r.get(0)).unwrap() };
@@ -313,8 +315,20 @@ impl Fixture for SqliteFixture {
         if events > 0 {
             found.push(format!("{events} events rows of {id}"));
         }
-        if self.lock_path(id).exists() {
-            found.push(self.lock_path(id).display().to_string());
+        let sqlites = [
+            "sessions.db",
+            "sessions.db-wal",
+            "sessions.db-shm",
+            "sessions.db-journal",
+        ];
+        for entry in fs::read_dir(self.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if !sqlites
+                .iter()
+                .any(|name| path.file_name() == Some(name.as_ref()))
+            {
+                found.push(path.display().to_string());
+            }
         }
         found
     }

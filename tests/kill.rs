@@ -57,6 +57,8 @@ use turnwal::backend::wal::{LOCK_EXTENSION, WalBackend, encode_file_name};
 use turnwal::rng::Rng;
 use turnwal::{Event, LogState, SessionHeader, Store, StoreOptions, interrupted_turn_closers};
 
+#[path = "support/fd_locks.rs"]
+mod fd_locks;
 #[path = "kill/sqlite_files.rs"]
 mod sqlite_files;
 
@@ -289,18 +291,45 @@ impl Target {
         SqliteBackend::open(&self.path, self.sqlite_options().unwrap()).unwrap()
     }
 
-    /// The lock file a writer of session `id` holds (computed without
-    /// opening the store, which for SQLite would create the database:
-    /// `<database>.turnwal-locks/<name>.lock`, docs/SQLITE.md "Locking"); a
-    /// JSONL writer holds the transcript itself (docs/JSONL.md).
-    fn lock_path(&self, id: &str) -> PathBuf {
+    /// The lock file a writer of session `id` holds, its pid written in it
+    /// (computed without opening the store). An SQLite writer has none: it
+    /// locks a byte of the database (docs/SQLITE.md "Locking"); nor has a
+    /// JSONL writer: it holds the transcript itself (docs/JSONL.md).
+    fn lock_file(&self, id: &str) -> Option<PathBuf> {
         let name = format!("{}{LOCK_EXTENSION}", encode_file_name(id));
         match self.backend {
-            Backend::Wal => self.path.join("sessions").join(name),
-            Backend::Sqlite(_) => sqlite_files::side_file(&self.path, ".turnwal-locks").join(name),
-            // The writers here create their sessions without a cwd.
-            Backend::Jsonl(compression) => {
-                layout::log_path(&self.path, None, id, compression).unwrap()
+            Backend::Wal => Some(self.path.join("sessions").join(name)),
+            Backend::Sqlite(_) | Backend::Jsonl(_) => None,
+        }
+    }
+
+    /// The transcript a JSONL writer of session `id` holds (the writers
+    /// here create their sessions without a cwd).
+    fn transcript(&self, id: &str) -> PathBuf {
+        let Backend::Jsonl(compression) = self.backend else {
+            panic!("not a JSONL root")
+        };
+        layout::log_path(&self.path, None, id, compression).unwrap()
+    }
+
+    /// Whether process `pid` holds the writer lock of session `id`: its pid
+    /// is in the lock file (written once the `flock` is taken), or one of
+    /// its descriptors holds the OFD lock of the session's byte of the
+    /// database ([`SqliteBackend::lock_offset`]) or of the transcript (the
+    /// byte at 2^62, `storage::hold_writer`).
+    fn holds(&self, id: &str, pid: u32) -> bool {
+        match self.backend {
+            Backend::Wal => self.lock_file(id).is_some_and(|lock| {
+                std::fs::read_to_string(lock).is_ok_and(|text| text.trim() == pid.to_string())
+            }),
+            Backend::Sqlite(_) => {
+                self.path.exists()
+                    && fd_locks::ofd_lock_fd(pid, &self.path, SqliteBackend::lock_offset(id))
+                        .is_some()
+            }
+            Backend::Jsonl(_) => {
+                let transcript = self.transcript(id);
+                transcript.exists() && fd_locks::ofd_lock_fd(pid, &transcript, 1 << 62).is_some()
             }
         }
     }
@@ -1165,48 +1194,16 @@ impl SoakStats {
     }
 }
 
-/// Whether some open file description holds the writer's OFD lock on
-/// `path` (the byte at 2^62, `storage::hold_writer`): asked with
-/// `F_OFD_GETLK`, which takes nothing, so the holder is never disturbed.
-fn ofd_held(path: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    // SAFETY: a zeroed `flock` is valid; the fields the call reads are set.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = 1 << 62;
-    lock.l_len = 1;
-    // SAFETY: a valid descriptor and a pointer to an initialized `flock`.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
-    rc == 0 && lock.l_type != libc::F_UNLCK as libc::c_short
-}
-
-/// Whether writer `pid` holds the session whose lock is `lock`: its pid is
-/// in the lock file (written after the flock is taken), or for JSONL, whose
-/// writers hold the transcript itself and record no pid, the transcript is
-/// held (the test has one writer per session at this point).
-fn holds(target: &Target, lock: &Path, pid: u32) -> bool {
-    match target.backend {
-        Backend::Jsonl(_) => ofd_held(lock),
-        _ => std::fs::read_to_string(lock).is_ok_and(|text| text.trim() == pid.to_string()),
-    }
-}
-
 /// Second `turnwal append` on a session `holder` holds: it fails at once
-/// with exit status 4, naming the holder's pid (JSONL: the pid is unknown),
-/// and writes no ack.
+/// with exit status 4, naming the holder's pid (in an SQLite store, whose
+/// OFD lock records no pid, naming the database), and writes no ack.
 fn assert_locked_out(target: &Target, id: &str, holder: &mut ChildGuard, label: &str) {
     // Held once the holder holds the lock and the log is published (so the
     // contender finds a session to open rather than none).
-    let lock = target.lock_path(id);
     let pid = holder.pid();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let held = holds(target, &lock, pid);
-        if held && target.published(id) {
+        if target.holds(id, pid) && target.published(id) {
             break;
         }
         if let Some(status) = holder.0.try_wait().unwrap() {
@@ -1260,11 +1257,15 @@ fn assert_locked_out(target: &Target, id: &str, holder: &mut ChildGuard, label: 
         "{label}: second writer; stderr: {stderr}"
     );
     let named = match target.backend {
-        Backend::Jsonl(_) => format!(
-            "is locked by another writer (pid unknown); lock file {}",
-            lock.display()
+        Backend::Sqlite(_) => format!(
+            "is locked by another writer (pid unknown); lock file {}\n",
+            target.path.display()
         ),
-        _ => format!("is locked by another writer (pid {pid})"),
+        Backend::Jsonl(_) => format!(
+            "is locked by another writer (pid unknown); lock file {}\n",
+            target.transcript(id).display()
+        ),
+        Backend::Wal => format!("is locked by another writer (pid {pid})"),
     };
     assert!(
         stderr.contains(&named),
@@ -1453,6 +1454,11 @@ fn soak_round(seed: u64, round: u64, root: &Path, soak: &mut SoakState, stats: &
         let race = race.map(|h| h.join().unwrap_or_else(|panic| resume_unwind(panic)));
         (acks, race)
     });
+    // No thread of this process has the database open now.
+    let race = race.map(|mut race| {
+        drop(race.broken_lock.take());
+        race
+    });
     if let Some(checkpointer) = checkpointer {
         stats.sqlite.checkpoints += checkpointer.into_inner().unwrap().kill();
         stats.sqlite.checkpointer_kills += 1;
@@ -1624,6 +1630,10 @@ struct Race {
     acked: Vec<u64>,
     refused_at: u64,
     label: String,
+    /// The copy of the first writer's lock descriptor
+    /// ([`fd_locks::break_ofd_lock`]), to be closed once no SQLite
+    /// connection of this process has the database open.
+    broken_lock: Option<std::os::fd::OwnedFd>,
 }
 
 /// The same events one millisecond later: another writer's continuation,
@@ -1636,10 +1646,11 @@ fn retimed(events: Vec<Event>) -> Vec<Event> {
 }
 
 /// Two `turnwal append` processes on one session of an SQLite store, the
-/// second let past the writer lock: its lock file is removed while the
-/// first holds it (as when the lock directory is cleaned under a live
-/// writer; a writer on another host, or the upstream harness, never sees the
-/// lock at all). Both resume at the same stored next seq and get their first
+/// second let past the writer lock: the first one's lock is broken under
+/// it once it holds the session ([`fd_locks::break_ofd_lock`]: this process
+/// takes a copy of its descriptor and unlocks the byte), as if it had never
+/// reached the second (a writer on another host, or the upstream harness,
+/// never sees the lock at all). Both resume at the same stored next seq and get their first
 /// lines at the same moment, so SQLite's `BEGIN IMMEDIATE` and the
 /// stored-next-seq check inside it are the only arbiter: exactly one commits
 /// the contested batch; the other fails with exit status 4, "stored next seq
@@ -1670,8 +1681,8 @@ fn race(target: &Target, prior: &[Event], seed: u64, round: u64, root: &Path) ->
         sent[1].len(),
         if idle { "idle kill" } else { "kill mid-stream" }
     );
-    let lock = target.lock_path(RACE_ID);
     let acked = [Mutex::new(Vec::new()), Mutex::new(Vec::new())];
+    let mut broken_lock = None;
     let stderr: Vec<PathBuf> = (0..2)
         .map(|i| root.join(format!("race-{i}.stderr")))
         .collect();
@@ -1687,10 +1698,14 @@ fn race(target: &Target, prior: &[Event], seed: u64, round: u64, root: &Path) ->
                     .stdout(Stdio::piped())
                     .stderr(File::create(stderr).unwrap()),
             );
-            wait_until_reading(&mut child, &lock, &label);
+            wait_until_reading(&mut child, target, RACE_ID, &label);
             if i == 0 {
-                // The bypass: the next writer takes a lock of its own.
-                std::fs::remove_file(&lock).unwrap();
+                // The bypass: the next writer takes the lock too.
+                broken_lock = Some(fd_locks::break_ofd_lock(
+                    child.pid(),
+                    &target.path,
+                    SqliteBackend::lock_offset(RACE_ID),
+                ));
             }
             children.push(child);
         }
@@ -1792,18 +1807,18 @@ fn race(target: &Target, prior: &[Event], seed: u64, round: u64, root: &Path) ->
         acked,
         refused_at,
         label,
+        broken_lock,
     }
 }
 
-/// Waits until `child` holds the session (its pid is in the lock file) and
-/// is blocked reading stdin: it has resumed the session and knows its stored
+/// Waits until `child` holds session `id` ([`Target::holds`]) and is
+/// blocked reading stdin: it has resumed the session and knows its stored
 /// next seq.
-fn wait_until_reading(child: &mut ChildGuard, lock: &Path, label: &str) {
+fn wait_until_reading(child: &mut ChildGuard, target: &Target, id: &str, label: &str) {
     let pid = child.pid();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let held = std::fs::read_to_string(lock).is_ok_and(|text| text.trim() == pid.to_string());
-        if held && reading_stdin(pid) {
+        if target.holds(id, pid) && reading_stdin(pid) {
             return;
         }
         if let Some(status) = child.0.try_wait().unwrap() {

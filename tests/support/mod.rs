@@ -13,6 +13,7 @@ use turnwal::{SessionHeader, Store, StoreOptions};
 pub const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
 pub const T0: i64 = 1_700_000_000_000;
 
+pub mod fd_locks;
 pub mod log;
 
 /// What a run printed and how it exited.

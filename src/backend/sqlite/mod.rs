@@ -47,7 +47,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use self::codec::{Col, RowOut};
-use self::lock::WriterLock;
+use self::lock::{LockFile, WriterLock};
 use self::schema::{policy_of, sql_error};
 use self::writer::SqliteWriter;
 use super::{Backend, LogWriter, Stored};
@@ -197,6 +197,11 @@ pub(crate) struct Shared {
     conn: Mutex<Conn>,
     /// Sessions a writer of this backend holds.
     held: Mutex<HashSet<String>>,
+    /// Its share of the process's descriptor of the database file, which
+    /// its writers' locks are taken on (`None` for an in-memory or
+    /// read-only database). Declared after `conn`, so it is dropped after
+    /// the connection is closed (`lock`'s comment says why).
+    lock_file: Option<LockFile>,
 }
 
 impl fmt::Debug for Shared {
@@ -266,6 +271,12 @@ impl SqliteBackend {
         } else {
             file_identity(path, &opened.store_id)?
         };
+        let read_only = opened.conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false);
+        let lock_file = if memory || read_only {
+            None
+        } else {
+            Some(LockFile::open(path)?)
+        };
         Ok(SqliteBackend {
             shared: Arc::new(Shared {
                 path: path.to_owned(),
@@ -276,6 +287,7 @@ impl SqliteBackend {
                     checked_schema: opened.schema_version,
                 }),
                 held: Mutex::new(HashSet::new()),
+                lock_file,
             }),
         })
     }
@@ -298,10 +310,24 @@ impl SqliteBackend {
         self.shared.quarantine_dir()
     }
 
-    /// The lock file a writer of session `id` holds: under
-    /// `<database>.turnwal-locks/`, named as the WAL backend names files.
+    /// The file a writer of session `id` holds its lock on: the database
+    /// itself (one byte of it, [`SqliteBackend::lock_offset`]); nothing is
+    /// created for it. `:memory:#<id>` for an in-memory database.
     pub fn lock_path(&self, id: &str) -> PathBuf {
         self.shared.lock_path(id)
+    }
+
+    /// The byte of the database file a writer of session `id` holds an OFD
+    /// write lock on: `2^62 + 1 + fnv1a64(id) mod (2^62 - 2)`, the same in
+    /// every build (docs/SQLITE.md, "Locking").
+    ///
+    /// ```
+    /// use turnwal::backend::sqlite::SqliteBackend;
+    /// assert_eq!(SqliteBackend::lock_offset(""), (1 << 62) + 1 + 0xcbf2_9ce4_8422_2325 % ((1 << 62) - 2));
+    /// assert!((SqliteBackend::lock_offset("s") >> 62) == 1);
+    /// ```
+    pub fn lock_offset(id: &str) -> u64 {
+        lock::lock_offset(id)
     }
 }
 
@@ -329,13 +355,7 @@ impl Shared {
         if self.memory {
             return PathBuf::from(format!(":memory:#{id}"));
         }
-        let mut dir = self.path.as_os_str().to_owned();
-        dir.push(".turnwal-locks");
-        PathBuf::from(dir).join(format!(
-            "{}{}",
-            crate::storage::encode_file_name(id),
-            super::wal::LOCK_EXTENSION
-        ))
+        self.path.clone()
     }
 
     /// `<database>.turnwal-quarantine/`, where repairs keep the rows they
@@ -796,7 +816,7 @@ impl Backend for SqliteBackend {
             .shared
             .conn()
             .write(path, |conn| delete_session(conn, path, id))?;
-        lock.remove_file();
+        drop(lock);
         Ok(deleted)
     }
 }

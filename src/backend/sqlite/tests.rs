@@ -662,8 +662,13 @@ fn one_writer_per_session_across_backends() {
             &placements,
         )
         .unwrap();
+    // The lock is a byte of the database itself: nothing is created for it.
     let lock = one.lock_path("a");
-    assert_eq!(lock, dir.path().join("s.db.turnwal-locks").join("a.lock"));
+    assert_eq!(lock, path);
+    assert_eq!(dir_entries(&dir), ["s.db", "s.db-shm", "s.db-wal"]);
+    // The holder is this process, for its own backend (the in-process
+    // registry) and for another one (the OFD lock refuses it; the
+    // process-wide list of held bytes names the holder).
     for backend in [&one, &two] {
         match backend.open("a") {
             Err(Error::Locked { id, path, holder }) => {
@@ -676,12 +681,159 @@ fn one_writer_per_session_across_backends() {
             Ok(_) => panic!("expected Locked, got a writer"),
         }
     }
+    // Another session of the same database is not blocked.
+    let other = turn(0, 1, 0, true);
+    let b = two
+        .create(
+            &SessionHeader::new("b", 1),
+            crate::Policy::Strict,
+            &other,
+            &placements,
+        )
+        .unwrap();
+    drop(b);
     drop(writer);
     let writer = two.open("a").unwrap().unwrap();
+    assert!(matches!(
+        one.open("a"),
+        Err(Error::Locked { holder: Some(pid), .. }) if pid == std::process::id()
+    ));
     drop(writer);
     assert!(two.delete("a").unwrap());
-    assert!(!lock.exists());
     assert!(!two.exists("a").unwrap());
+    drop((one, two));
+    // SQLite checkpoints and removes its -wal and -shm when the last
+    // connection closes: only the database is left.
+    assert_eq!(dir_entries(&dir), ["s.db"]);
+}
+
+/// The names in `dir`, sorted.
+fn dir_entries(dir: &tempfile::TempDir) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Whatever turnwal does to a database — create, append, hold a writer,
+/// recover, delete — the directory holds exactly what upstream's SQLite
+/// store would: the database, and in `wal` mode SQLite's `-wal` and `-shm`
+/// while a connection is open (SQLite removes them when the last one
+/// closes); in `delete` mode the database alone (its journal lives only
+/// inside a transaction). Writer locks create nothing.
+#[test]
+fn a_store_holds_exactly_sqlites_files() {
+    for (mode, open) in [
+        (JournalMode::Wal, &["s.db", "s.db-shm", "s.db-wal"][..]),
+        (JournalMode::Delete, &["s.db"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(&dir);
+        let options = SqliteOptions {
+            journal_mode: mode,
+            ..SqliteOptions::default()
+        };
+        let open_store =
+            || Store::open_sqlite(&path, options.clone(), StoreOptions::default()).unwrap();
+        let closed = ["s.db"];
+
+        let s = open_store();
+        assert_eq!(dir_entries(&dir), open, "{mode:?}: opened");
+        s.create(SessionHeader::new("a", 1)).unwrap();
+        s.append("a", &turn(0, 1, 2, true)).unwrap();
+        // Its writer holds "a" now (the store keeps it), and "b" too.
+        s.create(SessionHeader::new("b", 1)).unwrap();
+        s.append("b", &turn(0, 1, 0, true)).unwrap();
+        s.append("a", &turn(6, 2, 1, false)).unwrap();
+        assert_eq!(dir_entries(&dir), open, "{mode:?}: writers held");
+        drop(s);
+        assert_eq!(dir_entries(&dir), closed, "{mode:?}: closed");
+
+        // Turn 2 is open: recovery closes it.
+        let s = open_store();
+        let report = s.recover("a", false).unwrap();
+        assert!(report.committed && !report.closers.is_empty(), "{report:?}");
+        assert_eq!(report.quarantine, None);
+        assert_eq!(dir_entries(&dir), open, "{mode:?}: recovered");
+        s.delete("a").unwrap();
+        s.delete("b").unwrap();
+        assert!(s.list().unwrap().is_empty());
+        assert_eq!(dir_entries(&dir), open, "{mode:?}: deleted");
+        drop(s);
+        assert_eq!(dir_entries(&dir), closed, "{mode:?}: closed at the end");
+    }
+}
+
+/// An in-memory database takes no file lock; its sessions still have one
+/// writer each.
+#[test]
+fn an_in_memory_database_takes_no_file_lock() {
+    let backend = SqliteBackend::open(":memory:", SqliteOptions::default()).unwrap();
+    assert!(backend.shared.lock_file.is_none());
+    assert_eq!(backend.lock_path("a"), PathBuf::from(":memory:#a"));
+    let first = turn(0, 1, 0, true);
+    let placements = Tracker::new(crate::Policy::Strict)
+        .accept_batch(&first)
+        .unwrap();
+    let create = |id: &str| {
+        backend.create(
+            &SessionHeader::new(id, 1),
+            crate::Policy::Strict,
+            &first,
+            &placements,
+        )
+    };
+    let a = create("a").unwrap();
+    let b = create("b").unwrap();
+    match backend.open("a") {
+        Err(Error::Locked { id, path, holder }) => assert_eq!(
+            (id.as_str(), path, holder),
+            ("a", PathBuf::from(":memory:#a"), Some(std::process::id()))
+        ),
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+    drop((a, b));
+    assert!(backend.open("a").unwrap().is_some());
+}
+
+#[test]
+fn lock_offsets_are_fnv1a64_in_the_region() {
+    // FNV-1a 64 reference values (the offset must not change between builds).
+    assert_eq!(super::lock::fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(super::lock::fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    assert_eq!(super::lock::fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    for id in ["", "a", "s", "session-\u{e9}", &"x".repeat(1000)] {
+        let at = SqliteBackend::lock_offset(id);
+        assert!(at > 1 << 62 && at < (1 << 63) - 1, "{id:?}: {at:#x}");
+        assert_eq!(
+            at,
+            (1 << 62) + 1 + super::lock::fnv1a64(id.as_bytes()) % ((1 << 62) - 2)
+        );
+    }
+    assert_eq!(SqliteBackend::lock_offset("a"), 0x6f63_dc4c_8601_ec91);
+}
+
+/// A database this process cannot write takes no writer lock (it would need
+/// a descriptor open for writing); its writes fail as read-only.
+#[test]
+fn a_read_only_database_takes_no_file_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    if unsafe { libc::geteuid() } == 0 {
+        return; // root writes a 0400 file anyway
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let s = store(&path);
+    s.create(SessionHeader::new("a", 1)).unwrap();
+    drop(s);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let backend = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
+    assert!(backend.shared.lock_file.is_none());
+    let writer = backend.open("a").unwrap().unwrap();
+    drop(writer);
+    assert_eq!(dir_entries(&dir), ["s.db"]);
 }
 
 /// The example of docs/SQLITE.md, "Recovery".

@@ -30,7 +30,8 @@ use crate::scan::{Cut, CutReason, Scan};
 #[derive(Debug)]
 pub(super) struct SqliteWriter {
     shared: Arc<Shared>,
-    lock: WriterLock,
+    /// Held for the writer's life: dropping it releases the session.
+    _lock: WriterLock,
     id: String,
     /// The session's incarnation when this writer took it: a session
     /// deleted and created again under its feet is not its session.
@@ -49,7 +50,7 @@ impl SqliteWriter {
     ) -> SqliteWriter {
         SqliteWriter {
             shared,
-            lock,
+            _lock: lock,
             id: header.id.clone(),
             incarnation,
             next_seq,
@@ -235,7 +236,6 @@ impl LogWriter for SqliteWriter {
             self.own_row(conn)?;
             delete_session(conn, &path, &self.id)
         })?;
-        self.lock.remove_file();
         Ok(())
     }
 }
