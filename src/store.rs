@@ -441,7 +441,7 @@ impl Store {
         if policy != Policy::Permissive || self.backend.normalizes_reads() {
             return Ok(events);
         }
-        crate::upstream::normalize::normalize(&events, id).map_err(|e| {
+        crate::upstream::normalize::normalize_owned(events, id).map_err(|e| {
             Error::from(crate::error::Corruption {
                 path: self.backend.location().into(),
                 offset: e.seq,

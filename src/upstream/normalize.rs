@@ -152,48 +152,48 @@ fn legacy_id(id: &str, seq: u64) -> String {
 
 /// The logical view of `events` (the stored events of session `id`).
 pub fn normalize(events: &[Event], id: &str) -> Result<Vec<Event>, NormalizeError> {
-    refuse_retired(events, id)?;
+    normalize_owned(events.to_vec(), id)
+}
+
+/// [`normalize`] of events the caller owns: they are rewritten in place,
+/// and an event in the current shape (nearly all of them) is neither copied
+/// nor parsed beyond its type.
+pub fn normalize_owned(mut events: Vec<Event>, id: &str) -> Result<Vec<Event>, NormalizeError> {
+    refuse_retired(&events, id)?;
     let mut message_ids: Vec<(u64, String)> = Vec::new();
-    let mut out = Vec::with_capacity(events.len());
-    for event in events {
+    for current in &mut events {
         let fail = |what: &str| NormalizeError {
-            seq: event.seq(),
+            seq: current.seq(),
             reason: format!(
                 "session \"{id}\" contains malformed pre-react-loop {what} at seq {}",
-                event.seq()
+                current.seq()
             ),
         };
-        let mut current = event.clone();
-        let set = |current: &mut Event, event_type: &str, data: String| {
-            *current = rebuild(event, event_type, data);
-        };
-        match event.event_type() {
-            "turn/start" => {
-                if let Some(data) = turn_start(event).map_err(|()| fail("turn/start"))? {
-                    set(&mut current, "turn/start", data);
-                }
-            }
-            "turn/end" => {
-                if let Some(data) = turn_end(event).map_err(|()| fail("turn/end"))? {
-                    set(&mut current, "turn/end", data);
-                }
-            }
+        let migrated = match current.event_type() {
+            "turn/start" => turn_start(current)
+                .map_err(|()| fail("turn/start"))?
+                .map(|data| rebuild(current, "turn/start", data)),
+            "turn/end" => turn_end(current)
+                .map_err(|()| fail("turn/end"))?
+                .map(|data| rebuild(current, "turn/end", data)),
             "steering/message" => {
-                let data = steering(event, id).map_err(|()| fail("steering/message"))?;
-                set(&mut current, "user/message", data);
+                let data = steering(current, id).map_err(|()| fail("steering/message"))?;
+                Some(rebuild(current, "user/message", data))
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(migrated) = migrated {
+            *current = migrated;
         }
-        if let Some(data) = message(&current, id, &message_ids) {
+        if let Some(data) = message(current, id, &message_ids) {
             let event_type = current.event_type().to_owned();
-            set(&mut current, &event_type, data);
+            *current = rebuild(current, &event_type, data);
         }
-        if let Some(message_id) = message_id(&current) {
+        if let Some(message_id) = message_id(current) {
             message_ids.push((current.seq(), message_id));
         }
-        out.push(current);
     }
-    Ok(out)
+    Ok(events)
 }
 
 fn rebuild(event: &Event, event_type: &str, data: String) -> Event {
@@ -380,6 +380,12 @@ fn steering(event: &Event, id: &str) -> Result<String, ()> {
 
 /// Pre-identity message events get an id and the current wrapper.
 fn message(event: &Event, id: &str, message_ids: &[(u64, String)]) -> Option<String> {
+    if !matches!(
+        event.kind(),
+        EventKind::UserMessage | EventKind::AssistantMessage | EventKind::ToolResult
+    ) {
+        return None;
+    }
     let text = event.data().get();
     if !text.contains("\"content\"") {
         return None;
