@@ -27,7 +27,8 @@ use serde_json::value::RawValue;
 use crate::event::{Event, EventError, MAX_SAFE_INTEGER, RawJson};
 use crate::scan::CutReason;
 use crate::upstream::chunks::{
-    Delta, DeltaKind, classify, continues, fitting_prefix, member_data, packed_json, present, safe,
+    Delta, DeltaKind, PackedRun, classify, continues, fitting_prefix, member_data, packed_json,
+    present, safe,
 };
 pub use crate::upstream::chunks::{
     MAX_PACKED_DATA_BYTES, MAX_PACKED_MEMBERS, MIN_PACKED_MEMBERS, REASONING_CHUNKS,
@@ -665,6 +666,50 @@ fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
         }
     }
     Ok(event)
+}
+
+/// A packed row read as stored, without decoding its members: its columns
+/// checked as [`decode_row`] checks them and its `data` (a BLOB
+/// decompressed) in the spelling [`PackedRun::parse`] reads. The row back
+/// when it is not, for [`decode_row`] to decode or refuse it.
+pub(crate) fn stored_run(mut row: RowIn) -> Result<PackedRun, RowIn> {
+    let columns = (|| {
+        if !row.is_packed() || row.source_event_seqs != Col::Null || row.surface_op != Col::Null {
+            return None;
+        }
+        let kind = DeltaKind::of_tag(text(&row.event_type, "type").ok()?)?;
+        Some((kind, row_seq(&row).ok()?, row_time(&row).ok()?))
+    })();
+    let Some((kind, seq0, time0)) = columns else {
+        return Err(row);
+    };
+    let data = match &mut row.data {
+        Col::Text(bytes) if bytes.len() <= MAX_PACKED_DATA_BYTES => {
+            match String::from_utf8(std::mem::take(bytes)) {
+                Ok(text) => text,
+                Err(e) => {
+                    *bytes = e.into_bytes();
+                    return Err(row);
+                }
+            }
+        }
+        Col::Blob(frame) => match decompress(frame, MAX_PACKED_DATA_BYTES)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+        {
+            Some(text) => text,
+            None => return Err(row),
+        },
+        _ => return Err(row),
+    };
+    PackedRun::parse(kind, seq0, time0, data).map_err(|data| {
+        if let Col::Text(bytes) = &mut row.data
+            && bytes.is_empty()
+        {
+            *bytes = data.into_bytes();
+        }
+        row
+    })
 }
 
 fn malformed(tag: &str, reason: impl std::fmt::Display) -> RowError {
