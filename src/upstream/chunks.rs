@@ -85,7 +85,7 @@ impl DeltaKind {
 }
 
 /// A packable `assistant/chunk` delta, its strings in canonical form.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Delta {
     pub(crate) kind: DeltaKind,
     pub(crate) seq: u64,
@@ -1076,3 +1076,6 @@ fn write_run(out: &mut Vec<u8>, run: &[Segment<'_>]) {
     }
     out.extend_from_slice(b"]}}");
 }
+
+#[cfg(test)]
+mod tests;

@@ -255,13 +255,19 @@ impl Op {
 /// (`load_stored_sqlite`). The revision is read before and after and must
 /// match, so it names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
-    let backend = store.backend();
-    if let Some(sqlite) = backend
+    match store
+        .backend()
         .as_any()
         .and_then(|any| any.downcast_ref::<SqliteBackend>())
     {
-        return load_stored_sqlite(sqlite, id);
+        Some(sqlite) => load_stored_sqlite(sqlite, id),
+        None => load_stored_view(store, id),
     }
+}
+
+/// `load_stored` of any backend, from its `view`.
+fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>, Error> {
+    let backend = store.backend();
     for _ in 0..16 {
         let Some(before) = store.revision(id)? else {
             return Ok(None);
@@ -775,3 +781,6 @@ fn session_id(units: &[u16]) -> napi::Result<String> {
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_owned()
 }
+
+#[cfg(test)]
+mod tests;
