@@ -486,3 +486,118 @@ fn random_sessions_give_the_same_document() {
     }
     assert!(packed > 50, "{packed}");
 }
+
+/// The native part of `loadStored` on the throughput test's workload (a
+/// 100,000-event session, 4,000 turns of 25 events, appended in batches of
+/// 100) for a WAL and a SQLite store: the median of 9 warm reads each.
+/// `cargo test -p turnwal-node --release -- --ignored --nocapture native_load_stored`
+#[test]
+#[ignore = "a timing, not a check: run by hand"]
+fn native_load_stored_timings() {
+    use std::time::Instant;
+    let mut events = Vec::with_capacity(100_000);
+    let mut time = 1_700_000_000_000i64;
+    let mut push = |events: &mut Vec<turnwal::Event>, kind: &str, data: String| {
+        let seq = events.len() as u64;
+        time += 1;
+        events.push(turnwal::Event::new(kind, seq, time, &data).unwrap());
+    };
+    let mut n = 0;
+    while events.len() < 100_000 {
+        n += 1;
+        push(&mut events, "turn/start", format!(r#"{{"turn":{n}}}"#));
+        push(
+            &mut events,
+            "user/message",
+            format!(
+                r#"{{"id":"user-{n}","role":"user","content":[{{"type":"text","text":"Please look at file {n} and summarize what changed since the last review."}}]}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "step/start",
+            format!(r#"{{"turn":{n},"step":1}}"#),
+        );
+        for i in 0..17 {
+            push(
+                &mut events,
+                "assistant/chunk",
+                format!(
+                    r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token{i} "}}}}"#
+                ),
+            );
+        }
+        push(
+            &mut events,
+            "assistant/message",
+            format!(
+                r#"{{"turn":{n},"step":1,"message":{{"id":"assistant-{n}","role":"assistant","content":[{{"type":"text","text":"Reading the file."}},{{"type":"tool-call","toolCallId":"call-{n}","toolName":"read","input":"{{\"path\":\"src/file{n}.rs\"}}"}}]}},"usage":{{"inputTokens":{},"outputTokens":40}}}}"#,
+                1200 + n
+            ),
+        );
+        push(
+            &mut events,
+            "tool/call",
+            format!(
+                r#"{{"turn":{n},"step":1,"callId":"call-{n}","name":"read","arguments":"{{\"path\":\"src/file{n}.rs\"}}"}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "tool/result",
+            format!(
+                r#"{{"turn":{n},"step":1,"message":{{"id":"result-{n}","role":"tool","content":[{{"type":"tool-result","toolCallId":"call-{n}","output":"fn main() {{\n    println!(\"file {n}\");\n}}\n"}}]}}}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "step/end",
+            format!(r#"{{"turn":{n},"step":1}}"#),
+        );
+        push(
+            &mut events,
+            "turn/end",
+            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = turnwal::StoreOptions {
+        sync: turnwal::SyncMode::Never,
+        policy: turnwal::Policy::Permissive,
+        require_known_types: false,
+    };
+    let sqlite_options = turnwal::backend::sqlite::SqliteOptions {
+        synchronous: turnwal::backend::sqlite::Synchronous::Normal,
+        ..Default::default()
+    };
+    let stores = [
+        (
+            "WAL",
+            turnwal::Store::open_with_options(dir.path().join("wal"), options).unwrap(),
+        ),
+        (
+            "SQLite",
+            turnwal::Store::open_sqlite(dir.path().join("s.db"), sqlite_options, options).unwrap(),
+        ),
+    ];
+    for (_, store) in &stores {
+        store.create(turnwal::SessionHeader::new("s", 1)).unwrap();
+        for batch in events.chunks(100) {
+            store.append("s", batch).unwrap();
+        }
+    }
+    for (name, store) in &stores {
+        let mut times = Vec::new();
+        let mut len = 0;
+        for _ in 0..9 {
+            let start = Instant::now();
+            len = super::load_stored(store, "s").unwrap().unwrap().len();
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "native loadStored {name:6}: median {:6.1} ms (min {:6.1}, max {:6.1}; {len} bytes)",
+            times[4], times[0], times[8]
+        );
+    }
+}
