@@ -786,11 +786,12 @@ impl PackedRun {
             members += 1;
             Some(())
         })?;
-        if !(c.eat("}") && c.done())
-            || !(MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&members)
-            || gaps != members - 1
-            || seq0 + members as u64 - 1 > MAX_SAFE_INTEGER
-        {
+        let decodes = c.eat("}")
+            && c.done()
+            && (MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&members)
+            && gaps == members - 1
+            && seq0 + members as u64 - 1 <= MAX_SAFE_INTEGER;
+        if !decodes {
             return None;
         }
         Some(PackedRun {

@@ -670,46 +670,36 @@ fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
 
 /// A packed row read as stored, without decoding its members: its columns
 /// checked as [`decode_row`] checks them and its `data` (a BLOB
-/// decompressed) in the spelling [`PackedRun::parse`] reads. The row back
-/// when it is not, for [`decode_row`] to decode or refuse it.
-pub(crate) fn stored_run(mut row: RowIn) -> Result<PackedRun, RowIn> {
-    let columns = (|| {
-        if !row.is_packed() || row.source_event_seqs != Col::Null || row.surface_op != Col::Null {
-            return None;
-        }
-        let kind = DeltaKind::of_tag(text(&row.event_type, "type").ok()?)?;
-        Some((kind, row_seq(&row).ok()?, row_time(&row).ok()?))
-    })();
-    let Some((kind, seq0, time0)) = columns else {
-        return Err(row);
-    };
-    let data = match &mut row.data {
+/// decompressed) in the spelling [`PackedRun::parse`] reads. The row's
+/// TEXT `data` is taken when it is; `None`, the row untouched, when it is
+/// not, for [`decode_row`] to decode or refuse it.
+pub(crate) fn stored_run(row: &mut RowIn) -> Option<PackedRun> {
+    if !row.is_packed() || row.source_event_seqs != Col::Null || row.surface_op != Col::Null {
+        return None;
+    }
+    let kind = DeltaKind::of_tag(text(&row.event_type, "type").ok()?)?;
+    let (seq0, time0) = (row_seq(row).ok()?, row_time(row).ok()?);
+    match &mut row.data {
         Col::Text(bytes) if bytes.len() <= MAX_PACKED_DATA_BYTES => {
-            match String::from_utf8(std::mem::take(bytes)) {
-                Ok(text) => text,
-                Err(e) => {
-                    *bytes = e.into_bytes();
-                    return Err(row);
+            let data = String::from_utf8(std::mem::take(bytes)).map_err(|e| e.into_bytes());
+            match data.map(|data| PackedRun::parse(kind, seq0, time0, data)) {
+                Ok(Ok(run)) => Some(run),
+                Ok(Err(data)) => {
+                    *bytes = data.into_bytes();
+                    None
+                }
+                Err(data) => {
+                    *bytes = data;
+                    None
                 }
             }
         }
-        Col::Blob(frame) => match decompress(frame, MAX_PACKED_DATA_BYTES)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok())
-        {
-            Some(text) => text,
-            None => return Err(row),
-        },
-        _ => return Err(row),
-    };
-    PackedRun::parse(kind, seq0, time0, data).map_err(|data| {
-        if let Col::Text(bytes) = &mut row.data
-            && bytes.is_empty()
-        {
-            *bytes = data.into_bytes();
+        Col::Blob(frame) => {
+            let data = String::from_utf8(decompress(frame, MAX_PACKED_DATA_BYTES).ok()?).ok()?;
+            PackedRun::parse(kind, seq0, time0, data).ok()
         }
-        row
-    })
+        _ => None,
+    }
 }
 
 fn malformed(tag: &str, reason: impl std::fmt::Display) -> RowError {

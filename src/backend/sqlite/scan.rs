@@ -291,15 +291,14 @@ fn walk_items(rows: Vec<RowIn>) -> (Walk, Vec<Item>) {
     let mut starts = Vec::with_capacity(count);
     let mut bad = None;
     let mut expected = 0u64;
-    for (i, row) in rows.into_iter().enumerate() {
+    for (i, mut row) in rows.into_iter().enumerate() {
         let seq_key = row.seq_key();
         let decoded = match cache[i].take() {
             Some(decoded) => decoded.map(Item::of),
-            None if row.is_packed() => match codec::stored_run(row) {
-                Ok(run) => Ok(Item::Packed(run)),
-                Err(row) => codec::decode_row(&row).map(Item::of),
+            None => match codec::stored_run(&mut row) {
+                Some(run) => Ok(Item::Packed(run)),
+                None => codec::decode_row(&row).map(Item::of),
             },
-            None => codec::decode_row(&row).map(Item::of),
         };
         let problem = match decoded {
             Ok(item) if item.first_seq() == expected => {
