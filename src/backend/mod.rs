@@ -209,6 +209,14 @@ pub trait Backend: Send + Sync {
     /// Deletes a stored session (taking its writer lock first); `false` when
     /// it does not exist.
     fn delete(&self, id: &str) -> Result<bool>;
+
+    /// The backend itself, for a caller that uses what one backend offers
+    /// beyond this trait (the SQLite store's
+    /// [`stored_records`](sqlite::SqliteBackend::stored_records)); `None`
+    /// by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// The exclusive writer of one session.

@@ -85,7 +85,7 @@ impl DeltaKind {
 }
 
 /// A packable `assistant/chunk` delta, its strings in canonical form.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Delta {
     pub(crate) kind: DeltaKind,
     pub(crate) seq: u64,
@@ -181,12 +181,35 @@ pub(crate) fn classify(event: &Event) -> Option<Delta> {
 }
 
 /// [`classify`] of an event read in place.
+///
+/// A `data` text in the exact shape a packed row decodes to (what
+/// `JSON.stringify` writes) is recognized by [`scan_member`] without a
+/// parse; anything else takes [`classify_parsed`], the serde parse, which
+/// gives the same answer for every input (the tests compare both).
 pub(crate) fn classify_ref(event: EventRef<'_>) -> Option<Delta> {
-    if event.kind() != EventKind::AssistantChunk
-        || event.ignorable()
-        || event.source_event_seqs().is_some()
-        || event.surface_op().is_some()
-    {
+    if !may_pack(event) {
+        return None;
+    }
+    match scan_member(event.data()) {
+        Scanned::Member(m) => Some(m.delta(event.seq(), event.time())),
+        Scanned::NotDelta => None,
+        Scanned::Unsure => classify_parsed(event),
+    }
+}
+
+/// The envelope checks of [`classify_ref`]: an `assistant/chunk` with no
+/// envelope extra.
+fn may_pack(event: EventRef<'_>) -> bool {
+    event.kind() == EventKind::AssistantChunk
+        && !event.ignorable()
+        && event.source_event_seqs().is_none()
+        && event.surface_op().is_none()
+}
+
+/// [`classify_ref`] by a serde parse of `data`, the canonical text rebuilt
+/// and compared: the reference the scanner answers like.
+pub(crate) fn classify_parsed(event: EventRef<'_>) -> Option<Delta> {
+    if !may_pack(event) {
         return None;
     }
     let data = event.data();
@@ -252,15 +275,51 @@ pub(crate) fn classify_ref(event: EventRef<'_>) -> Option<Delta> {
 /// Whether `next` extends a run ending in `previous` (reference §3, "what
 /// ends a run").
 pub(crate) fn continues(previous: &Delta, next: &Delta) -> bool {
-    next.kind == previous.kind
-        && next.seq == previous.seq + 1
-        && (i128::from(next.time) - i128::from(previous.time)).unsigned_abs()
-            <= u128::from(MAX_SAFE_INTEGER)
-        && next.turn == previous.turn
-        && next.step == previous.step
-        && next.index == previous.index
-        && (next.kind != DeltaKind::ToolCall
-            || (next.id == previous.id && next.name == previous.name))
+    previous.member().continued_by(&next.member())
+}
+
+impl Delta {
+    fn member(&self) -> Member<'_> {
+        Member {
+            kind: self.kind,
+            seq: self.seq,
+            time: self.time,
+            turn: self.turn,
+            step: self.step,
+            index: self.index,
+            id: self.id.as_deref(),
+            name: self.name.as_deref(),
+        }
+    }
+}
+
+/// What decides whether one delta continues another: a [`Delta`], or a
+/// member of a [`PackedRun`], borrowed.
+#[derive(Debug, Clone, Copy)]
+struct Member<'a> {
+    kind: DeltaKind,
+    seq: u64,
+    time: i64,
+    turn: i64,
+    step: i64,
+    index: i64,
+    /// The canonical string texts (quotes included).
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+impl Member<'_> {
+    /// Whether `next` extends a run ending in `self`.
+    fn continued_by(&self, next: &Member<'_>) -> bool {
+        next.kind == self.kind
+            && next.seq == self.seq + 1
+            && (i128::from(next.time) - i128::from(self.time)).unsigned_abs()
+                <= u128::from(MAX_SAFE_INTEGER)
+            && next.turn == self.turn
+            && next.step == self.step
+            && next.index == self.index
+            && (next.kind != DeltaKind::ToolCall || (next.id == self.id && next.name == self.name))
+    }
 }
 
 /// The packed row's `data` (`JSON.stringify(row.data)`, upstream key order).
@@ -363,3 +422,661 @@ pub(crate) fn fitting_prefix(run: &[Delta]) -> usize {
     }
     fits
 }
+
+// ---------------------------------------------------------------------------
+// Canonical text, scanned
+// ---------------------------------------------------------------------------
+
+/// A cursor over JSON text in the one spelling `JSON.stringify` gives it: no
+/// whitespace, integers as JavaScript writes them, strings canonical
+/// ([`canonical_string`] gives them back unchanged). Anything else stops it.
+struct Cursor<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(text: &'a str) -> Cursor<'a> {
+        Cursor { text, at: 0 }
+    }
+
+    fn done(&self) -> bool {
+        self.at == self.text.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    /// Steps over `literal` when the text continues with it.
+    fn eat(&mut self, literal: &str) -> bool {
+        let ahead = self.text.as_bytes()[self.at..].starts_with(literal.as_bytes());
+        if ahead {
+            self.at += literal.len();
+        }
+        ahead
+    }
+
+    /// A safe integer spelled as JavaScript writes it (`0`, `-12`; no `-0`,
+    /// leading zeros, fraction or exponent).
+    fn int(&mut self) -> Option<i64> {
+        let bytes = self.text.as_bytes();
+        let negative = bytes.get(self.at) == Some(&b'-');
+        let digits = self.at + usize::from(negative);
+        let mut end = digits;
+        match bytes.get(end) {
+            Some(b'0') => end += 1,
+            Some(b'1'..=b'9') => {
+                while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+                    end += 1;
+                }
+            }
+            _ => return None,
+        }
+        // 2^53 - 1 has 16 digits.
+        if end - digits > 16 {
+            return None;
+        }
+        let value = bytes[digits..end]
+            .iter()
+            .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
+        if value.unsigned_abs() > MAX_SAFE_INTEGER || (negative && value == 0) {
+            return None;
+        }
+        self.at = end;
+        Some(if negative { -value } else { value })
+    }
+
+    /// A string literal (quotes included) that [`canonical_string`] gives
+    /// back unchanged: every character raw but `"`, `\` and the controls;
+    /// those as `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t` or lowercase
+    /// `\u00xx`; a lone surrogate as lowercase `\udxxx`, never a high one
+    /// escaped right before a low one (that pair is one raw character).
+    fn string(&mut self) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        if bytes.get(start) != Some(&b'"') {
+            return None;
+        }
+        let lower_hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+        let mut i = start + 1;
+        // Whether the unit just before is an escaped high surrogate.
+        let mut high = false;
+        loop {
+            match *bytes.get(i)? {
+                b'"' => {
+                    self.at = i + 1;
+                    return Some(&self.text[start..self.at]);
+                }
+                b'\\' => match *bytes.get(i + 1)? {
+                    b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        high = false;
+                        i += 2;
+                    }
+                    b'u' => {
+                        let hex = bytes.get(i + 2..i + 6)?;
+                        if !hex.iter().all(lower_hex) {
+                            return None;
+                        }
+                        high = match (hex[0], hex[1], hex[2], hex[3]) {
+                            // The controls without a short escape.
+                            (b'0', b'0', b'0', b'8' | b'9' | b'a' | b'c' | b'd') => return None,
+                            (b'0', b'0', b'0' | b'1', _) => false,
+                            (b'd', b'8' | b'9' | b'a' | b'b', _, _) => true,
+                            (b'd', b'c'..=b'f', _, _) if !high => false,
+                            _ => return None,
+                        };
+                        i += 6;
+                    }
+                    _ => return None,
+                },
+                0..=0x1f => return None,
+                _ => {
+                    high = false;
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// The text of a non-empty array of `item`s, brackets excluded: `None`
+    /// unless the text continues with `[`, items separated by commas, `]`.
+    fn array<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Cursor<'a>) -> Option<T>,
+        mut each: impl FnMut(T) -> Option<()>,
+    ) -> Option<std::ops::Range<usize>> {
+        if !self.eat("[") {
+            return None;
+        }
+        let start = self.at;
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Some(start..start);
+        }
+        loop {
+            each(item(self)?)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(start..self.at - 1);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// What [`scan_member`] made of a chunk event's `data`.
+#[derive(Debug)]
+enum Scanned<'a> {
+    /// Exactly what a packed row decodes to.
+    Member(ScannedMember<'a>),
+    /// Not a delta any row holds: the chunk's `type` is none of the three
+    /// delta types spelled where a packed member spells it.
+    NotDelta,
+    /// Not in the canonical spelling: for the serde parse to decide.
+    Unsure,
+}
+
+/// A delta's fields as [`scan_member`] read them, strings borrowed.
+#[derive(Debug)]
+struct ScannedMember<'a> {
+    kind: DeltaKind,
+    turn: i64,
+    step: i64,
+    index: i64,
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+    payload: &'a str,
+}
+
+impl ScannedMember<'_> {
+    fn delta(&self, seq: u64, time: i64) -> Delta {
+        Delta {
+            kind: self.kind,
+            seq,
+            time,
+            turn: self.turn,
+            step: self.step,
+            index: self.index,
+            id: self.id.map(str::to_owned),
+            name: self.name.map(str::to_owned),
+            payload: self.payload.to_owned(),
+        }
+    }
+}
+
+/// Reads a chunk event's `data` as the text [`member_data`] writes:
+/// `{"turn":N,"step":N,"chunk":{"type":"text-delta","index":N,"text":"…"}}`
+/// (`reasoning-delta` alike; `tool-call-delta` with `id`, an optional
+/// `name` and `argumentsDelta` instead of `text`), numbers safe integers
+/// and strings canonical. Such a text is what [`classify_parsed`] packs
+/// (it rebuilds exactly this text from the parsed fields); any other
+/// spelling is [`Scanned::Unsure`] and left to it, except a canonical head
+/// naming another chunk type, which no row holds.
+fn scan_member(data: &str) -> Scanned<'_> {
+    let mut c = Cursor::new(data);
+    let head = (|| {
+        if !c.eat(r#"{"turn":"#) {
+            return None;
+        }
+        let turn = c.int()?;
+        if !c.eat(r#","step":"#) {
+            return None;
+        }
+        let step = c.int()?;
+        c.eat(r#","chunk":{"type":"#).then_some((turn, step))
+    })();
+    let Some((turn, step)) = head else {
+        return Scanned::Unsure;
+    };
+    let kind = if c.eat(r#""text-delta""#) {
+        DeltaKind::Text
+    } else if c.eat(r#""reasoning-delta""#) {
+        DeltaKind::Reasoning
+    } else if c.eat(r#""tool-call-delta""#) {
+        DeltaKind::ToolCall
+    } else {
+        return Scanned::NotDelta;
+    };
+    let rest = (|| {
+        if !c.eat(r#","index":"#) {
+            return None;
+        }
+        let index = c.int()?;
+        let (id, name) = match kind {
+            DeltaKind::ToolCall => {
+                if !c.eat(r#","id":"#) {
+                    return None;
+                }
+                let id = c.string()?;
+                let name = if c.eat(r#","name":"#) {
+                    Some(c.string()?)
+                } else {
+                    None
+                };
+                if !c.eat(r#","argumentsDelta":"#) {
+                    return None;
+                }
+                (Some(id), name)
+            }
+            _ => {
+                if !c.eat(r#","text":"#) {
+                    return None;
+                }
+                (None, None)
+            }
+        };
+        let payload = c.string()?;
+        (c.eat("}}") && c.done()).then_some(ScannedMember {
+            kind,
+            turn,
+            step,
+            index,
+            id,
+            name,
+            payload,
+        })
+    })();
+    rest.map_or(Scanned::Unsure, Scanned::Member)
+}
+
+// ---------------------------------------------------------------------------
+// Packed rows read as stored
+// ---------------------------------------------------------------------------
+
+/// A stored packed row whose `data` is in the spelling [`packed_json`]
+/// writes (and upstream's `JSON.stringify` of the row), read without
+/// decoding its members: a [`PackedRun::parse`] succeeds only where the
+/// row decodes (3 to 1024 members, `dt` one shorter, seqs and times safe
+/// integers), and its members are exactly the events decoding gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedRun {
+    kind: DeltaKind,
+    seq0: u64,
+    time0: i64,
+    last_time: i64,
+    members: usize,
+    turn: i64,
+    step: i64,
+    index: i64,
+    data: String,
+    id: Option<std::ops::Range<usize>>,
+    name: Option<std::ops::Range<usize>>,
+    /// The text inside `dt`'s brackets.
+    dt: std::ops::Range<usize>,
+    /// The text inside `texts`' or `args`' brackets.
+    payload: std::ops::Range<usize>,
+}
+
+impl PackedRun {
+    /// The row of tag `kind`, `seq0` and `time0` (its columns, already
+    /// checked as the decoder checks them) with `data` as its text; the
+    /// text back when it is in another spelling or the row would not
+    /// decode, for the caller to decode it.
+    pub(crate) fn parse(
+        kind: DeltaKind,
+        seq0: u64,
+        time0: i64,
+        data: String,
+    ) -> Result<PackedRun, String> {
+        let parsed = Self::layout(kind, seq0, time0, &data);
+        match parsed {
+            Some(layout) => Ok(PackedRun { data, ..layout }),
+            None => Err(data),
+        }
+    }
+
+    fn layout(kind: DeltaKind, seq0: u64, time0: i64, data: &str) -> Option<PackedRun> {
+        if seq0 > MAX_SAFE_INTEGER || !safe(time0) || data.len() > MAX_PACKED_DATA_BYTES {
+            return None;
+        }
+        let mut c = Cursor::new(data);
+        if !c.eat(r#"{"turn":"#) {
+            return None;
+        }
+        let turn = c.int()?;
+        if !c.eat(r#","step":"#) {
+            return None;
+        }
+        let step = c.int()?;
+        if !c.eat(r#","index":"#) {
+            return None;
+        }
+        let index = c.int()?;
+        if !c.eat(r#","dt":"#) {
+            return None;
+        }
+        let mut last_time = time0;
+        let mut gaps = 0usize;
+        let dt = c.array(Cursor::int, |gap| {
+            gaps += 1;
+            last_time = last_time.checked_add(gap).filter(|t| safe(*t))?;
+            Some(())
+        })?;
+        let (id, name) = match kind {
+            DeltaKind::ToolCall => {
+                if !c.eat(r#","id":"#) {
+                    return None;
+                }
+                let at = c.at;
+                let id = at..at + c.string()?.len();
+                let name = if c.eat(r#","name":"#) {
+                    let at = c.at;
+                    Some(at..at + c.string()?.len())
+                } else {
+                    None
+                };
+                if !c.eat(r#","args":"#) {
+                    return None;
+                }
+                (Some(id), name)
+            }
+            _ => {
+                if !c.eat(r#","texts":"#) {
+                    return None;
+                }
+                (None, None)
+            }
+        };
+        let mut members = 0usize;
+        let payload = c.array(Cursor::string, |_| {
+            members += 1;
+            Some(())
+        })?;
+        let decodes = c.eat("}")
+            && c.done()
+            && (MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&members)
+            && gaps == members - 1
+            && seq0 + members as u64 - 1 <= MAX_SAFE_INTEGER;
+        if !decodes {
+            return None;
+        }
+        Some(PackedRun {
+            kind,
+            seq0,
+            time0,
+            last_time,
+            members,
+            turn,
+            step,
+            index,
+            data: String::new(),
+            id,
+            name,
+            dt,
+            payload,
+        })
+    }
+
+    /// How many events the row holds.
+    pub fn len(&self) -> usize {
+        self.members
+    }
+
+    /// Never: a packed row holds at least [`MIN_PACKED_MEMBERS`] events.
+    pub fn is_empty(&self) -> bool {
+        self.members == 0
+    }
+
+    /// The first member's seq.
+    pub fn seq0(&self) -> u64 {
+        self.seq0
+    }
+
+    /// The row's tag (`text-chunks`, …).
+    pub fn tag(&self) -> &'static str {
+        self.kind.tag()
+    }
+
+    /// The row's `data` text, as stored.
+    pub fn data(&self) -> &str {
+        &self.data
+    }
+
+    fn text(&self, range: &std::ops::Range<usize>) -> &str {
+        &self.data[range.clone()]
+    }
+
+    fn member_at(&self, seq: u64, time: i64) -> Member<'_> {
+        Member {
+            kind: self.kind,
+            seq,
+            time,
+            turn: self.turn,
+            step: self.step,
+            index: self.index,
+            id: self.id.as_ref().map(|r| self.text(r)),
+            name: self.name.as_ref().map(|r| self.text(r)),
+        }
+    }
+
+    fn first(&self) -> Member<'_> {
+        self.member_at(self.seq0, self.time0)
+    }
+
+    fn last(&self) -> Member<'_> {
+        self.member_at(self.seq0 + self.members as u64 - 1, self.last_time)
+    }
+
+    /// The member events, as decoding the row gives them.
+    pub fn events(&self) -> Vec<Event> {
+        let mut times = Vec::with_capacity(self.members);
+        times.push(self.time0);
+        let mut dt = Cursor::new(self.text(&self.dt));
+        while let Some(gap) = dt.int() {
+            times.push(times[times.len() - 1] + gap);
+            dt.eat(",");
+        }
+        let mut payload = Cursor::new(self.text(&self.payload));
+        let id = self.id.as_ref().map(|r| self.text(r));
+        let name = self.name.as_ref().map(|r| self.text(r));
+        let mut events = Vec::with_capacity(self.members);
+        for (k, time) in times.into_iter().enumerate() {
+            let member = payload.string().expect("a scanned member");
+            payload.eat(",");
+            let data = member_data(
+                self.kind, self.turn, self.step, self.index, id, name, member,
+            );
+            events.push(
+                Event::from_parts(
+                    "assistant/chunk",
+                    self.seq0 + k as u64,
+                    time,
+                    crate::event::RawJson::trusted(data),
+                )
+                .expect("a scanned member is a valid event"),
+            );
+        }
+        events
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Storage records from stored rows
+// ---------------------------------------------------------------------------
+
+/// Stored events as a store read them: one event, or a packed row left as
+/// it is stored.
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// One event.
+    Event(EventRef<'a>),
+    /// The members of a packed row.
+    Packed(&'a PackedRun),
+}
+
+/// Part of a run being packed.
+enum Segment<'a> {
+    Event(EventRef<'a>, Delta),
+    Packed(&'a PackedRun),
+}
+
+impl Segment<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Segment::Event(..) => 1,
+            Segment::Packed(run) => run.len(),
+        }
+    }
+
+    fn first(&self) -> Member<'_> {
+        match self {
+            Segment::Event(_, delta) => delta.member(),
+            Segment::Packed(run) => run.first(),
+        }
+    }
+
+    fn last(&self) -> Member<'_> {
+        match self {
+            Segment::Event(_, delta) => delta.member(),
+            Segment::Packed(run) => run.last(),
+        }
+    }
+}
+
+/// The storage records of the events `records` hold, appended to `out`
+/// separated by `separator`, byte for byte what
+/// `backend::jsonl::records::encode_records` writes for those events
+/// expanded: with `pack`, each run of at least [`MIN_PACKED_MEMBERS`]
+/// packable deltas is one packed row — a stored packed row joined with the
+/// deltas and rows that continue it, its `dt` and member strings copied as
+/// stored — and every other event its envelope verbatim; without, every
+/// event verbatim. Returns how many records were written.
+pub fn encode_stored_records<'a>(
+    records: impl IntoIterator<Item = Record<'a>>,
+    pack: bool,
+    separator: u8,
+    out: &mut Vec<u8>,
+) -> usize {
+    let mut written = 0;
+    let mut next = |out: &mut Vec<u8>| {
+        if written > 0 {
+            out.push(separator);
+        }
+        written += 1;
+    };
+    if !pack {
+        for record in records {
+            match record {
+                Record::Event(event) => {
+                    next(out);
+                    event.write_json(out);
+                }
+                Record::Packed(run) => {
+                    for event in run.events() {
+                        next(out);
+                        event.write_json(out);
+                    }
+                }
+            }
+        }
+        return written;
+    }
+    let mut run: Vec<Segment<'a>> = Vec::new();
+    let flush =
+        |out: &mut Vec<u8>, run: &mut Vec<Segment<'a>>, next: &mut dyn FnMut(&mut Vec<u8>)| {
+            if run.iter().map(Segment::len).sum::<usize>() >= MIN_PACKED_MEMBERS {
+                next(out);
+                write_run(out, run);
+            } else {
+                for segment in run.iter() {
+                    let Segment::Event(event, _) = segment else {
+                        unreachable!("a packed row holds at least {MIN_PACKED_MEMBERS} members");
+                    };
+                    next(out);
+                    event.write_json(out);
+                }
+            }
+            run.clear();
+        };
+    for record in records {
+        let segment = match record {
+            Record::Event(event) => match classify_ref(event) {
+                Some(delta) => Segment::Event(event, delta),
+                None => {
+                    flush(out, &mut run, &mut next);
+                    next(out);
+                    event.write_json(out);
+                    continue;
+                }
+            },
+            Record::Packed(packed) => Segment::Packed(packed),
+        };
+        if !run
+            .last()
+            .is_some_and(|last| last.last().continued_by(&segment.first()))
+        {
+            flush(out, &mut run, &mut next);
+        }
+        run.push(segment);
+    }
+    flush(out, &mut run, &mut next);
+    written
+}
+
+/// One packed record of a run's segments: what [`packed_json`] writes for
+/// their members, in its envelope.
+fn write_run(out: &mut Vec<u8>, run: &[Segment<'_>]) {
+    use std::io::Write as _;
+    let first = run[0].first();
+    let _ = write!(
+        out,
+        "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[",
+        first.kind.tag(),
+        first.seq,
+        first.time,
+        first.turn,
+        first.step,
+        first.index
+    );
+    let mut gaps = false;
+    let mut previous: Option<i64> = None;
+    for segment in run {
+        if let Some(time) = previous {
+            if gaps {
+                out.push(b',');
+            }
+            let _ = write!(out, "{}", segment.first().time - time);
+            gaps = true;
+        }
+        if let Segment::Packed(packed) = segment {
+            if gaps {
+                out.push(b',');
+            }
+            out.extend_from_slice(packed.text(&packed.dt).as_bytes());
+            gaps = true;
+        }
+        previous = Some(segment.last().time);
+    }
+    out.push(b']');
+    match first.kind {
+        DeltaKind::ToolCall => {
+            out.extend_from_slice(b",\"id\":");
+            out.extend_from_slice(first.id.unwrap_or("\"\"").as_bytes());
+            if let Some(name) = first.name {
+                out.extend_from_slice(b",\"name\":");
+                out.extend_from_slice(name.as_bytes());
+            }
+            out.extend_from_slice(b",\"args\":[");
+        }
+        _ => out.extend_from_slice(b",\"texts\":["),
+    }
+    for (i, segment) in run.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match segment {
+            Segment::Event(_, delta) => out.extend_from_slice(delta.payload.as_bytes()),
+            Segment::Packed(packed) => {
+                out.extend_from_slice(packed.text(&packed.payload).as_bytes());
+            }
+        }
+    }
+    out.extend_from_slice(b"]}}");
+}
+
+#[cfg(test)]
+mod tests;

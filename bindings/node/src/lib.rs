@@ -30,8 +30,9 @@ use napi::bindgen_prelude::{AsyncTask, Utf16String};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
-use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
+use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
+use turnwal::upstream::chunks::{Record, encode_stored_records};
 use turnwal::view::EventRef;
 use turnwal::{
     Cut, Error, Event, LogState, Policy, RecoveryReport, RepairBasis, Salvage, SessionHeader,
@@ -250,9 +251,22 @@ impl Op {
 /// (the events as storage records: see `write_records`).
 /// Read-only: no lock, no repair, no closers. The events are written from
 /// the log read in place (a memory map for the WAL), never decoded into
-/// owned events first. The revision is read before and after and must
+/// owned events first; a SQLite store hands its packed rows over as stored
+/// (`load_stored_sqlite`). The revision is read before and after and must
 /// match, so it names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
+    match store
+        .backend()
+        .as_any()
+        .and_then(|any| any.downcast_ref::<SqliteBackend>())
+    {
+        Some(sqlite) => load_stored_sqlite(sqlite, id),
+        None => load_stored_view(store, id),
+    }
+}
+
+/// `load_stored` of any backend, from its `view`.
+fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>, Error> {
     let backend = store.backend();
     for _ in 0..16 {
         let Some(before) = store.revision(id)? else {
@@ -270,24 +284,13 @@ fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
             continue; // written while read: read again
         }
         let stored = view.stored();
-        let torn = match &cut {
-            None => "null".to_owned(),
-            Some(cut) => format!(
-                r#"{{"stored":{stored},"cut":{},"seq":{},"bytes":{},"reason":{}}}"#,
-                cut.offset,
-                cut.seq,
-                cut.len,
-                json_string(cut.reason.code())
-            ),
-        };
-        let header = view.header().to_json();
-        let mut out = Vec::with_capacity(stored * 160 + header.len() + 256);
-        out.extend_from_slice(br#"{"meta":"#);
-        out.extend_from_slice(header.as_bytes());
-        out.extend_from_slice(br#","revision":"#);
-        out.extend_from_slice(json_string(&before).as_bytes());
-        out.extend_from_slice(br#","torn":"#);
-        out.extend_from_slice(torn.as_bytes());
+        let mut out = stored_head(
+            &view.header().to_json(),
+            &before,
+            stored,
+            cut.as_ref(),
+            stored * 160,
+        );
         write_records(&mut out, || view.iter().take(stored));
         return Ok(Some(
             String::from_utf8(out).expect("stored events are validated UTF-8"),
@@ -299,9 +302,65 @@ fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
     })
 }
 
-/// Writes `,"packed":BOOL,"events":[…]}`: the events as storage records,
-/// upstream's JSONL record format. With `packed` true, each run of at least
-/// three packable `assistant/chunk` deltas is one packed row (`text-chunks`,
+/// `load_stored` of a SQLite store: the same document, read in one
+/// transaction (so no revision check is needed) by
+/// `SqliteBackend::stored_records`, which validates and classifies the
+/// rows as a load does but leaves the packed rows before the last
+/// `turn/end` as stored; `write_stored_records` joins them with what
+/// continues them, so the document is byte for byte the one the events
+/// give.
+fn load_stored_sqlite(backend: &SqliteBackend, id: &str) -> Result<Option<String>, Error> {
+    let Some(stored) = backend.stored_records(id)? else {
+        return Ok(None);
+    };
+    let cut = match stored.state {
+        LogState::Torn => stored.cut.as_ref(),
+        _ => None,
+    };
+    let mut out = stored_head(
+        &stored.header.to_json(),
+        &stored.revision,
+        stored.stored(),
+        cut,
+        stored.stored() * 80,
+    );
+    write_stored_records(&mut out, || stored.records());
+    Ok(Some(
+        String::from_utf8(out).expect("stored events are validated UTF-8"),
+    ))
+}
+
+/// `{"meta":…,"revision":…,"torn":…` of `load_stored`'s document, with room
+/// for `events` more bytes.
+fn stored_head(
+    header: &str,
+    revision: &str,
+    stored: usize,
+    cut: Option<&Cut>,
+    events: usize,
+) -> Vec<u8> {
+    let torn = match cut {
+        None => "null".to_owned(),
+        Some(cut) => format!(
+            r#"{{"stored":{stored},"cut":{},"seq":{},"bytes":{},"reason":{}}}"#,
+            cut.offset,
+            cut.seq,
+            cut.len,
+            json_string(cut.reason.code())
+        ),
+    };
+    let mut out = Vec::with_capacity(events + header.len() + 256);
+    out.extend_from_slice(br#"{"meta":"#);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(br#","revision":"#);
+    out.extend_from_slice(json_string(revision).as_bytes());
+    out.extend_from_slice(br#","torn":"#);
+    out.extend_from_slice(torn.as_bytes());
+    out
+}
+
+/// Appends `,"packed":…,"events":[…]}`: the events as upstream's storage
+/// records. Each run of chunk deltas is one packed row (`text-chunks`,
 /// `reasoning-chunks`, `tool-call-chunks`) that upstream's
 /// `decodeStorageRecord` expands back into exactly the stored events (a delta
 /// packs only when its `data` is byte for byte what the row expands to);
@@ -322,6 +381,22 @@ fn write_records<'a, I: Iterator<Item = EventRef<'a>>>(out: &mut Vec<u8>, events
         out.extend_from_slice(br#","packed":false,"events":["#);
         encode_records(events(), false, b',', out);
     }
+    out.extend_from_slice(b"]}");
+}
+
+/// `write_records` of stored records (packed rows as stored, see
+/// `encode_stored_records`): the same text the events they hold give.
+fn write_stored_records<'a, I: Iterator<Item = Record<'a>>>(
+    out: &mut Vec<u8>,
+    records: impl Fn() -> I,
+) {
+    let tagged = records().any(|r| matches!(r, Record::Event(e) if is_row_tag(e.event_type())));
+    out.extend_from_slice(if tagged {
+        br#","packed":false,"events":["#
+    } else {
+        br#","packed":true,"events":["#
+    });
+    encode_stored_records(records(), !tagged, b',', out);
     out.extend_from_slice(b"]}");
 }
 
@@ -706,3 +781,6 @@ fn session_id(units: &[u16]) -> napi::Result<String> {
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_owned()
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,7 +27,8 @@ use serde_json::value::RawValue;
 use crate::event::{Event, EventError, MAX_SAFE_INTEGER, RawJson};
 use crate::scan::CutReason;
 use crate::upstream::chunks::{
-    Delta, DeltaKind, classify, continues, fitting_prefix, member_data, packed_json, present, safe,
+    Delta, DeltaKind, PackedRun, classify, continues, fitting_prefix, member_data, packed_json,
+    present, safe,
 };
 pub use crate::upstream::chunks::{
     MAX_PACKED_DATA_BYTES, MAX_PACKED_MEMBERS, MIN_PACKED_MEMBERS, REASONING_CHUNKS,
@@ -665,6 +666,40 @@ fn decode_scalar(row: &RowIn) -> Result<Event, RowError> {
         }
     }
     Ok(event)
+}
+
+/// A packed row read as stored, without decoding its members: its columns
+/// checked as [`decode_row`] checks them and its `data` (a BLOB
+/// decompressed) in the spelling [`PackedRun::parse`] reads. The row's
+/// TEXT `data` is taken when it is; `None`, the row untouched, when it is
+/// not, for [`decode_row`] to decode or refuse it.
+pub(crate) fn stored_run(row: &mut RowIn) -> Option<PackedRun> {
+    if !row.is_packed() || row.source_event_seqs != Col::Null || row.surface_op != Col::Null {
+        return None;
+    }
+    let kind = DeltaKind::of_tag(text(&row.event_type, "type").ok()?)?;
+    let (seq0, time0) = (row_seq(row).ok()?, row_time(row).ok()?);
+    match &mut row.data {
+        Col::Text(bytes) if bytes.len() <= MAX_PACKED_DATA_BYTES => {
+            let data = String::from_utf8(std::mem::take(bytes)).map_err(|e| e.into_bytes());
+            match data.map(|data| PackedRun::parse(kind, seq0, time0, data)) {
+                Ok(Ok(run)) => Some(run),
+                Ok(Err(data)) => {
+                    *bytes = data.into_bytes();
+                    None
+                }
+                Err(data) => {
+                    *bytes = data;
+                    None
+                }
+            }
+        }
+        Col::Blob(frame) => {
+            let data = String::from_utf8(decompress(frame, MAX_PACKED_DATA_BYTES).ok()?).ok()?;
+            PackedRun::parse(kind, seq0, time0, data).ok()
+        }
+        _ => None,
+    }
 }
 
 fn malformed(tag: &str, reason: impl std::fmt::Display) -> RowError {

@@ -819,6 +819,81 @@ impl Backend for SqliteBackend {
         drop(lock);
         Ok(deleted)
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+/// A session's stored prefix as storage records, read in one transaction
+/// ([`SqliteBackend::stored_records`]): what [`Backend::view`] gives, but
+/// the packed rows before the last `turn/end` are handed over as they are
+/// stored instead of decoded into events.
+#[derive(Debug)]
+pub struct StoredRecords {
+    /// The session header.
+    pub header: SessionHeader,
+    /// The revision token ([`Backend::revision`]) of what was read.
+    pub revision: String,
+    /// The state of the stored log.
+    pub state: crate::LogState,
+    /// What recovery would cut, if anything.
+    pub cut: Option<crate::Cut>,
+    /// The closers an open final turn would get (written nowhere; not among
+    /// [`StoredRecords::records`]).
+    pub closers: Vec<Event>,
+    items: Vec<scan::Item>,
+    tail: Vec<Event>,
+    stored: usize,
+}
+
+impl StoredRecords {
+    /// How many events are stored (kept): those the records hold.
+    pub fn stored(&self) -> usize {
+        self.stored
+    }
+
+    /// The stored events in seq order: scalar rows as events, packed rows
+    /// in the canonical spelling as they are stored.
+    pub fn records(&self) -> impl Iterator<Item = crate::upstream::chunks::Record<'_>> + '_ {
+        self.items.iter().flat_map(scan::Item::records).chain(
+            self.tail
+                .iter()
+                .map(|e| crate::upstream::chunks::Record::Event(e.into())),
+        )
+    }
+}
+
+impl SqliteBackend {
+    /// The stored prefix of session `id` as storage records, with what
+    /// [`Backend::view`] and [`Backend::revision`] tell of it, in one read
+    /// transaction; `None` when the session does not exist. Rows are
+    /// validated and the log classified exactly as [`Backend::load`] does
+    /// (the same committed prefix, kept tail, cut and closers, the same
+    /// refusal of a corrupt session); only the packed rows before the last
+    /// `turn/end` are not decoded: each is checked to be in the spelling
+    /// upstream writes, and to decode, and handed over as stored (one that
+    /// is not is decoded).
+    pub fn stored_records(&self, id: &str) -> Result<Option<StoredRecords>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            let (c, items) = scan::full_scan_items(conn, path, &row)?;
+            let stored = items.iter().map(scan::Item::len).sum::<usize>() + c.events.len();
+            Ok(Some(StoredRecords {
+                revision: self.shared.revision_of(&row),
+                state: c.scan.state(),
+                cut: c.scan.cut,
+                closers: c.scan.closers,
+                header: c.scan.header,
+                items,
+                tail: c.events,
+                stored,
+            }))
+        })
+    }
 }
 
 /// The backend for the SQLite database at `path`: the published harness's

@@ -30,6 +30,7 @@ use crate::scan::{
     Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Salvage, Scan, SessionSummary,
     classify_tail, decide,
 };
+use crate::upstream::chunks::{PackedRun, Record};
 
 fn query_rows(
     conn: &Connection,
@@ -122,7 +123,14 @@ impl Bad {
 #[derive(Debug)]
 struct Walk {
     base: u64,
-    /// The events of the good rows before the first bad one.
+    /// How many events of the good rows come before `events` (kept by the
+    /// caller as stored records, not decoded): none, or all those before
+    /// the last `turn/end`, which `events` then starts with.
+    skipped: usize,
+    /// How many `turn/start`s the skipped events hold.
+    skipped_turn_starts: usize,
+    /// The events of the good rows before the first bad one (after the
+    /// skipped ones).
     events: Vec<Event>,
     /// The first seq of each good row.
     starts: Vec<u64>,
@@ -138,27 +146,12 @@ type Before<'a> = &'a dyn Fn() -> u64;
 /// gap, noting whether a later row holds a `turn/end` (the bad row had been
 /// committed: [`classify`] refuses it, or an explicit salvage cuts it).
 fn walk(rows: &[RowIn], base: u64) -> Walk {
-    // Reverse pass: the last row that decodes to a turn/end (only a scalar
-    // row of that type can).
-    let mut cache: Vec<Option<Result<Vec<Event>, codec::RowError>>> =
-        (0..rows.len()).map(|_| None).collect();
-    let mut commit_row = None;
-    for (i, row) in rows.iter().enumerate().rev() {
-        let candidate =
-            !row.is_packed() && matches!(&row.event_type, codec::Col::Text(t) if t == b"turn/end");
-        if !candidate {
-            continue;
-        }
-        let decoded = codec::decode_row(row);
-        let commits = matches!(&decoded, Ok(events) if events[0].kind() == EventKind::TurnEnd);
-        cache[i] = Some(decoded);
-        if commits {
-            commit_row = Some(i);
-            break;
-        }
-    }
+    let mut cache = decode_cache(rows.len());
+    let commit_row = commit_row(rows, &mut cache);
     let mut w = Walk {
         base,
+        skipped: 0,
+        skipped_turn_starts: 0,
         events: Vec::new(),
         starts: Vec::new(),
         bad: None,
@@ -195,6 +188,164 @@ fn walk(rows: &[RowIn], base: u64) -> Walk {
     w
 }
 
+type Decoded = Result<Vec<Event>, codec::RowError>;
+
+fn decode_cache(rows: usize) -> Vec<Option<Decoded>> {
+    (0..rows).map(|_| None).collect()
+}
+
+/// The last row that decodes to a `turn/end` (only a scalar row of that
+/// type can), decoding the candidates from the end; their decodings are
+/// left in `cache`.
+fn commit_row(rows: &[RowIn], cache: &mut [Option<Decoded>]) -> Option<usize> {
+    for (i, row) in rows.iter().enumerate().rev() {
+        let candidate =
+            !row.is_packed() && matches!(&row.event_type, codec::Col::Text(t) if t == b"turn/end");
+        if !candidate {
+            continue;
+        }
+        let decoded = codec::decode_row(row);
+        let commits = matches!(&decoded, Ok(events) if events[0].kind() == EventKind::TurnEnd);
+        cache[i] = Some(decoded);
+        if commits {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// A good row read for its storage records: a packed row as stored (when
+/// it is in the canonical spelling) or the events it decodes to.
+#[derive(Debug)]
+pub(super) enum Item {
+    /// A scalar row's event.
+    Event(Event),
+    /// A packed row decoded (it is not in the canonical spelling).
+    Events(Vec<Event>),
+    /// A packed row as stored.
+    Packed(PackedRun),
+}
+
+impl Item {
+    fn of(mut events: Vec<Event>) -> Item {
+        if events.len() == 1 {
+            Item::Event(events.pop().expect("one event"))
+        } else {
+            Item::Events(events)
+        }
+    }
+
+    fn events(&self) -> &[Event] {
+        match self {
+            Item::Event(event) => std::slice::from_ref(event),
+            Item::Events(events) => events,
+            Item::Packed(_) => &[],
+        }
+    }
+
+    fn first_seq(&self) -> u64 {
+        match self {
+            Item::Packed(run) => run.seq0(),
+            other => other.events()[0].seq(),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Item::Packed(run) => run.len(),
+            other => other.events().len(),
+        }
+    }
+
+    fn into_events(self) -> Vec<Event> {
+        match self {
+            Item::Event(event) => vec![event],
+            Item::Events(events) => events,
+            Item::Packed(run) => run.events(),
+        }
+    }
+
+    /// The item as a storage record's source.
+    pub(super) fn records(&self) -> impl Iterator<Item = Record<'_>> {
+        let (events, packed) = match self {
+            Item::Packed(run) => (&[][..], Some(Record::Packed(run))),
+            other => (other.events(), None),
+        };
+        events.iter().map(|e| Record::Event(e.into())).chain(packed)
+    }
+}
+
+/// [`walk`] of every row of a session (from seq 0) that leaves the good
+/// rows before the last `turn/end` as they are stored: packed rows in the
+/// canonical spelling are checked, not decoded, and those rows are given
+/// back as items beside the walk (whose `events` start at the last
+/// `turn/end`). A packed row is checked to decode exactly when it would
+/// decode ([`codec::stored_run`]), so the walk classifies as [`walk`]'s
+/// does.
+fn walk_items(rows: Vec<RowIn>) -> (Walk, Vec<Item>) {
+    let mut cache = decode_cache(rows.len());
+    let commit_row = commit_row(&rows, &mut cache);
+    let count = rows.len();
+    let bytes = rows.iter().map(RowIn::data_len).sum();
+    let mut items: Vec<Item> = Vec::with_capacity(count);
+    let mut starts = Vec::with_capacity(count);
+    let mut bad = None;
+    let mut expected = 0u64;
+    for (i, mut row) in rows.into_iter().enumerate() {
+        let seq_key = row.seq_key();
+        let decoded = match cache[i].take() {
+            Some(decoded) => decoded.map(Item::of),
+            None => match codec::stored_run(&mut row) {
+                Some(run) => Ok(Item::Packed(run)),
+                None => codec::decode_row(&row).map(Item::of),
+            },
+        };
+        let problem = match decoded {
+            Ok(item) if item.first_seq() == expected => {
+                starts.push(expected);
+                expected += item.len() as u64;
+                items.push(item);
+                continue;
+            }
+            Ok(item) => (
+                CutReason::Invalid,
+                format!("row holds seq {}, expected {expected}", item.first_seq()),
+            ),
+            Err(e) => (e.reason, e.detail),
+        };
+        let (reason, detail) = problem;
+        bad = Some(Bad {
+            index: i,
+            seq_key,
+            expected,
+            reason,
+            detail,
+            committed: commit_row.is_some_and(|c| i <= c),
+        });
+        break;
+    }
+    let split = items
+        .iter()
+        .rposition(|item| item.events().iter().any(|e| e.kind() == EventKind::TurnEnd))
+        .unwrap_or(0);
+    let tail: Vec<Event> = items.drain(split..).flat_map(Item::into_events).collect();
+    let w = Walk {
+        base: 0,
+        skipped: items.iter().map(Item::len).sum(),
+        skipped_turn_starts: items
+            .iter()
+            .flat_map(Item::events)
+            .filter(|e| e.kind() == EventKind::TurnStart)
+            .count(),
+        events: tail,
+        starts,
+        bad,
+        rows: count,
+        bytes,
+    };
+    (w, items)
+}
+
 /// What a repair deletes and re-inserts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Plan {
@@ -208,7 +359,8 @@ pub(super) struct Plan {
 #[derive(Debug)]
 pub(super) struct Classified {
     pub scan: Scan,
-    /// The kept events from the span's first seq on.
+    /// The kept events from the span's first seq on (after the skipped
+    /// ones, when the walk skipped some).
     pub events: Vec<Event>,
     /// What repair deletes, when there is a cut.
     pub plan: Option<Plan>,
@@ -227,25 +379,35 @@ fn classify(
     on_damage: OnDamage,
 ) -> Result<Option<Classified>> {
     let policy = row.policy();
+    // Positions relative to `base` count the skipped events; `w.events`
+    // starts after them (at the last turn/end when any are skipped).
+    let skipped = w.skipped;
     let committed_rel = w
         .events
         .iter()
         .rposition(|e| e.kind() == EventKind::TurnEnd)
-        .map_or(0, |i| i + 1);
+        .map_or(0, |i| skipped + i + 1);
+    debug_assert!(skipped == 0 || committed_rel == skipped + 1);
     if committed_rel == 0 && w.base > 0 {
         return Ok(None);
     }
     let committed = w.base + committed_rel as u64;
-    let committed_turn = match committed_rel.checked_sub(1).map(|i| w.events[i].facts()) {
+    let committed_turn = match committed_rel
+        .checked_sub(1)
+        .map(|i| w.events[i - skipped].facts())
+    {
         None => 0,
         Some(Ok(facts)) if matches!(facts.turn, Num::Int(_)) => facts.turn.get().unwrap_or(0),
-        Some(_) if w.base == 0 => w.events[..committed_rel]
-            .iter()
-            .filter(|e| e.kind() == EventKind::TurnStart)
-            .count() as u64,
+        Some(_) if w.base == 0 => {
+            (w.skipped_turn_starts
+                + w.events[..committed_rel - skipped]
+                    .iter()
+                    .filter(|e| e.kind() == EventKind::TurnStart)
+                    .count()) as u64
+        }
         Some(_) => return Ok(None),
     };
-    let tail = &w.events[committed_rel..];
+    let tail = &w.events[committed_rel - skipped..];
     let verdict = classify_tail(policy, committed, committed_turn, tail);
     let stored_len = committed + verdict.kept as u64;
     let kept_rel = (stored_len - w.base) as usize;
@@ -268,7 +430,8 @@ fn classify(
             },
             Plan {
                 delete_from: start as i64,
-                reinsert: w.events[(start - w.base) as usize..kept_rel].to_vec(),
+                reinsert: w.events[(start - w.base) as usize - skipped..kept_rel - skipped]
+                    .to_vec(),
             },
         )
     });
@@ -339,15 +502,15 @@ fn classify(
             )
         }
     };
-    let valid = w.base + w.events.len() as u64;
+    let valid = w.base + (skipped + w.events.len()) as u64;
     let mut events = w.events;
-    let tail = events[committed_rel..].to_vec();
-    events.truncate(kept_rel);
+    let tail = events[committed_rel - skipped..].to_vec();
+    events.truncate(kept_rel - skipped);
     let extent = Extent {
         bytes: w.bytes,
         committed,
         committed_turn,
-        committed_time: events[..committed_rel].last().map(Event::time),
+        committed_time: events[..committed_rel - skipped].last().map(Event::time),
     };
     let scan = Scan::new(
         row.header.clone(),
@@ -394,6 +557,26 @@ pub(super) fn full_scan_for(
             std::io::Error::other("a scan from seq 0 always classifies"),
         )
     })
+}
+
+/// [`full_scan`] that leaves the good rows before the last `turn/end` as
+/// stored ([`walk_items`]): the classification, and those rows as items
+/// (the kept events after them are the classification's `events`).
+pub(super) fn full_scan_items(
+    conn: &Connection,
+    path: &Path,
+    row: &SessionRow,
+) -> Result<(Classified, Vec<Item>)> {
+    let rows = rows_from(conn, path, &row.header.id, 0)?;
+    let (w, items) = walk_items(rows);
+    let c = classify(w, row, &|| 0, path, OnDamage::Refuse)?.ok_or_else(|| {
+        Error::io(
+            "scan",
+            path,
+            std::io::Error::other("a scan from seq 0 always classifies"),
+        )
+    })?;
+    Ok((c, items))
 }
 
 /// The seq of the last row that decodes to a `turn/end`, reading rows back

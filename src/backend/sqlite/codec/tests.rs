@@ -768,3 +768,196 @@ fn oversized_packed_rows_are_refused_before_parsing() {
         "malformed text-chunks storage row: data BLOB decompresses past the 1048576-byte bound"
     );
 }
+
+// -- packed rows read as stored ------------------------------------------------
+
+/// xorshift64*: reproducible inputs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())].clone()
+    }
+}
+
+/// A packed row as the codec writes it (TEXT, or a zstd BLOB past 4 KiB),
+/// then now and then damaged or respelled the ways a file or another
+/// writer could: its data's characters, numbers and keys, its columns.
+fn packed_row(r: &mut Rng) -> RowIn {
+    let kind = r.below(3);
+    let members = r.pick(&[1, 2, 3, 4, 5, 17, 1024, 1025]);
+    let payload = if r.chance(10) {
+        "x".repeat(300)
+    } else {
+        "y".into()
+    };
+    let time0: i64 = r.pick(&[0, 5, -5, 9_007_199_254_740_000]);
+    let events: Vec<Event> = (0..members)
+        .map(|k| {
+            let text = serde_json::to_string(&format!("{payload}{k}\n\u{1}é")).unwrap();
+            let data = match kind {
+                2 => format!(
+                    r#"{{"turn":3,"step":1,"chunk":{{"type":"tool-call-delta","index":2,"id":"c1"{},"argumentsDelta":{text}}}}}"#,
+                    if r.chance(50) { r#","name":"f""# } else { "" }
+                ),
+                k => format!(
+                    r#"{{"turn":3,"step":1,"chunk":{{"type":"{}","index":2,"text":{text}}}}}"#,
+                    ["text-delta", "reasoning-delta"][k]
+                ),
+            };
+            let time = time0 + (k as i64 % 7) - 2;
+            Event::new("assistant/chunk", 10 + k as u64, time, &data).unwrap()
+        })
+        .collect();
+    // Pack them all, whatever the limits (rows of 1, 2 or 1025 members are
+    // what a damaged or foreign file may hold).
+    let deltas: Vec<Delta> = events.iter().map(|e| classify(e).unwrap()).collect();
+    let mut row = row_in(&packed_row_of(&deltas));
+    if r.chance(40) {
+        let mut text = match &row.data {
+            Col::Text(t) => String::from_utf8(t.clone()).unwrap(),
+            Col::Blob(b) => String::from_utf8(zstd::decode_all(&b[..]).unwrap()).unwrap(),
+            _ => unreachable!(),
+        };
+        match r.below(8) {
+            0 => {
+                let chars: Vec<char> = text.chars().collect();
+                let at = r.below(chars.len());
+                let with: String = match r.below(3) {
+                    0 => String::new(),
+                    1 => format!("{0}{0}", chars[at]),
+                    _ => r
+                        .pick(&["\"", "\\", "{", "}", ",", ":", "0", "-", " ", "é", "]", "["])
+                        .into(),
+                };
+                text = chars[..at].iter().collect::<String>()
+                    + &with
+                    + &chars[at + 1..].iter().collect::<String>();
+            }
+            1 => text = text.replacen(r#""turn":3"#, r#""turn":3.0"#, 1),
+            2 => text = text.replacen(r#""dt":["#, r#""dt":[1e0,"#, 1),
+            3 => {
+                text = text.replacen(r#""step":1,"#, "", 1).replacen(
+                    r#"{"turn":3"#,
+                    r#"{"step":1,"turn":3"#,
+                    1,
+                )
+            }
+            4 => text = text.replacen("\\n", "\\u000a", 1),
+            5 => text = text.replacen(",", ", ", 1),
+            6 => text = text.replacen(r#""index":2"#, r#""index":9007199254740992"#, 1),
+            _ => text = text.replacen(r#"]}"#, r#"],"x":1}"#, 1),
+        }
+        row.data = if r.chance(20) {
+            Col::Blob(zstd::bulk::compress(text.as_bytes(), 3).unwrap())
+        } else {
+            Col::Text(text.into_bytes())
+        };
+    }
+    if r.chance(15) {
+        match r.below(9) {
+            0 => {
+                row.ignorable = r.pick(&[
+                    Col::Null,
+                    Col::Integer(1),
+                    Col::Integer(2),
+                    Col::Text(b"0".to_vec()),
+                ])
+            }
+            1 => {
+                row.event_type = Col::Text(
+                    r.pick(&[
+                        "text-chunks",
+                        "tool-call-chunks",
+                        "chunks",
+                        "assistant/chunk",
+                    ])
+                    .as_bytes()
+                    .to_vec(),
+                )
+            }
+            2 => {
+                row.seq = r.pick(&[
+                    Col::Integer(-1),
+                    Col::Integer(9_007_199_254_740_991),
+                    Col::Real(10.0),
+                    Col::Null,
+                ])
+            }
+            3 => {
+                row.time = r.pick(&[
+                    Col::Integer(9_007_199_254_740_992),
+                    Col::Integer(-9_007_199_254_740_991),
+                    Col::Real(0.0),
+                ])
+            }
+            4 => row.source_event_seqs = Col::Blob(vec![]),
+            5 => row.surface_op = Col::Text(b"\"x\"".to_vec()),
+            6 => {
+                if let Col::Text(t) = &mut row.data {
+                    t.push(0xff);
+                }
+            }
+            7 => {
+                if let Col::Blob(b) = &mut row.data {
+                    b.truncate(b.len() / 2);
+                } else {
+                    row.data = Col::Blob(b"not zstd".to_vec());
+                }
+            }
+            _ => row.data = Col::Integer(1),
+        }
+    }
+    row
+}
+
+fn packed_row_of(run: &[Delta]) -> RowOut {
+    super::packed_row(run)
+}
+
+/// A packed row is read as stored exactly when it decodes and is in the
+/// canonical spelling, and then holds exactly the events decoding gives;
+/// any other row comes back untouched, for the decoder.
+#[test]
+fn stored_runs_are_the_rows_that_decode_and_hold_their_events() {
+    let mut r = Rng(0x1357_9bdf_2468_ace0);
+    let (mut stored, mut decoded_only, mut refused) = (0, 0, 0);
+    for _ in 0..6_000 {
+        let row = packed_row(&mut r);
+        let decoded = decode_row(&row);
+        let mut back = row.clone();
+        match stored_run(&mut back) {
+            Some(run) => {
+                stored += 1;
+                assert_eq!(decoded.as_ref().ok(), Some(&run.events()), "{row:?}");
+                assert_eq!(run.len(), run.events().len());
+            }
+            None => {
+                assert_eq!(back, row);
+                match decoded {
+                    Ok(_) => decoded_only += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+    }
+    assert!(
+        stored > 1_000 && decoded_only > 100 && refused > 1_000,
+        "{stored} {decoded_only} {refused}"
+    );
+}

@@ -1,0 +1,603 @@
+//! `loadStored`'s document from a SQLite store's rows as stored
+//! (`load_stored_sqlite`) against the one its decoded events give
+//! (`load_stored_view`, the path every other backend takes): byte for byte
+//! the same, for packed runs, runs split across batches and rows, scalar
+//! chunks, runs broken by ignorable, time, index, step, kind, id and name
+//! changes, open turns, torn and debris tails, corrupt committed rows,
+//! event types named like rows, and packed rows in another spelling.
+
+use std::path::{Path, PathBuf};
+
+use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
+use turnwal::upstream::chunks::Record;
+use turnwal::{Event, Policy, SessionHeader, Store, StoreOptions, SyncMode};
+
+use super::{load_stored_sqlite, load_stored_view};
+
+/// xorshift64*: reproducible sessions without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// A store opened as the binding opens it, with `policy` for new sessions.
+fn open(path: &Path, policy: Policy) -> Store {
+    let sqlite = SqliteOptions {
+        synchronous: Synchronous::Normal,
+        ..SqliteOptions::default()
+    };
+    let options = StoreOptions {
+        sync: SyncMode::Never,
+        policy,
+        require_known_types: false,
+    };
+    Store::open_sqlite(path, sqlite, options).unwrap()
+}
+
+fn sqlite(store: &Store) -> &SqliteBackend {
+    store
+        .backend()
+        .as_any()
+        .and_then(|any| any.downcast_ref::<SqliteBackend>())
+        .expect("a SQLite store")
+}
+
+/// Both documents of session `id`, which must be the same bytes (or the
+/// same error); the number of packed rows the new path handed over as
+/// stored.
+fn same_document(store: &Store, id: &str) -> usize {
+    let old = load_stored_view(store, id).map_err(|e| e.to_string());
+    let new = load_stored_sqlite(sqlite(store), id).map_err(|e| e.to_string());
+    assert_eq!(new, old, "session {id}");
+    match sqlite(store).stored_records(id) {
+        Ok(Some(stored)) => stored
+            .records()
+            .filter(|r| matches!(r, Record::Packed(_)))
+            .count(),
+        _ => 0,
+    }
+}
+
+/// A session being written: events with consecutive seqs and times that
+/// mostly grow.
+struct Log {
+    events: Vec<Event>,
+    time: i64,
+}
+
+impl Log {
+    fn new() -> Log {
+        Log {
+            events: Vec::new(),
+            time: 1_700_000_000_000,
+        }
+    }
+
+    fn push(&mut self, kind: &str, data: &str) {
+        let seq = self.events.len() as u64;
+        self.time += 1;
+        self.events
+            .push(Event::new(kind, seq, self.time, data).unwrap());
+    }
+
+    fn turn_start(&mut self, turn: u64) {
+        self.push("turn/start", &format!(r#"{{"turn":{turn}}}"#));
+        self.push("step/start", &format!(r#"{{"turn":{turn},"step":1}}"#));
+    }
+
+    fn turn_end(&mut self, turn: u64) {
+        self.push("step/end", &format!(r#"{{"turn":{turn},"step":1}}"#));
+        self.push(
+            "turn/end",
+            &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+        );
+    }
+
+    fn text(&mut self, turn: u64, index: u64, kind: &str, text: &str) {
+        let text = serde_json::to_string(text).unwrap();
+        self.push(
+            "assistant/chunk",
+            &format!(
+                r#"{{"turn":{turn},"step":1,"chunk":{{"type":"{kind}","index":{index},"text":{text}}}}}"#
+            ),
+        );
+    }
+
+    fn tool(&mut self, turn: u64, id: &str, name: Option<&str>, args: &str) {
+        let name = name
+            .map(|n| format!(r#","name":"{n}""#))
+            .unwrap_or_default();
+        let args = serde_json::to_string(args).unwrap();
+        self.push(
+            "assistant/chunk",
+            &format!(
+                r#"{{"turn":{turn},"step":1,"chunk":{{"type":"tool-call-delta","index":1,"id":"{id}"{name},"argumentsDelta":{args}}}}}"#
+            ),
+        );
+    }
+
+    /// Appends the events in batches of these sizes (the rest in one).
+    fn store(self, store: &Store, id: &str, batches: &[usize]) {
+        store
+            .create(SessionHeader::new(id, 1_700_000_000_000).with_cwd("/w"))
+            .unwrap();
+        let mut at = 0usize;
+        for &n in batches.iter().chain([&usize::MAX]) {
+            let end = at.saturating_add(n).min(self.events.len());
+            if end > at {
+                store.append(id, &self.events[at..end]).unwrap();
+            }
+            at = end;
+        }
+    }
+}
+
+fn sql(path: &Path, statement: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(statement).unwrap();
+}
+
+fn db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    (dir, path)
+}
+
+#[test]
+fn packed_runs_as_stored_give_the_same_document() {
+    let (_dir, path) = db();
+    let store = open(&path, Policy::Permissive);
+
+    // Three turns of 17 chunks, a turn in a batch: one row a run.
+    let mut log = Log::new();
+    for turn in 1..=3 {
+        log.turn_start(turn);
+        for k in 0..17 {
+            log.text(turn, 0, "text-delta", &format!("word {k} \n\"é\u{1}"));
+        }
+        log.push("assistant/message", r#"{"id":"m","text":"x"}"#);
+        log.turn_end(turn);
+    }
+    log.store(&store, "packed", &[22, 22, 22]);
+    assert_eq!(same_document(&store, "packed"), 3);
+
+    // A run split across batches (a row of 5, 2 scalar rows, a row of 10,
+    // 1 scalar row, a row of 30): one record.
+    let mut log = Log::new();
+    log.turn_start(1);
+    for k in 0..48 {
+        log.text(1, 0, "reasoning-delta", &format!("r{k}"));
+    }
+    log.turn_end(1);
+    log.store(&store, "batches", &[7, 2, 10, 1, 30]);
+    assert_eq!(same_document(&store, "batches"), 3);
+
+    // 2,500 chunks in one batch: rows of 1024, 1024 and 452; one record.
+    let mut log = Log::new();
+    log.turn_start(1);
+    for k in 0..2_500 {
+        log.tool(1, "call-1", Some("read"), &format!("{{\"k\":{k}}}"));
+    }
+    log.turn_end(1);
+    log.store(&store, "long", &[]);
+    assert_eq!(same_document(&store, "long"), 3);
+
+    // 30 chunks of 100 KB: rows split at 1 MiB, their data zstd BLOBs.
+    let mut log = Log::new();
+    log.turn_start(1);
+    for k in 0..30 {
+        log.text(1, 0, "text-delta", &format!("{k}{}", "abc ".repeat(25_000)));
+    }
+    log.turn_end(1);
+    log.store(&store, "big", &[]);
+    assert!(same_document(&store, "big") >= 3);
+}
+
+#[test]
+fn broken_runs_scalar_chunks_and_other_spellings() {
+    let (_dir, path) = db();
+    let store = open(&path, Policy::Permissive);
+    let mut log = Log::new();
+    log.turn_start(1);
+    // Runs of 1 and 2, then breaks of every kind between runs of 3+.
+    log.text(1, 0, "text-delta", "a");
+    log.push("tool/call", r#"{"id":"t"}"#);
+    log.text(1, 0, "text-delta", "b");
+    log.text(1, 0, "text-delta", "c");
+    log.push("tool/call", r#"{"id":"t"}"#);
+    for k in 0..4 {
+        log.text(1, 0, "text-delta", &format!("d{k}"));
+    }
+    // Ignorable.
+    let seq = log.events.len() as u64;
+    log.events.push(
+        Event::new(
+            "assistant/chunk",
+            seq,
+            log.time,
+            r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"i"}}"#,
+        )
+        .unwrap()
+        .with_ignorable(),
+    );
+    for k in 0..4 {
+        log.text(1, 0, "text-delta", &format!("e{k}"));
+    }
+    // Time jumps past 2^53 apart, and back.
+    log.time = -8_000_000_000_000_000;
+    for k in 0..4 {
+        log.text(1, 0, "text-delta", &format!("f{k}"));
+    }
+    log.time = 8_000_000_000_000_000;
+    for k in 0..4 {
+        log.text(1, 0, "text-delta", &format!("g{k}"));
+    }
+    log.time = 1_700_000_000_000;
+    // Index, kind, id and name changes.
+    for k in 0..4 {
+        log.text(1, 1, "text-delta", &format!("h{k}"));
+    }
+    for k in 0..4 {
+        log.text(1, 1, "reasoning-delta", &format!("j{k}"));
+    }
+    for (id, name) in [
+        ("c1", Some("f")),
+        ("c1", None),
+        ("c2", None),
+        ("c2", Some("g")),
+    ] {
+        for k in 0..3 {
+            log.tool(1, id, name, &format!("{k}"));
+        }
+    }
+    // Chunks that do not pack byte for byte, amid a run.
+    for k in 0..3 {
+        log.text(1, 1, "text-delta", &format!("k{k}"));
+    }
+    log.push(
+        "assistant/chunk",
+        r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":1,"text":"\u0041"}}"#,
+    );
+    log.push(
+        "assistant/chunk",
+        r#"{"turn":1, "step":1,"chunk":{"type":"text-delta","index":1,"text":"l"}}"#,
+    );
+    for k in 0..3 {
+        log.text(1, 1, "text-delta", &format!("\u{d7ff}m{k}"));
+    }
+    log.push(
+        "assistant/chunk",
+        r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":1,"text":"\ud800"}}"#,
+    );
+    log.push(
+        "assistant/chunk",
+        r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":1,"text":"\udc00"}}"#,
+    );
+    log.push(
+        "assistant/chunk",
+        r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":1,"text":"n"}}"#,
+    );
+    log.turn_end(1);
+    let batches: Vec<usize> = vec![3, 5, 9, 2, 14, 6, 11];
+    log.store(&store, "broken", &batches);
+    assert!(same_document(&store, "broken") > 5);
+
+    // Packed rows upstream spelled otherwise (key order, escapes, spaces)
+    // are decoded; the document is the same.
+    let mut log = Log::new();
+    for turn in 1..=4 {
+        log.turn_start(turn);
+        for k in 0..5 {
+            log.text(turn, 0, "text-delta", &format!("A{k}"));
+        }
+        log.turn_end(turn);
+    }
+    log.store(&store, "spelled", &[9, 9, 9, 9]);
+    let packed = same_document(&store, "spelled");
+    sql(
+        &path,
+        r#"UPDATE events SET data = replace(data, '"A1"', '"\u0041\u0031"') WHERE session_id = 'spelled' AND seq = 2;
+           UPDATE events SET data = replace(data, '{"turn":2,"step":1,', '{"step":1,"turn":2,') WHERE session_id = 'spelled' AND seq = 11;
+           UPDATE events SET data = replace(data, ',"dt":', ', "dt": ') WHERE session_id = 'spelled' AND seq = 20;"#,
+    );
+    assert_eq!(same_document(&store, "spelled"), packed - 3);
+
+    // An event named like a row: nothing packs.
+    let mut log = Log::new();
+    log.turn_start(1);
+    for k in 0..5 {
+        log.text(1, 0, "text-delta", &format!("t{k}"));
+    }
+    log.push("text-chunks", r#"{"plugin":true}"#);
+    log.turn_end(1);
+    log.store(&store, "tagged", &[]);
+    let doc = load_stored_sqlite(sqlite(&store), "tagged")
+        .unwrap()
+        .unwrap();
+    assert!(doc.contains(r#""packed":false"#));
+    assert_eq!(same_document(&store, "tagged"), 1);
+}
+
+#[test]
+fn open_torn_debris_and_corrupt_sessions() {
+    let (_dir, path) = db();
+    let store = open(&path, Policy::Permissive);
+    let chunks = |log: &mut Log, turn: u64, n: usize| {
+        for k in 0..n {
+            log.text(turn, 0, "text-delta", &format!("{turn}.{k}"));
+        }
+    };
+
+    // An open final turn whose tail holds packed rows.
+    let mut log = Log::new();
+    log.turn_start(1);
+    chunks(&mut log, 1, 6);
+    log.turn_end(1);
+    log.turn_start(2);
+    chunks(&mut log, 2, 8);
+    log.store(&store, "open", &[10, 4, 3]);
+    assert_eq!(same_document(&store, "open"), 1);
+    let records = sqlite(&store).stored_records("open").unwrap().unwrap();
+    assert_eq!(records.state, turnwal::LogState::OpenTurn);
+    assert!(!records.closers.is_empty());
+
+    // Nothing committed yet: the whole log is the open turn.
+    let mut log = Log::new();
+    log.turn_start(1);
+    chunks(&mut log, 1, 9);
+    log.store(&store, "uncommitted", &[]);
+    assert_eq!(same_document(&store, "uncommitted"), 0);
+
+    // A torn tail: a packed row after the last turn/end that does not
+    // decode, a scalar row that does not, a missing row.
+    for (id, damage, stored) in [
+        (
+            "torn-packed",
+            "UPDATE events SET data = '{\"turn\":2' WHERE session_id = 'torn-packed' AND seq = 14",
+            14,
+        ),
+        (
+            "torn-scalar",
+            "UPDATE events SET data = '{\"id\":' WHERE session_id = 'torn-scalar' AND seq = 19",
+            19,
+        ),
+        (
+            "torn-gap",
+            "DELETE FROM events WHERE session_id = 'torn-gap' AND seq = 13",
+            13,
+        ),
+    ] {
+        let mut log = Log::new();
+        log.turn_start(1);
+        chunks(&mut log, 1, 8);
+        log.turn_end(1);
+        log.turn_start(2);
+        chunks(&mut log, 2, 5);
+        log.push("assistant/message", r#"{"id":"m"}"#);
+        log.store(&store, id, &[12]);
+        sql(&path, damage);
+        // The rows after the last turn/end are decoded (the turn contract
+        // reads them); the packed row before it is handed over as stored.
+        assert_eq!(same_document(&store, id), 1, "{id}");
+        let doc = load_stored_sqlite(sqlite(&store), id).unwrap().unwrap();
+        let marker = format!(r#""torn":{{"stored":{stored},"#);
+        assert!(doc.contains(&marker), "{id}: {doc}");
+    }
+
+    // A corrupt committed row (a packed one, then a scalar one): both
+    // refuse, with the same words.
+    for (id, damage) in [
+        (
+            "corrupt-packed",
+            "UPDATE events SET data = '{\"turn\":1' WHERE session_id = 'corrupt-packed' AND ignorable = 0",
+        ),
+        (
+            "corrupt-scalar",
+            "UPDATE events SET data = '{' WHERE session_id = 'corrupt-scalar' AND seq = 0",
+        ),
+    ] {
+        let mut log = Log::new();
+        log.turn_start(1);
+        chunks(&mut log, 1, 8);
+        log.turn_end(1);
+        log.store(&store, id, &[]);
+        sql(&path, damage);
+        same_document(&store, id);
+        assert!(load_stored_sqlite(sqlite(&store), id).is_err());
+    }
+
+    // Debris after the commit point (a strict session): cut in the marker.
+    drop(store);
+    let strict = open(&path, Policy::Strict);
+    let mut log = Log::new();
+    log.turn_start(1);
+    chunks(&mut log, 1, 8);
+    log.turn_end(1);
+    log.store(&strict, "debris", &[]);
+    sql(
+        &path,
+        r#"INSERT INTO events (session_id, seq, type, time, data) VALUES ('debris', 12, 'user/message', 1, '{"id":"u"}');"#,
+    );
+    assert_eq!(same_document(&strict, "debris"), 1);
+    let doc = load_stored_sqlite(sqlite(&strict), "debris")
+        .unwrap()
+        .unwrap();
+    assert!(doc.contains(r#""reason":"debris""#), "{doc}");
+
+    // An absent session: null both ways.
+    assert_eq!(load_stored_sqlite(sqlite(&strict), "nobody").unwrap(), None);
+    same_document(&strict, "nobody");
+}
+
+#[test]
+fn random_sessions_give_the_same_document() {
+    let (_dir, path) = db();
+    let store = open(&path, Policy::Permissive);
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut packed = 0;
+    for s in 0..60 {
+        let mut log = Log::new();
+        let turns = 1 + r.below(6);
+        for turn in 1..=turns as u64 {
+            log.turn_start(turn);
+            for _ in 0..r.below(4) {
+                let (kind, n) = (r.below(4), r.below(30));
+                let index = r.below(2) as u64;
+                for k in 0..n {
+                    match kind {
+                        0 => log.text(turn, index, "text-delta", &format!("{k}\n")),
+                        1 => log.text(turn, index, "reasoning-delta", &format!("{k}")),
+                        2 => log.tool(turn, "c", r.chance(50).then_some("f"), &format!("{k}")),
+                        _ => log.push("tool/result", r#"{"id":"c","output":1}"#),
+                    }
+                    if r.chance(3) {
+                        log.time -= 50;
+                    }
+                }
+            }
+            if turn < turns as u64 || r.chance(60) {
+                log.turn_end(turn);
+            }
+        }
+        let mut batches = Vec::new();
+        let mut left = log.events.len();
+        while left > 0 {
+            let n = 1 + r.below(40);
+            batches.push(n);
+            left = left.saturating_sub(n);
+        }
+        let id = format!("random-{s}");
+        log.store(&store, &id, &batches);
+        packed += same_document(&store, &id);
+    }
+    assert!(packed > 50, "{packed}");
+}
+
+/// The native part of `loadStored` on the throughput test's workload (a
+/// 100,000-event session, 4,000 turns of 25 events, appended in batches of
+/// 100) for a WAL and a SQLite store: the median of 9 warm reads each.
+/// `cargo test -p turnwal-node --release -- --ignored --nocapture native_load_stored`
+#[test]
+#[ignore = "a timing, not a check: run by hand"]
+fn native_load_stored_timings() {
+    use std::time::Instant;
+    let mut events = Vec::with_capacity(100_000);
+    let mut time = 1_700_000_000_000i64;
+    let mut push = |events: &mut Vec<turnwal::Event>, kind: &str, data: String| {
+        let seq = events.len() as u64;
+        time += 1;
+        events.push(turnwal::Event::new(kind, seq, time, &data).unwrap());
+    };
+    let mut n = 0;
+    while events.len() < 100_000 {
+        n += 1;
+        push(&mut events, "turn/start", format!(r#"{{"turn":{n}}}"#));
+        push(
+            &mut events,
+            "user/message",
+            format!(
+                r#"{{"id":"user-{n}","role":"user","content":[{{"type":"text","text":"Please look at file {n} and summarize what changed since the last review."}}]}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "step/start",
+            format!(r#"{{"turn":{n},"step":1}}"#),
+        );
+        for i in 0..17 {
+            push(
+                &mut events,
+                "assistant/chunk",
+                format!(
+                    r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token{i} "}}}}"#
+                ),
+            );
+        }
+        push(
+            &mut events,
+            "assistant/message",
+            format!(
+                r#"{{"turn":{n},"step":1,"message":{{"id":"assistant-{n}","role":"assistant","content":[{{"type":"text","text":"Reading the file."}},{{"type":"tool-call","toolCallId":"call-{n}","toolName":"read","input":"{{\"path\":\"src/file{n}.rs\"}}"}}]}},"usage":{{"inputTokens":{},"outputTokens":40}}}}"#,
+                1200 + n
+            ),
+        );
+        push(
+            &mut events,
+            "tool/call",
+            format!(
+                r#"{{"turn":{n},"step":1,"callId":"call-{n}","name":"read","arguments":"{{\"path\":\"src/file{n}.rs\"}}"}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "tool/result",
+            format!(
+                r#"{{"turn":{n},"step":1,"message":{{"id":"result-{n}","role":"tool","content":[{{"type":"tool-result","toolCallId":"call-{n}","output":"fn main() {{\n    println!(\"file {n}\");\n}}\n"}}]}}}}"#
+            ),
+        );
+        push(
+            &mut events,
+            "step/end",
+            format!(r#"{{"turn":{n},"step":1}}"#),
+        );
+        push(
+            &mut events,
+            "turn/end",
+            format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = turnwal::StoreOptions {
+        sync: turnwal::SyncMode::Never,
+        policy: turnwal::Policy::Permissive,
+        require_known_types: false,
+    };
+    let sqlite_options = turnwal::backend::sqlite::SqliteOptions {
+        synchronous: turnwal::backend::sqlite::Synchronous::Normal,
+        ..Default::default()
+    };
+    let stores = [
+        (
+            "WAL",
+            turnwal::Store::open_with_options(dir.path().join("wal"), options).unwrap(),
+        ),
+        (
+            "SQLite",
+            turnwal::Store::open_sqlite(dir.path().join("s.db"), sqlite_options, options).unwrap(),
+        ),
+    ];
+    for (_, store) in &stores {
+        store.create(turnwal::SessionHeader::new("s", 1)).unwrap();
+        for batch in events.chunks(100) {
+            store.append("s", batch).unwrap();
+        }
+    }
+    for (name, store) in &stores {
+        let mut times = Vec::new();
+        let mut len = 0;
+        for _ in 0..9 {
+            let start = Instant::now();
+            len = super::load_stored(store, "s").unwrap().unwrap().len();
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "native loadStored {name:6}: median {:6.1} ms (min {:6.1}, max {:6.1}; {len} bytes)",
+            times[4], times[0], times[8]
+        );
+    }
+}
