@@ -44,6 +44,8 @@ pub const LOCK_EXTENSION: &str = ".lock";
 pub struct WalBackend {
     root: PathBuf,
     storage: Arc<dyn Storage>,
+    /// The format version new sessions are created in.
+    create_version: u16,
 }
 
 impl WalBackend {
@@ -70,7 +72,22 @@ impl WalBackend {
         Ok(WalBackend {
             root: root.to_owned(),
             storage,
+            create_version: format::FORMAT_VERSION,
         })
+    }
+
+    /// This store, creating new sessions in format `version` (1 or 2;
+    /// default 2, [`format::FORMAT_VERSION`]). Version 1 is what turnwal
+    /// wrote before version 2 existed (no chunk-run records): tests and
+    /// tools use it to produce such logs. Appends always keep a log's own
+    /// version.
+    pub fn creating_version(mut self, version: u16) -> WalBackend {
+        assert!(
+            version == format::FORMAT_V1 || version == format::FORMAT_VERSION,
+            "format version {version} is not one this build writes"
+        );
+        self.create_version = version;
+        self
     }
 
     /// Replaces the log at `path` with a durable copy of what `file` reads
@@ -326,12 +343,25 @@ impl WalBackend {
         let Ok(head) = check_at(record, 0, None, fh.salt) else {
             return Ok(None);
         };
+        if head.is_run() && fh.version == format::FORMAT_V1 {
+            return Ok(None); // the full scan names it
+        }
+        // A chunk run's head holds its first member's time: the last
+        // event's is the last member's.
+        let last_time = if head.is_run() {
+            match format::decode_records(record, &head) {
+                Ok(members) => members.last().map(Event::time),
+                Err(_) => return Ok(None),
+            }
+        } else {
+            Some(head.time)
+        };
         Ok(Some(SessionSummary::from_tail(
             fh.header,
             len,
-            head.seq + 1,
+            head.next_seq(),
             u64::from(head.turn),
-            Some(head.time),
+            last_time,
             head.in_turn(),
         )))
     }
@@ -516,12 +546,22 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
-        let offsets: Vec<u64> = scan::heads(&map, start, classified.kept_end)
-            .map(|(at, _)| at)
-            .collect();
+        let mut entries = Vec::new();
+        for (at, head) in scan::heads(&map, start, classified.kept_end) {
+            if head.is_run() {
+                // A run's members are rebuilt text: held, not borrowed.
+                entries.extend(
+                    scan::decode_at(&map, at, &head, &path)?
+                        .into_iter()
+                        .map(view::Entry::Owned),
+                );
+            } else {
+                entries.push(view::Entry::At(at));
+            }
+        }
         let scan = classified.scan;
         let state = scan.state();
-        view::MappedRecords::new(map, offsets)
+        view::MappedRecords::new(map, entries)
             .map(|records| {
                 Some(crate::view::LogView::in_place(
                     scan.header,
@@ -646,15 +686,17 @@ impl Backend for WalBackend {
         self.remove_stale_temps(&name);
         let salt = self.storage.random() as u32;
         let mut bytes = Vec::new();
-        format::encode_file_header(&mut bytes, header, policy, salt);
-        for (event, placement) in batch.iter().zip(placements) {
+        let version = self.create_version;
+        format::encode_file_header_version(&mut bytes, header, policy, salt, version);
+        for event in batch {
             format::check_limits(event).map_err(|reason| {
                 crate::event::EventError::new(reason)
                     .at_seq(event.seq())
                     .of_type(event.event_type())
             })?;
-            format::encode_record(&mut bytes, event, *placement, 0, salt);
         }
+        let pack = version >= format::FORMAT_VERSION;
+        format::encode_batch(&mut bytes, batch, placements, 0, salt, pack);
         let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
         let io = |op, e| Error::io(op, &tmp, e);
         let mut file = self
@@ -700,6 +742,7 @@ impl Backend for WalBackend {
             self.lock_path(&header.id),
             lock,
             format::FileHeader {
+                version,
                 policy,
                 salt,
                 header: header.clone(),

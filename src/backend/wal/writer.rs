@@ -67,6 +67,8 @@ pub const MAX_UNSYNCED_BYTES: usize = 64 << 20;
 //       `written_len`.
 //   synced_events <= held_from_events
 //   held_from - synced_len >= (held_from_events - synced_events) * MIN_RECORD_LEN
+//       (in version 2, where a chunk-run record holds many events, 1 byte
+//       per event instead of MIN_RECORD_LEN, here and below)
 //   (held_from == synced_len) == (held_from_events == synced_events)
 //       `[synced_len, held_from)` is whole records, the events between the
 //       two counts; equal ends hold no record.
@@ -175,7 +177,13 @@ impl WalWriter {
         if !cfg!(debug_assertions) {
             return;
         }
-        let min = format::MIN_RECORD_LEN as u64;
+        // A chunk-run record holds up to 1024 events in a few bytes each:
+        // every event takes at least one byte.
+        let min = if self.packs() {
+            1
+        } else {
+            format::MIN_RECORD_LEN as u64
+        };
         debug_assert!(
             self.meta.records_start <= self.synced_len,
             "synced_len {} is inside the file header (records start at {})",
@@ -340,6 +348,12 @@ impl WalWriter {
         self.pending.clear();
     }
 
+    /// Whether appends pack chunk runs: only into a version-2 log (a
+    /// version-1 log is appended to in version 1).
+    fn packs(&self) -> bool {
+        self.meta.version >= format::FORMAT_VERSION
+    }
+
     fn io(&self, op: &'static str, e: std::io::Error) -> Error {
         Error::io(op, &self.path, e)
     }
@@ -441,12 +455,14 @@ impl WalWriter {
             .read_exact_at(&mut bytes, self.synced_len)
             .map_err(|e| e.to_string())?;
         let mut at = 0;
-        for seq in self.synced_events..self.held_from_events {
+        let mut seq = self.synced_events;
+        while seq < self.held_from_events && at < len as u64 {
             let head = super::scan::check_at(&bytes, at, Some(seq), self.salt)
                 .map_err(|(_, detail)| format!("read back: {detail}"))?;
             at += head.record_len();
+            seq = head.next_seq();
         }
-        if at != len as u64 {
+        if at != len as u64 || seq != self.held_from_events {
             return Err("read back: records do not fill the range".into());
         }
         self.pending
@@ -461,15 +477,15 @@ impl WalWriter {
     /// only.
     fn append_unheld(&mut self, batch: &[Event], placements: &[Placement]) -> Result<u64> {
         self.scratch.clear();
-        for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(
-                &mut self.scratch,
-                event,
-                *placement,
-                self.synced_len,
-                self.salt,
-            );
-        }
+        let pack = self.packs();
+        format::encode_batch(
+            &mut self.scratch,
+            batch,
+            placements,
+            self.synced_len,
+            self.salt,
+            pack,
+        );
         if let Err(e) = self.file.write_all_at(&self.scratch, self.written_len) {
             return Err(self.restore(Failure::Write(self.io("write", e))));
         }
@@ -621,13 +637,13 @@ fn scan_clean_end(
         else {
             return Ok(None);
         };
-        let tail: Vec<Event> = found
-            .iter()
-            .map(|f| decode_at(bytes, f.offset, &f.head, path))
-            .collect::<Result<_>>()?;
+        let mut tail: Vec<Event> = Vec::new();
+        for f in &found {
+            tail.extend(decode_at(bytes, f.offset, &f.head, path)?);
+        }
         (commit, tail)
     };
-    let committed = commit.map_or(0, |c| c.seq + 1);
+    let committed = commit.map_or(0, |c| c.next_seq());
     let committed_turn = commit.map_or(0, |c| u64::from(c.turn));
     let verdict = crate::scan::classify_tail(meta.policy, committed, committed_turn, &tail);
     if verdict.debris.is_some() {
@@ -657,7 +673,10 @@ fn scan_clean_end(
         outcome,
         None,
     );
-    debug_assert_eq!(scan.last_time, Some(last.time), "the last record is kept");
+    debug_assert!(
+        last.is_run() || scan.last_time == Some(last.time),
+        "the last record is kept"
+    );
     Ok(Some(scan))
 }
 
@@ -683,10 +702,15 @@ pub(super) fn read_from(
             _ => tail_scan(bytes, meta, path, proven)?,
         };
         if clean.is_some() {
-            return found
-                .iter()
-                .map(|f| decode_at(bytes, f.offset, &f.head, path))
-                .collect();
+            let mut events = Vec::new();
+            for f in &found {
+                events.extend(
+                    decode_at(bytes, f.offset, &f.head, path)?
+                        .into_iter()
+                        .filter(|e| e.seq() >= from_seq),
+                );
+            }
+            return Ok(events);
         }
     }
     let classified = scan_log_proven(bytes, path, proven)?;
@@ -704,8 +728,12 @@ pub(super) fn decode_kept(
     let mut events = Vec::with_capacity(kept.saturating_sub(from_seq) as usize);
     let start = classified.frames.file.records_start;
     for (at, head) in heads(bytes, start, classified.kept_end) {
-        if head.seq >= from_seq {
-            events.push(decode_at(bytes, at, &head, path)?);
+        if head.next_seq() > from_seq {
+            events.extend(
+                decode_at(bytes, at, &head, path)?
+                    .into_iter()
+                    .filter(|e| e.seq() >= from_seq),
+            );
         }
     }
     Ok(events)
@@ -801,9 +829,14 @@ impl LogWriter for WalWriter {
         // bytes of earlier batches.
         let size: usize = batch.iter().map(format::encoded_len).sum();
         let mut bytes = Vec::with_capacity(size);
-        for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(&mut bytes, event, *placement, self.synced_len, self.salt);
-        }
+        format::encode_batch(
+            &mut bytes,
+            batch,
+            placements,
+            self.synced_len,
+            self.salt,
+            self.packs(),
+        );
         self.pending.push(bytes, batch.len() as u64);
         let sync_now = match sync {
             SyncMode::Batch => true,
