@@ -347,7 +347,7 @@ fn a_run_record_in_a_version_1_file_is_invalid() {
         Err(e) => e.to_string(),
         Ok(c) => format!("{:?}", c.frames.invalid),
     };
-    assert!(err.contains("version-2 chunk run"), "{err}");
+    assert!(err.contains("version-2 record"), "{err}");
 }
 
 // ---------------------------------------------------------------------------

@@ -69,6 +69,10 @@ pub const KIND_TEXT_RUN: u8 = 15;
 pub const KIND_REASONING_RUN: u8 = 16;
 /// Version 2: a run of `tool-call-delta` chunks (`tool-call-chunks`).
 pub const KIND_TOOL_CALL_RUN: u8 = 17;
+/// Version 2: a sealed unit, a zstd frame of whole closed turns' records.
+pub const KIND_SEALED: u8 = 18;
+/// Largest compressed frame, and largest plain length, of a sealed unit.
+pub const MAX_UNIT_LEN: u32 = 64 << 20;
 /// Fewest members of a chunk-run record.
 pub const MIN_RUN_MEMBERS: u16 = crate::upstream::chunks::MIN_PACKED_MEMBERS as u16;
 /// Most members of a chunk-run record.
@@ -193,7 +197,7 @@ pub const RECORD_HEAD_FIELDS: [Field; 12] = [
 const _: () = assert!(tiles(&RECORD_HEAD_FIELDS, RECORD_HEADER_LEN));
 
 /// Writes `bytes` into `field` of `out` (panics if the widths differ).
-fn put<const N: usize>(out: &mut [u8], field: Field, bytes: [u8; N]) {
+pub(super) fn put<const N: usize>(out: &mut [u8], field: Field, bytes: [u8; N]) {
     out[field.range()].copy_from_slice(&bytes);
 }
 
@@ -422,12 +426,31 @@ impl RecordHead {
     /// The record's total length. A chunk-run record's `type_len` is its
     /// member count, not payload bytes.
     pub fn record_len(&self) -> u64 {
+        if self.is_sealed() {
+            return (RECORD_HEADER_LEN + TRAILER_LEN) as u64 + u64::from(self.data_len);
+        }
         let type_len = if self.is_run() { 0 } else { self.type_len };
         (RECORD_HEADER_LEN + TRAILER_LEN) as u64
             + u64::from(type_len)
             + u64::from(self.data_len)
             + u64::from(self.sources_len)
             + u64::from(self.surface_len)
+    }
+
+    /// Whether this is a sealed unit (kind 18, version 2).
+    pub fn is_sealed(&self) -> bool {
+        self.kind == KIND_SEALED
+    }
+
+    /// A sealed unit's `plain_len`: what its frame decompresses to.
+    pub fn plain_len(&self) -> u32 {
+        self.sources_len
+    }
+
+    /// Whether the record is of version 2 only (a chunk run or a sealed
+    /// unit).
+    pub fn is_v2(&self) -> bool {
+        self.is_run() || self.is_sealed()
     }
 
     /// Whether this is a chunk-run record (kinds 15–17, version 2).
@@ -439,6 +462,8 @@ impl RecordHead {
     pub fn count(&self) -> u64 {
         if self.is_run() {
             u64::from(self.type_len)
+        } else if self.is_sealed() {
+            u64::from(self.surface_len)
         } else {
             1
         }
@@ -458,6 +483,10 @@ impl RecordHead {
     pub fn event_kind(&self) -> EventKind {
         if self.is_run() {
             return EventKind::AssistantChunk;
+        }
+        if self.is_sealed() {
+            // Every unit ends with the turn/end that closes its last turn.
+            return EventKind::TurnEnd;
         }
         event_kind(self.kind).expect("checked by parse_head")
     }
@@ -508,6 +537,27 @@ pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
         watermark: u64_in(bytes, REC_WATERMARK_FIELD),
         step: u32_in(bytes, REC_STEP_FIELD),
     };
+    if head.kind == KIND_SEALED {
+        if head.flags != 0 || head.type_len != 0 || head.step != 0 {
+            return Err("sealed unit with flags, a type length or a step".into());
+        }
+        if head.data_len == 0 || head.data_len > MAX_UNIT_LEN {
+            return Err(format!(
+                "sealed unit frame length {} is out of range",
+                head.data_len
+            ));
+        }
+        if !(MIN_RECORD_LEN as u32..=MAX_UNIT_LEN).contains(&head.sources_len) {
+            return Err(format!(
+                "sealed unit plain length {} is out of range",
+                head.sources_len
+            ));
+        }
+        if head.surface_len == 0 {
+            return Err("sealed unit of no events".into());
+        }
+        return Ok(head);
+    }
     if run_kind(head.kind).is_some() {
         if head.flags & !REC_IN_TURN != 0 {
             return Err(format!(
@@ -573,7 +623,7 @@ pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), S
     Ok(())
 }
 
-fn checksum(salt: u32, body: &[u8]) -> u32 {
+pub(super) fn checksum(salt: u32, body: &[u8]) -> u32 {
     let mut crc = salted(salt);
     crc.update(body);
     crc.finalize()
@@ -790,11 +840,40 @@ pub fn encode_batch(
         }
         return batch.len();
     }
+    encode_packed(out, batch, placements, None, watermark, salt)
+}
+
+/// [`encode_batch`], packed, of events some of which are synthetic closers
+/// (`synthetic[i]`; a closer is never a chunk, so never in a run): how a
+/// sealed copy re-encodes closed turns.
+pub fn encode_batch_marked(
+    out: &mut Vec<u8>,
+    batch: &[Event],
+    placements: &[Placement],
+    synthetic: &[bool],
+    watermark: u64,
+    salt: u32,
+) -> usize {
+    encode_packed(out, batch, placements, Some(synthetic), watermark, salt)
+}
+
+fn encode_packed(
+    out: &mut Vec<u8>,
+    batch: &[Event],
+    placements: &[Placement],
+    synthetic: Option<&[bool]>,
+    watermark: u64,
+    salt: u32,
+) -> usize {
     let pieces = plan_batch(batch.iter().map(EventRef::from));
     let records = pieces.len();
+    let one = |out: &mut Vec<u8>, i: usize| {
+        let marked = synthetic.is_some_and(|s| s[i]);
+        encode(out, &batch[i], placements[i], watermark, salt, marked);
+    };
     for piece in pieces {
         match piece {
-            Piece::One(i) => encode_record(out, &batch[i], placements[i], watermark, salt),
+            Piece::One(i) => one(out, i),
             Piece::Run { start, deltas } => {
                 let members = &placements[start..start + deltas.len()];
                 // A chunk leaves the tracker where it was, so a run's members
@@ -803,7 +882,7 @@ pub fn encode_batch(
                     encode_run_record(out, &deltas, members[0], watermark, salt);
                 } else {
                     for i in start..start + deltas.len() {
-                        encode_record(out, &batch[i], placements[i], watermark, salt);
+                        one(out, i);
                     }
                 }
             }
@@ -861,6 +940,10 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
 /// record's members (refused as `chunk-run-mismatch` when its payload does
 /// not expand into exactly the member count its head states).
 pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
+    if head.is_sealed() {
+        let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
+        return super::seal::unit_events(frame, head).map(|(events, _)| events);
+    }
     let Some(kind) = run_kind(head.kind) else {
         return decode_record(record, head).map(|e| vec![e]);
     };

@@ -5,6 +5,7 @@ pub mod format;
 pub mod probe;
 pub mod proof;
 pub mod scan;
+pub mod seal;
 mod view;
 mod writer;
 
@@ -343,7 +344,7 @@ impl WalBackend {
         let Ok(head) = check_at(record, 0, None, fh.salt) else {
             return Ok(None);
         };
-        if head.is_run() && fh.version == format::FORMAT_V1 {
+        if head.is_v2() && fh.version == format::FORMAT_V1 {
             return Ok(None); // the full scan names it
         }
         // A chunk run's head holds its first member's time: the last
@@ -548,8 +549,9 @@ impl Backend for WalBackend {
         let start = classified.frames.file.records_start;
         let mut entries = Vec::new();
         for (at, head) in scan::heads(&map, start, classified.kept_end) {
-            if head.is_run() {
-                // A run's members are rebuilt text: held, not borrowed.
+            if head.is_v2() {
+                // A run's members and a unit's events are rebuilt (or
+                // decompressed) text: held, not borrowed.
                 entries.extend(
                     scan::decode_at(&map, at, &head, &path)?
                         .into_iter()

@@ -194,10 +194,11 @@ pub fn since_commit(
 ) -> Option<(Option<RecordHead>, Vec<Found>)> {
     use crate::event::EventKind;
     let walk = walk_back(bytes, records_start, salt, |f| {
-        f.head.event_kind() == EventKind::TurnEnd
-            && !f.head.in_turn()
-            && walk_back_one(bytes, records_start, salt, f)
-                .is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == f.head.turn)
+        f.head.is_sealed()
+            || f.head.event_kind() == EventKind::TurnEnd
+                && !f.head.in_turn()
+                && walk_back_one(bytes, records_start, salt, f)
+                    .is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == f.head.turn)
     })?;
     let mut found = walk.found;
     let commit = if walk.stopped {

@@ -170,11 +170,11 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
     let salt = frames.file.salt;
     while at < len {
         let checked = check_at(bytes, at, Some(frames.records), salt).and_then(|head| {
-            if head.is_run() && frames.file.version == format::FORMAT_V1 {
+            if head.is_v2() && frames.file.version == format::FORMAT_V1 {
                 return Err((
                     CutReason::Invalid,
                     format!(
-                        "record kind {} is a version-2 chunk run in a version-1 file",
+                        "record kind {} is a version-2 record in a version-1 file",
                         head.kind
                     ),
                 ));
@@ -194,7 +194,9 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
                     && frames.last.is_some_and(|prev| {
                         prev.in_turn() && prev.step == 0 && prev.turn == head.turn
                     });
-                if head.event_kind() == EventKind::TurnEnd && closes_turn {
+                // The end of a sealed unit is a commit point too: a unit
+                // holds only closed turns.
+                if head.is_sealed() || (head.event_kind() == EventKind::TurnEnd && closes_turn) {
                     frames.commit_end = at;
                     frames.committed = frames.records;
                     frames.committed_turn = u64::from(head.turn);

@@ -623,9 +623,10 @@ fn scan_clean_end(
     previous: Option<format::RecordHead>,
 ) -> Result<Option<Scan>> {
     let closes = |commit: &format::RecordHead, before: Option<&format::RecordHead>| {
-        commit.event_kind() == EventKind::TurnEnd
-            && !commit.in_turn()
-            && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
+        commit.is_sealed()
+            || commit.event_kind() == EventKind::TurnEnd
+                && !commit.in_turn()
+                && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
     };
     let (commit, tail) = if closes(&last, previous.as_ref()) {
         (Some(last), Vec::new())
