@@ -351,6 +351,217 @@ fn a_run_record_in_a_version_1_file_is_invalid() {
 }
 
 // ---------------------------------------------------------------------------
+// Sealed units and compaction
+// ---------------------------------------------------------------------------
+
+/// Decompresses a unit record's frame.
+fn unit_plain(record: &[u8], head: &RecordHead) -> Vec<u8> {
+    let frame = &record[52..52 + head.data_len as usize];
+    zstd::bulk::decompress(frame, head.plain_len() as usize).unwrap()
+}
+
+#[test]
+fn compaction_seals_closed_turns_and_every_event_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Script::new();
+    packable_turn(&mut s, 1);
+    packable_turn(&mut s, 2);
+    let split = s.events.len();
+    packable_turn(&mut s, 3);
+    let closed = s.events.len();
+    s.e("turn/start", r#"{"turn":4}"#)
+        .e("user/message", r#"{"id":"u4","text":"open"}"#)
+        .e("step/start", r#"{"turn":4,"step":1}"#);
+    for t in ["p", "q", "r"] {
+        s.text(4, 1, "text-delta", t);
+    }
+    let events = s.events.clone();
+    let store = store(dir.path());
+    store.create(SessionHeader::new(ID, 1)).unwrap();
+    // Runs across batches: turn 1 in one batch, turn 2's chunks split.
+    store.append(ID, &events[..split - 8]).unwrap();
+    store.append(ID, &events[split - 8..split]).unwrap();
+    store.append(ID, &events[split..]).unwrap();
+    let before = log_bytes(dir.path());
+    let done = store.compact(ID).unwrap().unwrap();
+    let after = log_bytes(dir.path());
+    assert_eq!(
+        (done.before, done.after),
+        (before.len() as u64, after.len() as u64)
+    );
+    assert_eq!(version(&after), 2);
+    assert_ne!(&after[12..16], &before[12..16], "a fresh salt");
+    let heads = heads(&after);
+    let shape: Vec<(u8, u64, u64)> = heads
+        .iter()
+        .map(|(_, h)| (h.kind, h.seq, h.count()))
+        .collect();
+    let open = closed as u64;
+    assert_eq!(
+        shape,
+        [
+            (18, 0, open),
+            (1, open, 1),
+            (5, open + 1, 1),
+            (3, open + 2, 1),
+            (15, open + 3, 3)
+        ]
+    );
+    assert!(heads.iter().all(|(_, h)| h.watermark == 0));
+    let (at, unit) = heads[0];
+    assert_eq!(
+        (unit.flags, unit.type_len, unit.step, unit.turn),
+        (0, 0, 0, 3)
+    );
+    assert_eq!(unit.time, events[closed - 1].time());
+    let record = &after[at as usize..(at + unit.record_len()) as usize];
+    // The frame: content size present, no zstd checksum.
+    let frame = &record[52..52 + unit.data_len as usize];
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(frame).unwrap(),
+        Some(u64::from(unit.plain_len()))
+    );
+    assert_eq!(frame[4] & 0b100, 0, "no content checksum flag");
+    // Inside: plain records with salt 0 and watermark 0; turn 2's run,
+    // split across two batches, joined.
+    let plain = unit_plain(record, &unit);
+    let inner = scan_plain(&plain);
+    let inner_kinds: Vec<u8> = inner.iter().map(|h| h.kind).collect();
+    assert_eq!(
+        inner_kinds,
+        [1, 5, 3, 15, 16, 17, 7, 4, 2].repeat(3),
+        "every turn packed whole"
+    );
+    assert!(inner.iter().all(|h| h.watermark == 0));
+    // Every reader, live and reopened.
+    assert_eq!(store.read_raw(ID, 0).unwrap(), events);
+    for from in 0..=events.len() {
+        assert_eq!(store.read_from(ID, from as u64).unwrap(), events[from..]);
+    }
+    // The writer goes on appending to the new file.
+    let mut more = Script {
+        seq: s.seq,
+        time: s.time,
+        events: Vec::new(),
+    };
+    more.e("step/end", r#"{"turn":4,"step":1}"#)
+        .e("turn/end", r#"{"turn":4,"reason":{"kind":"completed"}}"#);
+    store.append(ID, &more.events).unwrap();
+    store.close(ID).unwrap();
+    drop(store);
+    let all: Vec<Event> = events.iter().chain(&more.events).cloned().collect();
+    let store = self::store(dir.path());
+    assert_eq!(store.load(ID).unwrap().events, all);
+    let view = store.view(ID).unwrap();
+    assert_eq!(view.iter().map(|e| e.to_event()).collect::<Vec<_>>(), all);
+    let listed = &store.list().unwrap()[0];
+    assert_eq!(
+        (listed.events, listed.state, listed.last_activity),
+        (
+            all.len() as u64,
+            LogState::Clean,
+            Some(all.last().unwrap().time())
+        )
+    );
+    // Compacting again seals the last turn after the first unit, which
+    // is copied as it is (only its outer checksum changes with the salt).
+    let done = store.compact(ID).unwrap().unwrap();
+    assert!(done.after < done.before);
+    let again = log_bytes(dir.path());
+    let kinds: Vec<u8> = self::heads(&again).iter().map(|(_, h)| h.kind).collect();
+    assert_eq!(kinds, [18, 18]);
+    assert_eq!(
+        &again[at as usize + 4..at as usize + 40],
+        &record[4..40],
+        "the first unit, copied"
+    );
+    assert_eq!(store.read_raw(ID, 0).unwrap(), all);
+    assert_eq!(store.read_from(ID, 30).unwrap(), all[30..]);
+    // Nothing left to seal: the file is not rewritten.
+    let done = store.compact(ID).unwrap().unwrap();
+    assert_eq!(done.before, done.after);
+    assert_eq!(log_bytes(dir.path()), again);
+}
+
+/// The heads of plain records laid end to end (a unit's inside, salt 0).
+fn scan_plain(plain: &[u8]) -> Vec<RecordHead> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < plain.len() as u64 {
+        let head = scan::check_at(plain, at, None, 0).unwrap();
+        at += head.record_len();
+        out.push(head);
+    }
+    out
+}
+
+#[test]
+fn compaction_turns_a_version_1_log_into_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Script::new();
+    packable_turn(&mut s, 1);
+    packable_turn(&mut s, 2);
+    let events = s.events.clone();
+    {
+        let store = v1_store(dir.path());
+        store.create(SessionHeader::new(ID, 1)).unwrap();
+        store.append(ID, &events[..10]).unwrap();
+        store.append(ID, &events[10..]).unwrap();
+        store.close(ID).unwrap();
+    }
+    assert_eq!(version(&log_bytes(dir.path())), 1);
+    // Through the backend, with no store holding the session.
+    let backend = WalBackend::open(dir.path()).unwrap();
+    let done = turnwal::backend::Backend::compact(&backend, ID)
+        .unwrap()
+        .unwrap();
+    assert!(done.after < done.before);
+    let bytes = log_bytes(dir.path());
+    assert_eq!(version(&bytes), 2);
+    let kinds: Vec<u8> = heads(&bytes).iter().map(|(_, h)| h.kind).collect();
+    assert_eq!(kinds, [18]);
+    let store = store(dir.path());
+    assert_eq!(store.load(ID).unwrap().events, events);
+    assert_eq!(store.read_from(ID, 7).unwrap(), events[7..]);
+}
+
+/// A unit whose frame decompresses to another length than its head's
+/// `plain_len` is refused (`sealed-unit-length`), though its CRC holds.
+#[test]
+fn a_unit_of_the_wrong_plain_length_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Script::new();
+    packable_turn(&mut s, 1);
+    {
+        let store = store(dir.path());
+        store.create(SessionHeader::new(ID, 1)).unwrap();
+        store.append(ID, &s.events).unwrap();
+        store.compact(ID).unwrap();
+        store.close(ID).unwrap();
+    }
+    let path = WalBackend::open(dir.path()).unwrap().log_path(ID);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (at, unit) = heads(&bytes)[0];
+    assert_eq!(unit.kind, 18);
+    for delta in [1i64, -1] {
+        let mut bad = bytes.clone();
+        let at = at as usize;
+        let plain = (i64::from(unit.plain_len()) + delta) as u32;
+        bad[at + 12..at + 16].copy_from_slice(&plain.to_le_bytes());
+        let salt: [u8; 4] = bad[12..16].try_into().unwrap();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&salt);
+        crc.update(&bad[at + 4..at + unit.record_len() as usize]);
+        let crc = crc.finalize().to_le_bytes();
+        bad[at..at + 4].copy_from_slice(&crc);
+        std::fs::write(&path, &bad).unwrap();
+        let err = store(dir.path()).load(ID).unwrap_err().to_string();
+        assert!(err.contains("sealed-unit-length"), "{err}");
+    }
+    bytes.truncate(bytes.len());
+}
+
+// ---------------------------------------------------------------------------
 // The round-trip property
 // ---------------------------------------------------------------------------
 
@@ -505,23 +716,29 @@ proptest! {
     fn every_event_reads_back_byte_for_byte(
         (turns, cuts, open_last) in session_strategy(),
         v1 in any::<bool>(),
+        compact in 0u8..3,
     ) {
         let events = build(&turns, open_last);
         let dir = tempfile::tempdir().unwrap();
         {
             let store = if v1 { v1_store(dir.path()) } else { store(dir.path()) };
             store.create(SessionHeader::new(ID, 1)).unwrap();
-            for batch in batches(&events, &cuts) {
-                store.append(ID, &batch).unwrap();
+            let batches = batches(&events, &cuts);
+            for (i, batch) in batches.iter().enumerate() {
+                store.append(ID, batch).unwrap();
+                // Compact midway (1) or at the end (2).
+                if (compact == 1 && i == batches.len() / 2) || (compact == 2 && i + 1 == batches.len()) {
+                    store.compact(ID).unwrap();
+                }
             }
             store.flush(ID).unwrap();
             // Read while the writer is live, too.
             prop_assert_eq!(&store.read_raw(ID, 0).unwrap(), &events);
         }
         let bytes = log_bytes(dir.path());
-        prop_assert_eq!(version(&bytes), if v1 { 1 } else { 2 });
+        prop_assert_eq!(version(&bytes), if v1 && compact == 0 { 1 } else { 2 });
         let heads = heads(&bytes);
-        if v1 {
+        if v1 && compact == 0 {
             prop_assert!(heads.iter().all(|(_, h)| h.kind < 15 && h.count() == 1));
         }
         let store = store(dir.path());

@@ -767,6 +767,9 @@ impl Backend for WalBackend {
             return Ok(None);
         }
         let lock = self.lock(id)?;
+        // A crash inside a compaction leaves its temp file: ours to remove,
+        // holding the lock.
+        self.remove_stale_temps(&encode_file_name(id));
         let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else {
             return Ok(None);
         };
@@ -808,6 +811,17 @@ impl Backend for WalBackend {
             len,
             0,
         ))))
+    }
+
+    fn compact(&self, id: &str) -> Result<Option<super::Compaction>> {
+        let Some(mut writer) = self.open(id)? else {
+            return Ok(None);
+        };
+        let scan = writer.scan()?;
+        if scan.needs_repair() {
+            writer.repair(&scan)?;
+        }
+        writer.compact()
     }
 
     fn delete(&self, id: &str) -> Result<bool> {

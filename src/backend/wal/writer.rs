@@ -869,6 +869,44 @@ impl LogWriter for WalWriter {
         self.acked_events
     }
 
+    fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
+        self.check_poison()?;
+        if let Err(failure) = self.flush_pending(true) {
+            return Err(self.restore(failure));
+        }
+        let before = self.written_len;
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let classified = scan_log_proven(&map, &self.path, proven)?;
+        if classified.scan.cut.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "session {:?} needs a repair before it can be compacted (open it for \
+                 writing first)",
+                self.id
+            )));
+        }
+        // A fresh salt: the durability proof names it, so a proof written
+        // for one of the two files never states anything about the other.
+        let salt = loop {
+            let salt = self.storage.random() as u32;
+            if salt != self.salt {
+                break salt;
+            }
+        };
+        let Some(copy) = super::seal::sealed_copy(&map, &classified, &self.path, salt)? else {
+            return Ok(Some(crate::backend::Compaction {
+                before,
+                after: before,
+            }));
+        };
+        drop(map);
+        self.publish_copy(copy, salt)?;
+        Ok(Some(crate::backend::Compaction {
+            before,
+            after: self.written_len,
+        }))
+    }
+
     fn delete(self: Box<Self>) -> Result<()> {
         let dir = self
             .path
@@ -900,6 +938,69 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
 }
 
 impl WalWriter {
+    /// Publishes a sealed copy of the log (docs/FORMAT.md, "Sealing and
+    /// compaction"): a temp file written whole, held (so the writer's hold
+    /// moves with it) and fsynced, renamed over the log, the directory
+    /// fsynced; then the proof states the new length under the new salt.
+    /// A crash at any point leaves the old file or the new one; before the
+    /// rename a temp file, which the next writer removes. A failure before
+    /// the rename leaves this writer on the old file, untouched; a failed
+    /// directory fsync after it poisons the writer (which file a power loss
+    /// keeps is unknown; either is complete, and the next open decides).
+    fn publish_copy(&mut self, copy: super::seal::SealedCopy, salt: u32) -> Result<()> {
+        let dir = self
+            .path
+            .parent()
+            .expect("session files live in a directory")
+            .to_owned();
+        let name = super::log_name(&self.path).to_owned();
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
+        let io = |op, e| Error::io(op, &tmp, e);
+        let mut file = self
+            .storage
+            .open(&tmp, crate::storage::OpenMode::CreateNew)
+            .map_err(|e| io("create", e))?;
+        let written = file.hold_writer().and_then(|held| {
+            if !held {
+                return Err(std::io::Error::other(
+                    "the new file is held by another writer",
+                ));
+            }
+            file.write_all_at(&copy.bytes, 0)?;
+            file.sync_all()
+        });
+        let published = written.map_err(|e| io("write", e)).and_then(|()| {
+            self.storage
+                .rename(&tmp, &self.path)
+                .map_err(|e| Error::io("rename", &self.path, e))
+        });
+        if let Err(e) = published {
+            drop(file);
+            let _ = self.storage.remove_file(&tmp);
+            return Err(e);
+        }
+        // From here the log is the new file.
+        let len = copy.bytes.len() as u64;
+        file.renamed(&self.path);
+        self.file = file;
+        self.salt = salt;
+        self.meta.salt = salt;
+        self.meta.version = format::FORMAT_VERSION;
+        self.prover = Prover::new(&self.path, salt);
+        self.proven_len = 0;
+        self.rewrite = false;
+        self.all_durable(len, copy.events);
+        if let Err(e) = self.storage.sync_dir(&dir) {
+            let err = Error::io("fsync directory", &dir, e);
+            self.poisoned = Some(format!("{err} after publishing a sealed copy"));
+            self.check_invariants();
+            return Err(err);
+        }
+        self.prove(len)?;
+        self.check_invariants();
+        Ok(())
+    }
+
     /// After a failed fdatasync of the log: leave its unsynced mark, so that
     /// no later open, in this process or another, trusts an fdatasync of it
     /// (see `WalBackend::republish`). This writer needs no mark: it rewrites
