@@ -395,7 +395,7 @@ impl Store {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         if let Slot::Live(live) = &mut *guard {
-            live.writer.sync()?;
+            live.writer.close()?;
             *guard = Slot::Cold;
         }
         Ok(())

@@ -122,7 +122,8 @@ fn runs_are_one_record_each_and_read_back_byte_for_byte() {
         let store = store(dir.path());
         store.create(SessionHeader::new(ID, 1)).unwrap();
         store.append(ID, &events).unwrap();
-        store.close(ID).unwrap();
+        // No close: a clean close would seal the closed turn.
+        store.flush(ID).unwrap();
     }
     let bytes = log_bytes(dir.path());
     assert_eq!(version(&bytes), 2, "new sessions are version 2");
@@ -463,10 +464,8 @@ fn compaction_seals_closed_turns_and_every_event_reads_back() {
             Some(all.last().unwrap().time())
         )
     );
-    // Compacting again seals the last turn after the first unit, which
-    // is copied as it is (only its outer checksum changes with the salt).
-    let done = store.compact(ID).unwrap().unwrap();
-    assert!(done.after < done.before);
+    // The clean close sealed the last turn after the first unit, which
+    // it copied as it is (only its outer checksum changes with the salt).
     let again = log_bytes(dir.path());
     let kinds: Vec<u8> = self::heads(&again).iter().map(|(_, h)| h.kind).collect();
     assert_eq!(kinds, [18, 18]);
@@ -481,6 +480,60 @@ fn compaction_seals_closed_turns_and_every_event_reads_back() {
     let done = store.compact(ID).unwrap().unwrap();
     assert_eq!(done.before, done.after);
     assert_eq!(log_bytes(dir.path()), again);
+}
+
+/// After a batch that leaves at least 1 MiB of plain closed-turn records
+/// that are at least a quarter of the file, the writer seals by itself;
+/// a version-1 log is never sealed by a writer, not even at close.
+#[test]
+fn writers_seal_by_themselves_after_a_megabyte_of_closed_turns() {
+    let big = "x".repeat(300 << 10);
+    let turn = |s: &mut Script, turn: u32| {
+        s.e("turn/start", &format!(r#"{{"turn":{turn}}}"#))
+            .e("user/message", &format!(r#"{{"id":"u","text":"{big}"}}"#))
+            .e(
+                "turn/end",
+                &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+            );
+    };
+    for v1 in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = if v1 {
+            v1_store(dir.path())
+        } else {
+            store(dir.path())
+        };
+        store
+            .create_with_policy(SessionHeader::new(ID, 1), turnwal::Policy::Lenient)
+            .unwrap();
+        let mut s = Script::new();
+        let mut kinds_after = Vec::new();
+        for t in 1..=4 {
+            let from = s.events.len();
+            turn(&mut s, t);
+            store.append(ID, &s.events[from..]).unwrap();
+            let kinds: Vec<u8> = heads(&log_bytes(dir.path()))
+                .iter()
+                .map(|(_, h)| h.kind)
+                .collect();
+            kinds_after.push(kinds);
+        }
+        if v1 {
+            assert!(kinds_after.iter().flatten().all(|&k| k != 18));
+        } else {
+            // 3 turns (900 KiB) stay plain; the fourth passes 1 MiB.
+            assert_eq!(kinds_after[2], [1, 5, 2].repeat(3));
+            assert_eq!(kinds_after[3], [18]);
+        }
+        store.close(ID).unwrap();
+        let kinds: Vec<u8> = heads(&log_bytes(dir.path()))
+            .iter()
+            .map(|(_, h)| h.kind)
+            .collect();
+        assert_eq!(kinds.contains(&18), !v1, "v1 {v1}");
+        let store = self::store(dir.path());
+        assert_eq!(store.read_raw(ID, 0).unwrap(), s.events);
+    }
 }
 
 /// The heads of plain records laid end to end (a unit's inside, salt 0).

@@ -292,6 +292,13 @@ pub trait LogWriter: Send {
     /// Makes every accepted event durable; returns how many events are.
     fn sync(&mut self) -> Result<u64>;
 
+    /// A clean close: makes every accepted event durable, then does what
+    /// the backend does at a close (the native WAL seals a version-2 log's
+    /// closed turns left plain). The default is [`LogWriter::sync`].
+    fn close(&mut self) -> Result<()> {
+        self.sync().map(drop)
+    }
+
     /// How many events are known durable.
     fn durable_events(&self) -> u64;
 

@@ -47,6 +47,8 @@ pub struct WalBackend {
     storage: Arc<dyn Storage>,
     /// The format version new sessions are created in.
     create_version: u16,
+    /// Whether writers seal by themselves (after a batch, at close).
+    auto_seal: bool,
 }
 
 impl WalBackend {
@@ -74,7 +76,18 @@ impl WalBackend {
             root: root.to_owned(),
             storage,
             create_version: format::FORMAT_VERSION,
+            auto_seal: true,
         })
+    }
+
+    /// This store, with writers that seal a version-2 log by themselves
+    /// (`true`, the default: after a batch that leaves at least 1 MiB of
+    /// plain closed turns that are at least a quarter of the file, and at a
+    /// clean close) or only when compaction is asked for (`false`: the
+    /// benches' fixtures, which measure plain records).
+    pub fn sealing_by_itself(mut self, on: bool) -> WalBackend {
+        self.auto_seal = on;
+        self
     }
 
     /// This store, creating new sessions in format `version` (1 or 2;
@@ -754,6 +767,7 @@ impl Backend for WalBackend {
             batch.len() as u64,
         ));
         writer.set_proven(bytes.len() as u64);
+        writer.set_auto_seal(self.auto_seal);
         Ok(writer)
     }
 
@@ -800,7 +814,7 @@ impl Backend for WalBackend {
         }
         let lock_path = self.lock_path(id);
         // The event count is learned by the first scan.
-        Ok(Some(Box::new(WalWriter::new(
+        let mut writer = Box::new(WalWriter::new(
             id.to_owned(),
             path,
             self.storage.clone(),
@@ -810,7 +824,9 @@ impl Backend for WalBackend {
             fh,
             len,
             0,
-        ))))
+        ));
+        writer.set_auto_seal(self.auto_seal);
+        Ok(Some(writer))
     }
 
     fn compact(&self, id: &str) -> Result<Option<super::Compaction>> {

@@ -186,6 +186,8 @@ pub struct SealedCopy {
     pub events: u64,
     /// Sealed units written anew.
     pub new_units: usize,
+    /// The copy's commit point: the end of its last unit or closed turn.
+    pub commit_end: u64,
 }
 
 /// The sealed copy of a classified log (version 1 or 2) with nothing to
@@ -261,9 +263,12 @@ pub fn sealed_copy(
     }
     debug_assert!(turn.is_empty(), "the commit point closes a turn");
     new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
-    if file.version == format::FORMAT_VERSION && plain_closed == 0 {
+    // Nothing sealed anew (no plain closed turn, or only turns too big for
+    // a unit): a version-2 log stays as it is.
+    if file.version == format::FORMAT_VERSION && (plain_closed == 0 || new_units == 0) {
         return Ok(None);
     }
+    let commit_end = out.len() as u64;
     for (at, head) in heads(bytes, frames.commit_end, classified.kept_end) {
         copy_record(
             &mut out,
@@ -275,6 +280,7 @@ pub fn sealed_copy(
         bytes: out,
         events: classified.scan.stored_len(),
         new_units,
+        commit_end,
     }))
 }
 

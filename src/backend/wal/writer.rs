@@ -125,7 +125,28 @@ pub struct WalWriter {
     prover: Prover,
     /// What the proof last stated.
     proven_len: u64,
+    /// Where the log's plain closed turns are, for the automatic sealing
+    /// (`None` until learned: see [`WalWriter::seal_state`]).
+    seal: Option<SealState>,
+    /// Whether this writer seals by itself (after a batch, at close).
+    auto_seal: bool,
 }
+
+/// The plain records of closed turns in a version-2 log: `[sealed_end,
+/// commit_end)` (everything before `sealed_end` is sealed, or was found
+/// unsealable by the last compaction).
+#[derive(Debug, Clone, Copy)]
+struct SealState {
+    sealed_end: u64,
+    commit_end: u64,
+}
+
+/// A writer seals by itself after a batch that leaves at least this many
+/// bytes of plain closed-turn records…
+pub const AUTO_SEAL_MIN_BYTES: u64 = 1 << 20;
+/// …that are at least 1/this of the file (docs/FORMAT.md, "Sealing and
+/// compaction").
+pub const AUTO_SEAL_FILE_FRACTION: u64 = 4;
 
 impl WalWriter {
     /// A writer over a file whose whole content is durable and acknowledged
@@ -165,6 +186,8 @@ impl WalWriter {
             poisoned: None,
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
+            seal: None,
+            auto_seal: true,
         };
         writer.check_invariants();
         writer
@@ -270,6 +293,12 @@ impl WalWriter {
             self.proven_len = len;
         }
         Ok(())
+    }
+
+    /// Whether this writer seals by itself (see
+    /// `WalBackend::sealing_by_itself`).
+    pub(super) fn set_auto_seal(&mut self, on: bool) {
+        self.auto_seal = on;
     }
 
     /// Records that the durability proof already states `len` (written by
@@ -489,11 +518,14 @@ impl WalWriter {
         if let Err(e) = self.file.write_all_at(&self.scratch, self.written_len) {
             return Err(self.restore(Failure::Write(self.io("write", e))));
         }
+        let batch_start = self.written_len;
+        let closing = closing_end(&self.scratch);
         self.written_len += self.scratch.len() as u64;
         self.held_from = self.written_len;
         self.held_from_events += batch.len() as u64;
         self.acked_events = self.held_from_events;
         self.check_invariants();
+        self.after_batch(batch_start, &closing);
         Ok(self.acked_events)
     }
 }
@@ -765,6 +797,8 @@ impl LogWriter for WalWriter {
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check_poison()?;
+        // A salvage may cut below the commit point: learn it again.
+        self.seal = None;
         let placements = closer_placements(scan)?;
         let len = self.file.len().map_err(|e| self.io("stat", e))?;
         let kept_end = scan.cut.as_ref().map_or(len, |cut| cut.offset);
@@ -838,6 +872,8 @@ impl LogWriter for WalWriter {
             self.salt,
             self.packs(),
         );
+        let batch_start = self.held_from + self.pending.len();
+        let batch_bytes_heads = closing_end(&bytes);
         self.pending.push(bytes, batch.len() as u64);
         let sync_now = match sync {
             SyncMode::Batch => true,
@@ -853,6 +889,7 @@ impl LogWriter for WalWriter {
             self.acked_events = self.held_from_events + self.pending.events();
         }
         self.check_invariants();
+        self.after_batch(batch_start, &batch_bytes_heads);
         Ok(self.acked_events)
     }
 
@@ -867,6 +904,19 @@ impl LogWriter for WalWriter {
 
     fn durable_events(&self) -> u64 {
         self.acked_events
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.auto_seal
+            && self.packs()
+            && self
+                .seal_state()
+                .is_some_and(|st| st.commit_end > st.sealed_end)
+        {
+            self.compact()?;
+        }
+        Ok(())
     }
 
     fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
@@ -894,13 +944,23 @@ impl LogWriter for WalWriter {
             }
         };
         let Some(copy) = super::seal::sealed_copy(&map, &classified, &self.path, salt)? else {
+            let commit_end = classified.frames.commit_end;
+            self.seal = Some(SealState {
+                sealed_end: commit_end,
+                commit_end,
+            });
             return Ok(Some(crate::backend::Compaction {
                 before,
                 after: before,
             }));
         };
         drop(map);
+        let commit_end = copy.commit_end;
         self.publish_copy(copy, salt)?;
+        self.seal = Some(SealState {
+            sealed_end: commit_end,
+            commit_end,
+        });
         Ok(Some(crate::backend::Compaction {
             before,
             after: self.written_len,
@@ -937,7 +997,85 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
     Ok(tracker.accept_batch(&scan.closers)?)
 }
 
+/// The end (within `bytes`, a batch's records) of the batch's last
+/// `turn/end` record that leaves no turn open, if any: where the batch moves
+/// the commit point to (the tracker accepted the batch, so such a `turn/end`
+/// closes its turn).
+fn closing_end(bytes: &[u8]) -> Option<u64> {
+    let mut at = 0u64;
+    let mut end = None;
+    while at < bytes.len() as u64 {
+        let head = format::parse_head(&bytes[at as usize..]).expect("just encoded");
+        at += head.record_len();
+        if head.event_kind() == EventKind::TurnEnd && !head.in_turn() {
+            end = Some(at);
+        }
+    }
+    end
+}
+
 impl WalWriter {
+    /// After an accepted batch that started at byte `start` and closed a
+    /// turn ending at `start + closing`: moves the commit point, and seals
+    /// the log when its plain closed turns reach the threshold (at least
+    /// [`AUTO_SEAL_MIN_BYTES`] and 1/[`AUTO_SEAL_FILE_FRACTION`] of the
+    /// file). The batch is acknowledged either way: a failed seal leaves the
+    /// old file (or poisons the writer, reported by its next call).
+    fn after_batch(&mut self, start: u64, closing: &Option<u64>) {
+        let Some(closing) = closing else { return };
+        if !self.auto_seal || !self.packs() {
+            return;
+        }
+        let Some(mut state) = self.seal_state() else {
+            return;
+        };
+        state.commit_end = state.commit_end.max(start + closing);
+        self.seal = Some(state);
+        let plain = state.commit_end - state.sealed_end;
+        if plain >= AUTO_SEAL_MIN_BYTES && plain * AUTO_SEAL_FILE_FRACTION >= self.written_len {
+            let _ = self.compact();
+        }
+    }
+
+    /// Where the plain closed turns are, learned once by a backward walk
+    /// from the end to the last sealed unit (`None` if the walk cannot
+    /// vouch for the records, in which case nothing is sealed by itself).
+    fn seal_state(&mut self) -> Option<SealState> {
+        if self.seal.is_none() {
+            let map = self.file.map().ok()?;
+            let start = self.meta.records_start;
+            let walk = probe::walk_back(&map, start, self.salt, |f| f.head.is_sealed())?;
+            let sealed_end = if walk.stopped {
+                walk.found
+                    .last()
+                    .map_or(start, |f| f.offset + f.head.record_len())
+            } else {
+                start
+            };
+            // `found` is last first: the first closing turn/end met (with
+            // its predecessor open) is the commit point.
+            let mut commit_end = sealed_end;
+            for pair in walk.found.windows(2) {
+                let (end, before) = (&pair[0], &pair[1]);
+                if end.head.event_kind() == EventKind::TurnEnd
+                    && !end.head.is_sealed()
+                    && !end.head.in_turn()
+                    && before.head.in_turn()
+                    && before.head.step == 0
+                    && before.head.turn == end.head.turn
+                {
+                    commit_end = end.offset + end.head.record_len();
+                    break;
+                }
+            }
+            self.seal = Some(SealState {
+                sealed_end,
+                commit_end: commit_end.max(sealed_end),
+            });
+        }
+        self.seal
+    }
+
     /// Publishes a sealed copy of the log (docs/FORMAT.md, "Sealing and
     /// compaction"): a temp file written whole, held (so the writer's hold
     /// moves with it) and fsynced, renamed over the log, the directory
