@@ -373,6 +373,10 @@ pub(super) fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
             while left > 0 {
                 let len = record_len(end);
                 let head = format::parse_head(&bytes[end - len..end]).expect("a valid record");
+                assert!(
+                    !head.is_sealed(),
+                    "the differential's WAL store never seals"
+                );
                 if head.count() > left {
                     // A chunk run straddles the cut: its kept members stay,
                     // as single records (as the SQLite tear splits its row).
