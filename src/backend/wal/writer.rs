@@ -914,7 +914,10 @@ impl LogWriter for WalWriter {
                 .seal_state()
                 .is_some_and(|st| st.commit_end > st.sealed_end)
         {
-            self.compact()?;
+            // Everything is durable already: a seal that fails leaves the
+            // log as it was (or both files complete, if only the directory
+            // fsync failed), so the close still succeeds, as after a batch.
+            let _ = self.compact();
         }
         Ok(())
     }
@@ -1083,8 +1086,10 @@ impl WalWriter {
     /// A crash at any point leaves the old file or the new one; before the
     /// rename a temp file, which the next writer removes. A failure before
     /// the rename leaves this writer on the old file, untouched; a failed
-    /// directory fsync after it poisons the writer (which file a power loss
-    /// keeps is unknown; either is complete, and the next open decides).
+    /// directory fsync after it poisons the writer and leaves the log's
+    /// unsynced mark, so the next open republishes the log (with a
+    /// directory fsync) before it acknowledges anything: until then a power
+    /// loss may keep either file, both complete.
     fn publish_copy(&mut self, copy: super::seal::SealedCopy, salt: u32) -> Result<()> {
         let dir = self
             .path
@@ -1130,6 +1135,11 @@ impl WalWriter {
         self.all_durable(len, copy.events);
         if let Err(e) = self.storage.sync_dir(&dir) {
             let err = Error::io("fsync directory", &dir, e);
+            // The rename may not be durable: a power loss could bring the
+            // old file back under the name. The unsynced mark makes the next
+            // open publish a durable copy (temp file, rename, directory
+            // fsync) before anything more is acknowledged.
+            self.leave_unsynced_mark();
             self.poisoned = Some(format!("{err} after publishing a sealed copy"));
             self.check_invariants();
             return Err(err);
