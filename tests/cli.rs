@@ -1250,3 +1250,39 @@ fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// `compact` seals each session's closed turns, one line per session with
+/// its bytes before and after; every event reads back as before.
+#[test]
+fn compact_seals_sessions_and_reports_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    session_with_turns(store, "a", 3);
+    session_with_turns(store, "b", 2);
+    let (cat_a, cat_b) = (cat(store, "a"), cat(store, "b"));
+    let size = |id: &str| fs::metadata(log_path(store, id)).unwrap().len();
+    let before_a = size("a");
+    let out = run(store, &["compact", "a"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let after_a = size("a");
+    assert!(after_a < before_a);
+    assert_eq!(out.stdout, format!("a {before_a} -> {after_a} bytes\n"));
+    assert_eq!(cat(store, "a"), cat_a);
+    // --all: "a" has nothing left to seal.
+    let before_b = size("b");
+    let out = run(store, &["compact", "--all"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let after_b = size("b");
+    assert_eq!(
+        out.stdout,
+        format!("a {after_a} -> {after_a} bytes\nb {before_b} -> {after_b} bytes\n")
+    );
+    assert_eq!(cat(store, "b"), cat_b);
+    let out = run(store, &["verify"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // Usage: a session or --all, not both, not neither.
+    assert_eq!(run(store, &["compact"], "").status, 64);
+    assert_eq!(run(store, &["compact", "a", "--all"], "").status, 64);
+    let out = run(store, &["compact", "nope"], "");
+    assert_eq!(out.status, 4, "{}", out.stderr);
+}

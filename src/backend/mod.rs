@@ -59,8 +59,19 @@ impl FromStr for SyncMode {
 
 pub use crate::scan::Stored;
 
+/// What a compaction did: the log's length before and after (equal when
+/// there was nothing to seal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// Bytes before.
+    pub before: u64,
+    /// Bytes after.
+    pub after: u64,
+}
+
 /// The store-wide operations of a backend. Everything here is read-only
-/// except [`Backend::create`] and [`Backend::delete`]; nothing here repairs.
+/// except [`Backend::create`], [`Backend::delete`] and [`Backend::compact`];
+/// nothing here repairs.
 pub trait Backend: Send + Sync {
     /// Where the store lives, for messages.
     fn location(&self) -> String;
@@ -217,6 +228,17 @@ pub trait Backend: Send + Sync {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
+
+    /// Compacts a stored session that no writer holds: takes its writer
+    /// lock, commits any crash repair as a writer's open would, and seals
+    /// every closed turn ([`LogWriter::compact`]). `None` when the backend
+    /// has nothing to compact or the session does not exist. The default
+    /// does nothing and returns `None` (SQLite, JSONL, memory); the native
+    /// WAL rewrites the log into format version 2.
+    fn compact(&self, id: &str) -> Result<Option<Compaction>> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 /// The exclusive writer of one session.
@@ -258,6 +280,16 @@ pub trait LogWriter: Send {
         self.scan()
     }
 
+    /// Seals every closed turn of the log, rewriting it whole and
+    /// atomically (the native WAL's format version 2, docs/FORMAT.md
+    /// "Sealing and compaction"; a version-1 log becomes version 2), after
+    /// making every accepted event durable. Every event reads back byte for
+    /// byte as before. `None` for a backend with nothing of the kind: the
+    /// default, which does nothing (SQLite, JSONL, memory).
+    fn compact(&mut self) -> Result<Option<Compaction>> {
+        Ok(None)
+    }
+
     /// Appends a checked batch (one placement per event). On error nothing
     /// of the batch is acknowledged and the stored log is rolled back to its
     /// last durable length; events accepted earlier but not yet durable are
@@ -267,6 +299,13 @@ pub trait LogWriter: Send {
 
     /// Makes every accepted event durable; returns how many events are.
     fn sync(&mut self) -> Result<u64>;
+
+    /// A clean close: makes every accepted event durable, then does what
+    /// the backend does at a close (the native WAL seals a version-2 log's
+    /// closed turns left plain). The default is [`LogWriter::sync`].
+    fn close(&mut self) -> Result<()> {
+        self.sync().map(drop)
+    }
 
     /// How many events are known durable.
     fn durable_events(&self) -> u64;

@@ -236,7 +236,9 @@ impl SessionFixture {
             ..StoreOptions::default()
         };
         fs::create_dir_all(dir)?;
-        let store = Store::open_with_options(dir, options)?;
+        // Plain records: the benches measure scanning and reading them.
+        let backend = WalBackend::open(dir)?.sealing_by_itself(false);
+        let store = Store::with_backend(std::sync::Arc::new(backend), options);
         store.create(SessionHeader::new(id, 1_700_000_000_000))?;
         let log = WalBackend::open(dir)?.log_path(id);
         let jsonl = with_jsonl.then(|| dir.join(format!("{}.jsonl", encode_file_name(id))));
@@ -340,7 +342,8 @@ impl SessionFixture {
             sync: SyncMode::Never,
             ..StoreOptions::default()
         };
-        let store = Store::open_with_options(&self.dir, options)?;
+        let backend = WalBackend::open(&self.dir)?.sealing_by_itself(false);
+        let store = Store::with_backend(std::sync::Arc::new(backend), options);
         store.append(&self.id, &turn)?;
         // Durable, with the turn still open: flush syncs without closing it.
         store.flush(&self.id)?;

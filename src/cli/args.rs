@@ -185,6 +185,20 @@ pub enum Command {
         refused. There is no undo."
     )]
     Rm(RmArgs),
+    /// Seal every closed turn of sessions into compressed units (the native
+    /// WAL's format version 2), rewriting each log atomically.
+    #[command(
+        long_about = "Seal every closed turn of the given sessions (or of every session, \
+        with --all) into zstd-compressed units, rewriting each log whole and atomically \
+        under its writer lock (docs/FORMAT.md, \"Sealing and compaction\"). A version-1 log \
+        becomes version 2. Every event reads back byte for byte as before. A session a \
+        crash left open is repaired first, as its next writer would.\n\n\
+        Prints one line per session: `SESSION BEFORE -> AFTER bytes` (equal when there was \
+        nothing to seal), or `SESSION unchanged (nothing to compact in this store)` for \
+        stores without sealed units (SQLite, JSONL). The first session that fails stops \
+        the command with its exit status (2 corrupt, 4 locked or any other error)."
+    )]
+    Compact(CompactArgs),
     /// Copy sessions from one store to another (any backend to any backend),
     /// losslessly.
     #[command(long_about = CONVERT_HELP)]
@@ -385,6 +399,17 @@ pub struct RmArgs {
     /// The session id.
     #[arg(value_parser = parse_id)]
     pub session: String,
+}
+
+/// `turnwal compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The sessions to compact.
+    #[arg(value_parser = parse_id, required_unless_present = "all", conflicts_with = "all")]
+    pub sessions: Vec<String>,
+    /// Compact every session of the store.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `turnwal tail`.

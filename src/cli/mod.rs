@@ -195,6 +195,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
         Command::Stats(a) => sessions::stats(&existing()?, &a.session, a.json, out),
         Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),
+        Command::Compact(a) => sessions::compact(&existing()?, &a, out),
         Command::Fork(a) => sessions::fork(&existing()?, &a.session, &a.child, a.at, out),
     }
 }

@@ -123,6 +123,32 @@ pub(crate) fn fork(
 }
 
 /// Deletes session `id` (under its writer lock) and says so.
+/// `turnwal compact`: seals each session's closed turns, one line each.
+pub(crate) fn compact(
+    store: &Store,
+    args: &super::args::CompactArgs,
+    out: &mut dyn Write,
+) -> Outcome {
+    let ids: Vec<String> = if args.all {
+        store.list()?.into_iter().map(|s| s.id).collect()
+    } else {
+        args.sessions.clone()
+    };
+    for id in ids {
+        let done = store.compact(&id)?;
+        store.close(&id)?;
+        match done {
+            Some(c) => writeln!(out, "{} {} -> {} bytes", display_id(&id), c.before, c.after)?,
+            None => writeln!(
+                out,
+                "{} unchanged (nothing to compact in this store)",
+                display_id(&id)
+            )?,
+        }
+    }
+    Ok(exit::SUCCESS)
+}
+
 pub(crate) fn rm(store: &Store, id: &str, out: &mut dyn Write) -> Outcome {
     store.delete(id)?;
     writeln!(out, "deleted {}", display_id(id))?;

@@ -38,6 +38,11 @@ pub enum Op {
         /// Which session.
         session: usize,
     },
+    /// Compact a session (seal its closed turns by an atomic rewrite).
+    Compact {
+        /// Which session.
+        session: usize,
+    },
     /// Cut the power after this many more disk operations.
     CutPowerAfter(u64),
     /// Arm a fault.
@@ -91,7 +96,10 @@ pub fn decode(bytes: &[u8], limit: usize) -> Vec<Op> {
                 })
             }
             13 => Op::ShortWrites(arg(&mut it) % 2 == 1),
-            _ => Op::Crash(CrashMode::ALL[arg(&mut it) as usize % CrashMode::ALL.len()]),
+            14 => Op::Crash(CrashMode::ALL[arg(&mut it) as usize % CrashMode::ALL.len()]),
+            _ => Op::Compact {
+                session: arg(&mut it) as usize % SESSIONS,
+            },
         };
         ops.push(op);
     }
@@ -207,6 +215,18 @@ impl Run {
                 if self.store.close(&id(*session)).is_ok() {
                     self.stale[*session] = true;
                     self.resync(*session)?;
+                }
+                Ok(())
+            }
+            Op::Compact { session } => {
+                if self.stale[*session] {
+                    return self.resync(*session);
+                }
+                // A compaction first makes every accepted event durable.
+                if self.store.compact(&id(*session)).is_ok()
+                    && let Ok(durable) = self.store.flush(&id(*session))
+                {
+                    self.model.synced(&id(*session), durable);
                 }
                 Ok(())
             }

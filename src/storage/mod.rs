@@ -328,6 +328,14 @@ pub trait StorageFile: Send + fmt::Debug {
     fn hold_writer(&self) -> io::Result<bool> {
         Ok(true)
     }
+    /// Tells the handle that its file was renamed to `path` (a compaction's
+    /// temp file published as the log): a handle that reopens its file by
+    /// name (the real file system's [`StorageFile::map`]) then reopens the
+    /// new name. The default does nothing (a handle that names its file by
+    /// identity, like the simulated disk's inode).
+    fn renamed(&mut self, path: &Path) {
+        let _ = path;
+    }
 }
 
 /// Where the writer's hold sits: one byte far past any log's data.
@@ -677,6 +685,10 @@ impl StorageFile for FsFile {
 
     fn hold_writer(&self) -> io::Result<bool> {
         hold_writer(&self.file)
+    }
+
+    fn renamed(&mut self, path: &Path) {
+        self.path = path.to_owned();
     }
 
     fn map(&self) -> io::Result<Mapped> {

@@ -176,6 +176,7 @@ pub(crate) fn member_data(
 }
 
 /// The delta an event is, when it can be packed without changing a byte.
+#[cfg(test)]
 pub(crate) fn classify(event: &Event) -> Option<Delta> {
     classify_ref(event.into())
 }
@@ -1076,6 +1077,180 @@ fn write_run(out: &mut Vec<u8>, run: &[Segment<'_>]) {
         }
     }
     out.extend_from_slice(b"]}}");
+}
+
+// ---------------------------------------------------------------------------
+// Planning a batch, expanding a run
+// ---------------------------------------------------------------------------
+
+/// One stored unit of an append batch, as [`plan_batch`] decides it.
+#[derive(Debug, Clone)]
+pub(crate) enum Piece {
+    /// The event at this index of the batch, stored alone.
+    One(usize),
+    /// A packed run of 3 to 1024 deltas starting at batch index `start`.
+    Run {
+        /// Batch index of the first member.
+        start: usize,
+        /// The members, in order.
+        deltas: Vec<Delta>,
+    },
+}
+
+/// How an append batch is stored, upstream's SQLite packer's decision
+/// (shared by turnwal's SQLite rows and the native WAL's chunk-run
+/// records): runs of packable deltas inside the batch become packed runs
+/// of 3 to 1024 members and at most 1 MiB of `data` (the largest that fits
+/// first; a member that fits in no run of 3 stays alone, and so does a
+/// remainder under 3); everything else is stored alone.
+pub(crate) fn plan_batch<'a>(events: impl IntoIterator<Item = EventRef<'a>>) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut run: Vec<(usize, Delta)> = Vec::new();
+    for (i, event) in events.into_iter().enumerate() {
+        match classify_ref(event) {
+            None => {
+                plan_run(&mut out, &mut run);
+                out.push(Piece::One(i));
+            }
+            Some(delta) => {
+                if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
+                    plan_run(&mut out, &mut run);
+                }
+                run.push((i, delta));
+            }
+        }
+    }
+    plan_run(&mut out, &mut run);
+    out
+}
+
+fn plan_run(out: &mut Vec<Piece>, run: &mut Vec<(usize, Delta)>) {
+    let deltas: Vec<Delta> = run.iter().map(|(_, d)| d.clone()).collect();
+    let mut offset = 0;
+    while deltas.len() - offset >= MIN_PACKED_MEMBERS {
+        let k = fitting_prefix(&deltas[offset..]);
+        if k < MIN_PACKED_MEMBERS {
+            out.push(Piece::One(run[offset].0));
+            offset += 1;
+            continue;
+        }
+        out.push(Piece::Run {
+            start: run[offset].0,
+            deltas: deltas[offset..offset + k].to_vec(),
+        });
+        offset += k;
+    }
+    out.extend(run[offset..].iter().map(|(i, _)| Piece::One(*i)));
+    run.clear();
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunIn<'a> {
+    turn: i64,
+    step: i64,
+    index: i64,
+    dt: Vec<i64>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    texts: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    args: Option<Vec<&'a RawValue>>,
+}
+
+/// The member events of a packed run of `kind` whose first member has seq
+/// `seq0` and time `time0`, from the packed row's `data` (at most
+/// [`MAX_PACKED_DATA_BYTES`], checked by the caller). All or nothing: the
+/// error names the first defect (the callers prefix their own context).
+pub(crate) fn expand_run(
+    kind: DeltaKind,
+    seq0: u64,
+    time0: i64,
+    data: &str,
+) -> Result<Vec<Event>, String> {
+    let run: RunIn<'_> = serde_json::from_str(data).map_err(|e| e.to_string())?;
+    if !(safe(run.turn) && safe(run.step) && safe(run.index)) {
+        return Err("turn/step/index must be safe integers".into());
+    }
+    let (payload, id, name) = match kind {
+        DeltaKind::ToolCall => {
+            if run.texts.is_some() {
+                return Err("invalid tool-call data fields".into());
+            }
+            let id = run
+                .id
+                .and_then(|raw| canonical_string(raw.get()))
+                .ok_or("id and optional name must be strings")?;
+            let name = match run.name {
+                None => None,
+                Some(raw) => Some(
+                    canonical_string(raw.get()).ok_or("id and optional name must be strings")?,
+                ),
+            };
+            let args = run.args.ok_or("invalid tool-call data fields")?;
+            (args, Some(id), name)
+        }
+        _ => {
+            if run.id.is_some() || run.name.is_some() || run.args.is_some() {
+                return Err("invalid text data fields".into());
+            }
+            let texts = run.texts.ok_or("invalid text data fields")?;
+            (texts, None, None)
+        }
+    };
+    let payload_key = if kind == DeltaKind::ToolCall {
+        "args"
+    } else {
+        "texts"
+    };
+    if !(MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&payload.len()) {
+        return Err(format!(
+            "{payload_key} must contain {MIN_PACKED_MEMBERS}..{MAX_PACKED_MEMBERS} strings"
+        ));
+    }
+    if run.dt.len() != payload.len() - 1 {
+        return Err("dt length must match the member count".into());
+    }
+    if seq0 + payload.len() as u64 - 1 > MAX_SAFE_INTEGER {
+        return Err("member seqs exceed safe integers".into());
+    }
+    let mut events = Vec::with_capacity(payload.len());
+    let mut time = time0;
+    for (k, raw) in payload.iter().enumerate() {
+        if k > 0 {
+            let gap = run.dt[k - 1];
+            if !safe(gap) {
+                return Err("dt must be an array of safe integers".into());
+            }
+            time = time
+                .checked_add(gap)
+                .filter(|t| safe(*t))
+                .ok_or("member times exceed safe integers")?;
+        }
+        let member = canonical_string(raw.get())
+            .ok_or_else(|| format!("{payload_key} must contain strings"))?;
+        let data = member_data(
+            kind,
+            run.turn,
+            run.step,
+            run.index,
+            id.as_deref(),
+            name.as_deref(),
+            &member,
+        );
+        let event = Event::from_parts(
+            "assistant/chunk",
+            seq0 + k as u64,
+            time,
+            crate::event::RawJson::trusted(data),
+        )
+        .map_err(|e| e.reason)?;
+        events.push(event);
+    }
+    Ok(events)
 }
 
 #[cfg(test)]

@@ -21,20 +21,19 @@
 
 use std::io::Read;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use crate::event::{Event, EventError, MAX_SAFE_INTEGER, RawJson};
 use crate::scan::CutReason;
+#[cfg(test)]
+use crate::upstream::chunks::classify;
 use crate::upstream::chunks::{
-    Delta, DeltaKind, PackedRun, classify, continues, fitting_prefix, member_data, packed_json,
-    present, safe,
+    Delta, DeltaKind, PackedRun, Piece, expand_run, packed_json, plan_batch, safe,
 };
 pub use crate::upstream::chunks::{
     MAX_PACKED_DATA_BYTES, MAX_PACKED_MEMBERS, MIN_PACKED_MEMBERS, REASONING_CHUNKS,
     SURFACE_FIRST_MARK, TEXT_CHUNKS, TOOL_CALL_CHUNKS, surface_first_by_default,
 };
 pub use crate::upstream::strings::canonical_string;
+use crate::view::EventRef;
 
 /// `data` this long or longer (in bytes) is offered to zstd.
 pub const ZSTD_DATA_THRESHOLD: usize = 4096;
@@ -456,73 +455,18 @@ pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
 /// ```
 pub fn encode_batch(events: &[Event]) -> Result<Vec<RowOut>, EventError> {
     let mut out = Vec::new();
-    let mut run: Vec<(usize, Delta)> = Vec::new();
-    let flush = |out: &mut Vec<RowOut>, run: &mut Vec<(usize, Delta)>| -> Result<(), EventError> {
-        emit_run(out, run, events)?;
-        run.clear();
-        Ok(())
-    };
-    for (i, event) in events.iter().enumerate() {
-        match classify(event) {
-            None => {
-                flush(&mut out, &mut run)?;
-                out.push(scalar_row(event)?);
-            }
-            Some(delta) => {
-                if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
-                    flush(&mut out, &mut run)?;
-                }
-                run.push((i, delta));
-            }
+    for piece in plan_batch(events.iter().map(EventRef::from)) {
+        match piece {
+            Piece::One(i) => out.push(scalar_row(&events[i])?),
+            Piece::Run { deltas, .. } => out.push(packed_row(&deltas)),
         }
     }
-    flush(&mut out, &mut run)?;
     Ok(out)
-}
-
-fn emit_run(
-    out: &mut Vec<RowOut>,
-    run: &[(usize, Delta)],
-    events: &[Event],
-) -> Result<(), EventError> {
-    let deltas: Vec<Delta> = run.iter().map(|(_, d)| d.clone()).collect();
-    let mut offset = 0;
-    while deltas.len() - offset >= MIN_PACKED_MEMBERS {
-        let k = fitting_prefix(&deltas[offset..]);
-        if k < MIN_PACKED_MEMBERS {
-            out.push(scalar_row(&events[run[offset].0])?);
-            offset += 1;
-            continue;
-        }
-        out.push(packed_row(&deltas[offset..offset + k]));
-        offset += k;
-    }
-    for (i, _) in &run[offset..] {
-        out.push(scalar_row(&events[*i])?);
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunIn<'a> {
-    turn: i64,
-    step: i64,
-    index: i64,
-    dt: Vec<i64>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    texts: Option<Vec<&'a RawValue>>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    name: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    args: Option<Vec<&'a RawValue>>,
-}
 
 fn integer(value: &Col, column: &str) -> Result<i64, RowError> {
     match value {
@@ -718,94 +662,7 @@ fn decode_packed(row: &RowIn) -> Result<Vec<Event>, RowError> {
     let time0 = row_time(row)?;
     let data =
         decode_data(&row.data, MAX_PACKED_DATA_BYTES).map_err(|e| malformed(tag, e.detail))?;
-    let run: RunIn<'_> = serde_json::from_str(&data).map_err(|e| malformed(tag, e))?;
-    if !(safe(run.turn) && safe(run.step) && safe(run.index)) {
-        return Err(malformed(tag, "turn/step/index must be safe integers"));
-    }
-    let (payload, id, name) = match kind {
-        DeltaKind::ToolCall => {
-            if run.texts.is_some() {
-                return Err(malformed(tag, "invalid tool-call data fields"));
-            }
-            let id = run
-                .id
-                .and_then(|raw| canonical_string(raw.get()))
-                .ok_or_else(|| malformed(tag, "id and optional name must be strings"))?;
-            let name = match run.name {
-                None => None,
-                Some(raw) => Some(
-                    canonical_string(raw.get())
-                        .ok_or_else(|| malformed(tag, "id and optional name must be strings"))?,
-                ),
-            };
-            let args = run
-                .args
-                .ok_or_else(|| malformed(tag, "invalid tool-call data fields"))?;
-            (args, Some(id), name)
-        }
-        _ => {
-            if run.id.is_some() || run.name.is_some() || run.args.is_some() {
-                return Err(malformed(tag, "invalid text data fields"));
-            }
-            let texts = run
-                .texts
-                .ok_or_else(|| malformed(tag, "invalid text data fields"))?;
-            (texts, None, None)
-        }
-    };
-    let payload_key = if kind == DeltaKind::ToolCall {
-        "args"
-    } else {
-        "texts"
-    };
-    if !(MIN_PACKED_MEMBERS..=MAX_PACKED_MEMBERS).contains(&payload.len()) {
-        return Err(malformed(
-            tag,
-            format!(
-                "{payload_key} must contain {MIN_PACKED_MEMBERS}..{MAX_PACKED_MEMBERS} strings"
-            ),
-        ));
-    }
-    if run.dt.len() != payload.len() - 1 {
-        return Err(malformed(tag, "dt length must match the member count"));
-    }
-    if seq0 + payload.len() as u64 - 1 > MAX_SAFE_INTEGER {
-        return Err(malformed(tag, "member seqs exceed safe integers"));
-    }
-    let mut events = Vec::with_capacity(payload.len());
-    let mut time = time0;
-    for (k, raw) in payload.iter().enumerate() {
-        if k > 0 {
-            let gap = run.dt[k - 1];
-            if !safe(gap) {
-                return Err(malformed(tag, "dt must be an array of safe integers"));
-            }
-            time = time
-                .checked_add(gap)
-                .filter(|t| safe(*t))
-                .ok_or_else(|| malformed(tag, "member times exceed safe integers"))?;
-        }
-        let member = canonical_string(raw.get())
-            .ok_or_else(|| malformed(tag, format!("{payload_key} must contain strings")))?;
-        let data = member_data(
-            kind,
-            run.turn,
-            run.step,
-            run.index,
-            id.as_deref(),
-            name.as_deref(),
-            &member,
-        );
-        let event = Event::from_parts(
-            "assistant/chunk",
-            seq0 + k as u64,
-            time,
-            RawJson::trusted(data),
-        )
-        .map_err(|e| malformed(tag, e.reason))?;
-        events.push(event);
-    }
-    Ok(events)
+    expand_run(kind, seq0, time0, &data).map_err(|e| malformed(tag, e))
 }
 
 #[cfg(test)]

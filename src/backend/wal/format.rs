@@ -26,11 +26,16 @@
 use crate::contract::{Placement, Policy};
 use crate::event::{Event, EventKind, RawJson};
 use crate::header::SessionHeader;
+use crate::upstream::chunks::{Delta, DeltaKind, Piece, expand_run, packed_json, plan_batch};
+use crate::view::EventRef;
 
 /// `\x89TWAL\r\n\x1a`.
 pub const MAGIC: [u8; 8] = [0x89, b'T', b'W', b'A', b'L', b'\r', b'\n', 0x1a];
-/// The format version this build reads and writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build creates new sessions in (it reads and
+/// appends to [`FORMAT_V1`] logs too).
+pub const FORMAT_VERSION: u16 = 2;
+/// The first format version: no chunk-run records, no sealed units.
+pub const FORMAT_V1: u16 = 1;
 /// Size of the fixed part of the file header.
 pub const FILE_HEADER_LEN: usize = 24;
 /// Largest session header JSON.
@@ -58,6 +63,40 @@ const REC_RESERVED: u8 = !0b1111;
 
 /// The kind byte of type names outside the known set.
 pub const KIND_OTHER: u8 = 14;
+/// Version 2: a run of `text-delta` chunks (upstream's `text-chunks` row).
+pub const KIND_TEXT_RUN: u8 = 15;
+/// Version 2: a run of `reasoning-delta` chunks (`reasoning-chunks`).
+pub const KIND_REASONING_RUN: u8 = 16;
+/// Version 2: a run of `tool-call-delta` chunks (`tool-call-chunks`).
+pub const KIND_TOOL_CALL_RUN: u8 = 17;
+/// Version 2: a sealed unit, a zstd frame of whole closed turns' records.
+pub const KIND_SEALED: u8 = 18;
+/// Largest compressed frame, and largest plain length, of a sealed unit.
+pub const MAX_UNIT_LEN: u32 = 64 << 20;
+/// Fewest members of a chunk-run record.
+pub const MIN_RUN_MEMBERS: u16 = crate::upstream::chunks::MIN_PACKED_MEMBERS as u16;
+/// Most members of a chunk-run record.
+pub const MAX_RUN_MEMBERS: u16 = crate::upstream::chunks::MAX_PACKED_MEMBERS as u16;
+/// Largest `data` of a chunk-run record.
+pub const MAX_RUN_DATA_LEN: u32 = crate::upstream::chunks::MAX_PACKED_DATA_BYTES as u32;
+
+/// The delta kind a chunk-run record kind holds.
+fn run_kind(kind: u8) -> Option<DeltaKind> {
+    match kind {
+        KIND_TEXT_RUN => Some(DeltaKind::Text),
+        KIND_REASONING_RUN => Some(DeltaKind::Reasoning),
+        KIND_TOOL_CALL_RUN => Some(DeltaKind::ToolCall),
+        _ => None,
+    }
+}
+
+fn run_kind_byte(kind: DeltaKind) -> u8 {
+    match kind {
+        DeltaKind::Text => KIND_TEXT_RUN,
+        DeltaKind::Reasoning => KIND_REASONING_RUN,
+        DeltaKind::ToolCall => KIND_TOOL_CALL_RUN,
+    }
+}
 
 /// One fixed-width field of a layout table: its offset and its width in
 /// bytes. The encoders write a field only through [`put`] and the parsers
@@ -158,7 +197,7 @@ pub const RECORD_HEAD_FIELDS: [Field; 12] = [
 const _: () = assert!(tiles(&RECORD_HEAD_FIELDS, RECORD_HEADER_LEN));
 
 /// Writes `bytes` into `field` of `out` (panics if the widths differ).
-fn put<const N: usize>(out: &mut [u8], field: Field, bytes: [u8; N]) {
+pub(super) fn put<const N: usize>(out: &mut [u8], field: Field, bytes: [u8; N]) {
     out[field.range()].copy_from_slice(&bytes);
 }
 
@@ -223,6 +262,8 @@ pub fn event_kind(byte: u8) -> Option<EventKind> {
 /// The decoded fixed part of a session file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileHeader {
+    /// The format version (1 or 2).
+    pub version: u16,
     /// The session's policy.
     pub policy: Policy,
     /// The per-file checksum salt.
@@ -242,8 +283,20 @@ pub enum FileHeaderError {
     Unsupported(String),
 }
 
-/// Encodes the file header for a new session file.
+/// Encodes the file header for a new session file, in [`FORMAT_VERSION`].
 pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Policy, salt: u32) {
+    encode_file_header_version(out, header, policy, salt, FORMAT_VERSION);
+}
+
+/// Encodes a file header of format `version` (1 or 2).
+pub fn encode_file_header_version(
+    out: &mut Vec<u8>,
+    header: &SessionHeader,
+    policy: Policy,
+    salt: u32,
+    version: u16,
+) {
+    debug_assert!(version == FORMAT_V1 || version == FORMAT_VERSION);
     let json = header.to_json();
     let flags: u16 = match policy {
         Policy::Strict => 0,
@@ -252,7 +305,7 @@ pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Pol
     };
     let mut fixed = [0; FILE_HEADER_LEN];
     put(&mut fixed, FH_MAGIC, MAGIC);
-    put(&mut fixed, FH_VERSION, FORMAT_VERSION.to_le_bytes());
+    put(&mut fixed, FH_VERSION, version.to_le_bytes());
     put(&mut fixed, FH_FLAGS, flags.to_le_bytes());
     put(&mut fixed, FH_SALT, salt.to_le_bytes());
     put(&mut fixed, FH_JSON_LEN, (json.len() as u32).to_le_bytes());
@@ -287,14 +340,14 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         return corrupt("not a turnwal session file (bad magic)".into());
     }
     let version = u16_in(bytes, FH_VERSION);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_V1 {
         let side = if version > FORMAT_VERSION {
             "a newer turnwal; upgrade turnwal to open it"
         } else {
             "an older turnwal, and this build ships no upgrade path for it"
         };
         return Err(FileHeaderError::Unsupported(format!(
-            "session file format v{version} was written by {side} (this build reads v{FORMAT_VERSION})"
+            "session file format v{version} was written by {side} (this build reads v{FORMAT_V1} and v{FORMAT_VERSION})"
         )));
     }
     let flags = u16_in(bytes, FH_FLAGS);
@@ -334,6 +387,7 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         _ => Policy::Strict,
     };
     Ok(FileHeader {
+        version,
         policy,
         salt,
         header,
@@ -369,17 +423,71 @@ pub struct RecordHead {
 }
 
 impl RecordHead {
-    /// The record's total length.
+    /// The record's total length. A chunk-run record's `type_len` is its
+    /// member count, not payload bytes.
     pub fn record_len(&self) -> u64 {
+        if self.is_sealed() {
+            return (RECORD_HEADER_LEN + TRAILER_LEN) as u64 + u64::from(self.data_len);
+        }
+        let type_len = if self.is_run() { 0 } else { self.type_len };
         (RECORD_HEADER_LEN + TRAILER_LEN) as u64
-            + u64::from(self.type_len)
+            + u64::from(type_len)
             + u64::from(self.data_len)
             + u64::from(self.sources_len)
             + u64::from(self.surface_len)
     }
 
-    /// The event kind.
+    /// Whether this is a sealed unit (kind 18, version 2).
+    pub fn is_sealed(&self) -> bool {
+        self.kind == KIND_SEALED
+    }
+
+    /// A sealed unit's `plain_len`: what its frame decompresses to.
+    pub fn plain_len(&self) -> u32 {
+        self.sources_len
+    }
+
+    /// Whether the record is of version 2 only (a chunk run or a sealed
+    /// unit).
+    pub fn is_v2(&self) -> bool {
+        self.is_run() || self.is_sealed()
+    }
+
+    /// Whether this is a chunk-run record (kinds 15–17, version 2).
+    pub fn is_run(&self) -> bool {
+        run_kind(self.kind).is_some()
+    }
+
+    /// How many events the record holds: 1, or a run's member count.
+    pub fn count(&self) -> u64 {
+        if self.is_run() {
+            u64::from(self.type_len)
+        } else if self.is_sealed() {
+            u64::from(self.surface_len)
+        } else {
+            1
+        }
+    }
+
+    /// The seq of the record's last event.
+    pub fn last_seq(&self) -> u64 {
+        self.seq + self.count() - 1
+    }
+
+    /// The seq the next record must have.
+    pub fn next_seq(&self) -> u64 {
+        self.seq + self.count()
+    }
+
+    /// The event kind (of every member, for a run).
     pub fn event_kind(&self) -> EventKind {
+        if self.is_run() {
+            return EventKind::AssistantChunk;
+        }
+        if self.is_sealed() {
+            // Every unit ends with the turn/end that closes its last turn.
+            return EventKind::TurnEnd;
+        }
         event_kind(self.kind).expect("checked by parse_head")
     }
 
@@ -429,6 +537,51 @@ pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
         watermark: u64_in(bytes, REC_WATERMARK_FIELD),
         step: u32_in(bytes, REC_STEP_FIELD),
     };
+    if head.kind == KIND_SEALED {
+        if head.flags != 0 || head.type_len != 0 || head.step != 0 {
+            return Err("sealed unit with flags, a type length or a step".into());
+        }
+        if head.data_len == 0 || head.data_len > MAX_UNIT_LEN {
+            return Err(format!(
+                "sealed unit frame length {} is out of range",
+                head.data_len
+            ));
+        }
+        if !(MIN_RECORD_LEN as u32..=MAX_UNIT_LEN).contains(&head.sources_len) {
+            return Err(format!(
+                "sealed unit plain length {} is out of range",
+                head.sources_len
+            ));
+        }
+        if head.surface_len == 0 {
+            return Err("sealed unit of no events".into());
+        }
+        return Ok(head);
+    }
+    if run_kind(head.kind).is_some() {
+        if head.flags & !REC_IN_TURN != 0 {
+            return Err(format!(
+                "chunk-run record flags {:#04x} other than the in-turn bit",
+                head.flags
+            ));
+        }
+        if !(MIN_RUN_MEMBERS..=MAX_RUN_MEMBERS).contains(&head.type_len) {
+            return Err(format!(
+                "chunk-run member count {} is out of range",
+                head.type_len
+            ));
+        }
+        if head.data_len == 0 || head.data_len > MAX_RUN_DATA_LEN {
+            return Err(format!(
+                "chunk-run data length {} is out of range",
+                head.data_len
+            ));
+        }
+        if head.sources_len != 0 || head.surface_len != 0 {
+            return Err("chunk-run record with sourceEventSeqs or surfaceOp".into());
+        }
+        return Ok(head);
+    }
     if event_kind(head.kind).is_none() {
         return Err(format!("invalid record kind {}", head.kind));
     }
@@ -470,7 +623,7 @@ pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), S
     Ok(())
 }
 
-fn checksum(salt: u32, body: &[u8]) -> u32 {
+pub(super) fn checksum(salt: u32, body: &[u8]) -> u32 {
     let mut crc = salted(salt);
     crc.update(body);
     crc.finalize()
@@ -622,6 +775,122 @@ fn encode(
     put(record, REC_CRC_FIELD, crc.to_le_bytes());
 }
 
+/// Appends one chunk-run record (kinds 15–17) for the packed `run`, whose
+/// members all have `placement` (docs/FORMAT.md, "Chunk-run records").
+pub(crate) fn encode_run_record(
+    out: &mut Vec<u8>,
+    run: &[Delta],
+    placement: Placement,
+    watermark: u64,
+    salt: u32,
+) {
+    let first = &run[0];
+    let data = packed_json(run);
+    let record_len = RECORD_HEADER_LEN + data.len() + TRAILER_LEN;
+    let flags = if placement.in_turn { REC_IN_TURN } else { 0 };
+    let mut head = [0; RECORD_HEADER_LEN];
+    put(&mut head, REC_KIND_FIELD, [run_kind_byte(first.kind)]);
+    put(&mut head, REC_FLAGS_FIELD, [flags]);
+    put(
+        &mut head,
+        REC_TYPE_LEN_FIELD,
+        (run.len() as u16).to_le_bytes(),
+    );
+    put(
+        &mut head,
+        REC_DATA_LEN_FIELD,
+        (data.len() as u32).to_le_bytes(),
+    );
+    put(&mut head, REC_TURN_FIELD, placement.turn.to_le_bytes());
+    put(&mut head, REC_SEQ_FIELD, first.seq.to_le_bytes());
+    put(&mut head, REC_TIME_FIELD, first.time.to_le_bytes());
+    put(&mut head, REC_WATERMARK_FIELD, watermark.to_le_bytes());
+    put(&mut head, REC_STEP_FIELD, placement.step.to_le_bytes());
+    let start = out.len();
+    out.reserve(record_len);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(&[0; TRAILER_LEN]);
+    let record = &mut out[start..];
+    debug_assert_eq!(record.len(), record_len);
+    put(
+        record,
+        trailer_field(record_len),
+        (record_len as u32).to_le_bytes(),
+    );
+    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+}
+
+/// Appends the records of one append batch: in version 2 (`pack`), the
+/// runs upstream packs ([`plan_batch`], the SQLite packer's decision) are
+/// chunk-run records, everything else one record per event; in version 1
+/// one record per event. Returns how many records were written.
+pub fn encode_batch(
+    out: &mut Vec<u8>,
+    batch: &[Event],
+    placements: &[Placement],
+    watermark: u64,
+    salt: u32,
+    pack: bool,
+) -> usize {
+    if !pack {
+        for (event, placement) in batch.iter().zip(placements) {
+            encode_record(out, event, *placement, watermark, salt);
+        }
+        return batch.len();
+    }
+    encode_packed(out, batch, placements, None, watermark, salt)
+}
+
+/// [`encode_batch`], packed, of events some of which are synthetic closers
+/// (`synthetic[i]`; a closer is never a chunk, so never in a run): how a
+/// sealed copy re-encodes closed turns.
+pub fn encode_batch_marked(
+    out: &mut Vec<u8>,
+    batch: &[Event],
+    placements: &[Placement],
+    synthetic: &[bool],
+    watermark: u64,
+    salt: u32,
+) -> usize {
+    encode_packed(out, batch, placements, Some(synthetic), watermark, salt)
+}
+
+fn encode_packed(
+    out: &mut Vec<u8>,
+    batch: &[Event],
+    placements: &[Placement],
+    synthetic: Option<&[bool]>,
+    watermark: u64,
+    salt: u32,
+) -> usize {
+    let pieces = plan_batch(batch.iter().map(EventRef::from));
+    let records = pieces.len();
+    let one = |out: &mut Vec<u8>, i: usize| {
+        let marked = synthetic.is_some_and(|s| s[i]);
+        encode(out, &batch[i], placements[i], watermark, salt, marked);
+    };
+    for piece in pieces {
+        match piece {
+            Piece::One(i) => one(out, i),
+            Piece::Run { start, deltas } => {
+                let members = &placements[start..start + deltas.len()];
+                // A chunk leaves the tracker where it was, so a run's members
+                // share one placement; if they ever did not, store them alone.
+                if members.iter().all(|p| *p == members[0]) {
+                    encode_run_record(out, &deltas, members[0], watermark, salt);
+                } else {
+                    for i in start..start + deltas.len() {
+                        one(out, i);
+                    }
+                }
+            }
+        }
+    }
+    records
+}
+
 /// The trailer of a record `record_len` bytes long: its last
 /// [`TRAILER_LEN`] bytes, the record's length.
 pub const fn trailer_field(record_len: usize) -> Field {
@@ -665,6 +934,32 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
         head.flags & REC_SURFACE_FIRST != 0,
     );
     Ok(event)
+}
+
+/// Decodes a checked record back into its events: one, or a chunk-run
+/// record's members (refused as `chunk-run-mismatch` when its payload does
+/// not expand into exactly the member count its head states).
+pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
+    if head.is_sealed() {
+        let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
+        return super::seal::unit_events(frame, head).map(|(events, _)| events);
+    }
+    let Some(kind) = run_kind(head.kind) else {
+        return decode_record(record, head).map(|e| vec![e]);
+    };
+    let data = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
+    let data = simdutf8::basic::from_utf8(data)
+        .map_err(|_| "chunk-run-mismatch: record payload is not UTF-8".to_owned())?;
+    let events = expand_run(kind, head.seq, head.time, data)
+        .map_err(|e| format!("chunk-run-mismatch: the packed run does not expand: {e}"))?;
+    if events.len() as u64 != head.count() {
+        return Err(format!(
+            "chunk-run-mismatch: the packed run holds {} members, its head states {}",
+            events.len(),
+            head.count()
+        ));
+    }
+    Ok(events)
 }
 
 #[cfg(test)]
@@ -784,6 +1079,56 @@ mod tests {
         assert_eq!(table, documented);
     }
 
+    /// A chunk-run record whose payload does not expand into the member
+    /// count its head states is refused as `chunk-run-mismatch`.
+    #[test]
+    fn a_run_whose_payload_disagrees_with_its_head_is_refused() {
+        let chunk = |seq: u64, text: &str| {
+            let data = format!(
+                r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}"#
+            );
+            Event::new("assistant/chunk", seq, 10 + seq as i64, &data).unwrap()
+        };
+        let batch: Vec<Event> = ["a", "b", "c", "d"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| chunk(7 + i as u64, t))
+            .collect();
+        let placement = Placement {
+            turn: 1,
+            step: 1,
+            in_turn: true,
+        };
+        let mut out = Vec::new();
+        let records = encode_batch(&mut out, &batch, &[placement; 4], 5, 3, true);
+        assert_eq!(records, 1);
+        let head = parse_head(&out).unwrap();
+        assert_eq!((head.kind, head.count(), head.next_seq()), (15, 4, 11));
+        check_record(&out, &head, 3).unwrap();
+        assert_eq!(decode_records(&out, &head).unwrap(), batch);
+        // Claim 5 members: the frame and CRC are fine, the expansion is not.
+        out[REC_TYPE_LEN_FIELD.range()].copy_from_slice(&5u16.to_le_bytes());
+        let crc = checksum(3, &out[REC_CRC_FIELD.end()..]);
+        out[REC_CRC_FIELD.range()].copy_from_slice(&crc.to_le_bytes());
+        let head = parse_head(&out).unwrap();
+        check_record(&out, &head, 3).unwrap();
+        let err = decode_records(&out, &head).unwrap_err();
+        assert!(err.starts_with("chunk-run-mismatch"), "{err}");
+        // Unpacked (version 1): four records.
+        let mut v1 = Vec::new();
+        assert_eq!(
+            encode_batch(&mut v1, &batch, &[placement; 4], 5, 3, false),
+            4
+        );
+        // Framing limits of a run head.
+        let mut bad = out.clone();
+        bad[REC_TYPE_LEN_FIELD.range()].copy_from_slice(&2u16.to_le_bytes());
+        assert!(parse_head(&bad).unwrap_err().contains("member count"));
+        let mut bad = out.clone();
+        bad[REC_FLAGS_FIELD.at] = REC_IGNORABLE | REC_IN_TURN;
+        assert!(parse_head(&bad).is_err());
+    }
+
     #[test]
     fn zero_bytes_are_never_a_record() {
         assert!(parse_head(&[0; RECORD_HEADER_LEN]).is_err());
@@ -800,11 +1145,24 @@ mod tests {
         assert_eq!(decoded.records_start as usize, out.len());
         assert_eq!(file_header_len(&out), Some(out.len() as u64));
 
-        let mut newer = out.clone();
-        newer[8] = 2;
-        assert!(
-            matches!(decode_file_header(&newer), Err(FileHeaderError::Unsupported(m)) if m.contains("newer turnwal"))
-        );
+        assert_eq!(decoded.version, FORMAT_VERSION);
+        let mut v1 = Vec::new();
+        encode_file_header_version(&mut v1, &header, Policy::Lenient, 42, FORMAT_V1);
+        assert_eq!(decode_file_header(&v1).unwrap().version, FORMAT_V1);
+        for (version, side) in [(3u16, "newer turnwal"), (0, "older turnwal")] {
+            let mut other = out.clone();
+            other[8..10].copy_from_slice(&version.to_le_bytes());
+            // (the header CRC covers the version: recompute it)
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&other[..FH_CRC.at]);
+            crc.update(&other[FILE_HEADER_LEN..]);
+            let crc = crc.finalize().to_le_bytes();
+            other[FH_CRC.range()].copy_from_slice(&crc);
+            assert!(
+                matches!(decode_file_header(&other), Err(FileHeaderError::Unsupported(m)) if m.contains(side)),
+                "version {version}"
+            );
+        }
         let mut flipped = out.clone();
         flipped[30] ^= 1;
         assert!(

@@ -5,6 +5,7 @@ pub mod format;
 pub mod probe;
 pub mod proof;
 pub mod scan;
+pub mod seal;
 mod view;
 mod writer;
 
@@ -44,6 +45,10 @@ pub const LOCK_EXTENSION: &str = ".lock";
 pub struct WalBackend {
     root: PathBuf,
     storage: Arc<dyn Storage>,
+    /// The format version new sessions are created in.
+    create_version: u16,
+    /// Whether writers seal by themselves (after a batch, at close).
+    auto_seal: bool,
 }
 
 impl WalBackend {
@@ -70,7 +75,33 @@ impl WalBackend {
         Ok(WalBackend {
             root: root.to_owned(),
             storage,
+            create_version: format::FORMAT_VERSION,
+            auto_seal: true,
         })
+    }
+
+    /// This store, with writers that seal a version-2 log by themselves
+    /// (`true`, the default: after a batch that leaves at least 1 MiB of
+    /// plain closed turns that are at least a quarter of the file, and at a
+    /// clean close) or only when compaction is asked for (`false`: the
+    /// benches' fixtures, which measure plain records).
+    pub fn sealing_by_itself(mut self, on: bool) -> WalBackend {
+        self.auto_seal = on;
+        self
+    }
+
+    /// This store, creating new sessions in format `version` (1 or 2;
+    /// default 2, [`format::FORMAT_VERSION`]). Version 1 is what turnwal
+    /// wrote before version 2 existed (no chunk-run records): tests and
+    /// tools use it to produce such logs. Appends always keep a log's own
+    /// version.
+    pub fn creating_version(mut self, version: u16) -> WalBackend {
+        assert!(
+            version == format::FORMAT_V1 || version == format::FORMAT_VERSION,
+            "format version {version} is not one this build writes"
+        );
+        self.create_version = version;
+        self
     }
 
     /// Replaces the log at `path` with a durable copy of what `file` reads
@@ -326,12 +357,25 @@ impl WalBackend {
         let Ok(head) = check_at(record, 0, None, fh.salt) else {
             return Ok(None);
         };
+        if head.is_v2() && fh.version == format::FORMAT_V1 {
+            return Ok(None); // the full scan names it
+        }
+        // A chunk run's head holds its first member's time: the last
+        // event's is the last member's.
+        let last_time = if head.is_run() {
+            match format::decode_records(record, &head) {
+                Ok(members) => members.last().map(Event::time),
+                Err(_) => return Ok(None),
+            }
+        } else {
+            Some(head.time)
+        };
         Ok(Some(SessionSummary::from_tail(
             fh.header,
             len,
-            head.seq + 1,
+            head.next_seq(),
             u64::from(head.turn),
-            Some(head.time),
+            last_time,
             head.in_turn(),
         )))
     }
@@ -516,12 +560,23 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
-        let offsets: Vec<u64> = scan::heads(&map, start, classified.kept_end)
-            .map(|(at, _)| at)
-            .collect();
+        let mut entries = Vec::new();
+        for (at, head) in scan::heads(&map, start, classified.kept_end) {
+            if head.is_v2() {
+                // A run's members and a unit's events are rebuilt (or
+                // decompressed) text: held, not borrowed.
+                entries.extend(
+                    scan::decode_at(&map, at, &head, &path)?
+                        .into_iter()
+                        .map(view::Entry::Owned),
+                );
+            } else {
+                entries.push(view::Entry::At(at));
+            }
+        }
         let scan = classified.scan;
         let state = scan.state();
-        view::MappedRecords::new(map, offsets)
+        view::MappedRecords::new(map, entries)
             .map(|records| {
                 Some(crate::view::LogView::in_place(
                     scan.header,
@@ -646,15 +701,17 @@ impl Backend for WalBackend {
         self.remove_stale_temps(&name);
         let salt = self.storage.random() as u32;
         let mut bytes = Vec::new();
-        format::encode_file_header(&mut bytes, header, policy, salt);
-        for (event, placement) in batch.iter().zip(placements) {
+        let version = self.create_version;
+        format::encode_file_header_version(&mut bytes, header, policy, salt, version);
+        for event in batch {
             format::check_limits(event).map_err(|reason| {
                 crate::event::EventError::new(reason)
                     .at_seq(event.seq())
                     .of_type(event.event_type())
             })?;
-            format::encode_record(&mut bytes, event, *placement, 0, salt);
         }
+        let pack = version >= format::FORMAT_VERSION;
+        format::encode_batch(&mut bytes, batch, placements, 0, salt, pack);
         let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
         let io = |op, e| Error::io(op, &tmp, e);
         let mut file = self
@@ -700,6 +757,7 @@ impl Backend for WalBackend {
             self.lock_path(&header.id),
             lock,
             format::FileHeader {
+                version,
                 policy,
                 salt,
                 header: header.clone(),
@@ -709,6 +767,7 @@ impl Backend for WalBackend {
             batch.len() as u64,
         ));
         writer.set_proven(bytes.len() as u64);
+        writer.set_auto_seal(self.auto_seal);
         Ok(writer)
     }
 
@@ -722,6 +781,9 @@ impl Backend for WalBackend {
             return Ok(None);
         }
         let lock = self.lock(id)?;
+        // A crash inside a compaction leaves its temp file: ours to remove,
+        // holding the lock.
+        self.remove_stale_temps(&encode_file_name(id));
         let Some(mut file) = self.open_file(&path, OpenMode::ReadWrite)? else {
             return Ok(None);
         };
@@ -752,7 +814,7 @@ impl Backend for WalBackend {
         }
         let lock_path = self.lock_path(id);
         // The event count is learned by the first scan.
-        Ok(Some(Box::new(WalWriter::new(
+        let mut writer = Box::new(WalWriter::new(
             id.to_owned(),
             path,
             self.storage.clone(),
@@ -762,7 +824,20 @@ impl Backend for WalBackend {
             fh,
             len,
             0,
-        ))))
+        ));
+        writer.set_auto_seal(self.auto_seal);
+        Ok(Some(writer))
+    }
+
+    fn compact(&self, id: &str) -> Result<Option<super::Compaction>> {
+        let Some(mut writer) = self.open(id)? else {
+            return Ok(None);
+        };
+        let scan = writer.scan()?;
+        if scan.needs_repair() {
+            writer.repair(&scan)?;
+        }
+        writer.compact()
     }
 
     fn delete(&self, id: &str) -> Result<bool> {

@@ -69,15 +69,10 @@ pub fn walk_back(
             return None;
         }
         let offset = end - len;
-        let expected = found
-            .last()
-            .map(|f| f.head.seq.checked_sub(1))
-            .unwrap_or(None);
-        if !found.is_empty() && expected.is_none() {
-            return None;
-        }
-        let head = check_at(&bytes[..end as usize], offset, expected, salt).ok()?;
-        if head.record_len() != len {
+        let head = check_at(&bytes[..end as usize], offset, None, salt).ok()?;
+        // Seq-contiguous with the record after it (a chunk run ends just
+        // before the next record's seq).
+        if head.record_len() != len || found.last().is_some_and(|f| head.next_seq() != f.head.seq) {
             return None;
         }
         let f = Found { offset, head };
@@ -160,10 +155,10 @@ fn walk_back_one(bytes: &[u8], records_start: u64, salt: u32, f: &Found) -> Opti
     let before = &bytes[..f.offset as usize];
     let walk = walk_back(before, records_start, salt, |_| true)?;
     let prev = walk.found.first()?.head;
-    (prev.seq + 1 == f.head.seq).then_some(prev)
+    (prev.next_seq() == f.head.seq).then_some(prev)
 }
 
-/// The records with seq >= `from_seq` at the clean end of the file, in
+/// The records holding seqs >= `from_seq` at the clean end of the file, in
 /// order; `None` when the end is not proven clean (the caller scans).
 pub fn clean_suffix(
     bytes: &[u8],
@@ -181,7 +176,9 @@ pub fn clean_suffix(
         return None;
     }
     let mut found = walk.found;
-    found.retain(|f| f.head.seq >= from_seq);
+    // A chunk run holding `from_seq` is kept whole; the reader drops its
+    // members before it.
+    found.retain(|f| f.head.next_seq() > from_seq);
     found.reverse();
     Some(found)
 }
@@ -197,10 +194,11 @@ pub fn since_commit(
 ) -> Option<(Option<RecordHead>, Vec<Found>)> {
     use crate::event::EventKind;
     let walk = walk_back(bytes, records_start, salt, |f| {
-        f.head.event_kind() == EventKind::TurnEnd
-            && !f.head.in_turn()
-            && walk_back_one(bytes, records_start, salt, f)
-                .is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == f.head.turn)
+        f.head.is_sealed()
+            || f.head.event_kind() == EventKind::TurnEnd
+                && !f.head.in_turn()
+                && walk_back_one(bytes, records_start, salt, f)
+                    .is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == f.head.turn)
     })?;
     let mut found = walk.found;
     let commit = if walk.stopped {

@@ -42,7 +42,8 @@ pub struct Frames {
     pub file: FileHeader,
     /// File length.
     pub len: u64,
-    /// Valid records before the first invalid byte.
+    /// Events in the valid records before the first invalid byte (a
+    /// chunk-run record counts its members): the seq the next record needs.
     pub records: u64,
     /// End of the last valid record.
     pub valid_end: u64,
@@ -168,10 +169,22 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
     };
     let salt = frames.file.salt;
     while at < len {
-        match check_at(bytes, at, Some(frames.records), salt) {
+        let checked = check_at(bytes, at, Some(frames.records), salt).and_then(|head| {
+            if head.is_v2() && frames.file.version == format::FORMAT_V1 {
+                return Err((
+                    CutReason::Invalid,
+                    format!(
+                        "record kind {} is a version-2 record in a version-1 file",
+                        head.kind
+                    ),
+                ));
+            }
+            Ok(head)
+        });
+        match checked {
             Ok(head) => {
                 at += head.record_len();
-                frames.records += 1;
+                frames.records += head.count();
                 // A turn/end commits only if it closes the turn the record
                 // before it left open, with no step open (what the tracker
                 // required when it was appended). A stray one (say, after its
@@ -181,7 +194,9 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
                     && frames.last.is_some_and(|prev| {
                         prev.in_turn() && prev.step == 0 && prev.turn == head.turn
                     });
-                if head.event_kind() == EventKind::TurnEnd && closes_turn {
+                // The end of a sealed unit is a commit point too: a unit
+                // holds only closed turns.
+                if head.is_sealed() || (head.event_kind() == EventKind::TurnEnd && closes_turn) {
                     frames.commit_end = at;
                     frames.committed = frames.records;
                     frames.committed_turn = u64::from(head.turn);
@@ -333,7 +348,7 @@ fn damaged_in_place(bytes: &[u8], p: u64, seq: u64, salt: u32) -> Option<(Proof,
     if u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes"))) != len {
         return None;
     }
-    let next = check_at(bytes, p + len, Some(seq + 1), salt).ok()?;
+    let next = check_at(bytes, p + len, Some(head.next_seq()), salt).ok()?;
     let boundary_in_head = (p + 1).next_multiple_of(SECTOR) <= p + SEQ_END;
     let interior =
         (p + SEQ_END).next_multiple_of(SECTOR) + SECTOR <= p + len - format::TRAILER_LEN as u64;
@@ -367,10 +382,11 @@ pub fn heads(bytes: &[u8], from: u64, to: u64) -> impl Iterator<Item = (u64, Rec
     })
 }
 
-/// Decodes the validated record at `at`.
-pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Result<Event> {
+/// Decodes the validated record at `at` into its events (one, or a chunk
+/// run's members).
+pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Result<Vec<Event>> {
     let record = &bytes[at as usize..(at + head.record_len()) as usize];
-    format::decode_record(record, head).map_err(|reason| corrupt(path, at, Some(head.seq), reason))
+    format::decode_records(record, head).map_err(|reason| corrupt(path, at, Some(head.seq), reason))
 }
 
 /// The full classification: frames plus the contract check of the tail.
@@ -416,15 +432,33 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
             interrupted_repair = Some(at);
             break;
         }
-        tail.push(decode_at(bytes, at, &head, path)?);
-        offsets.push(at);
+        for event in decode_at(bytes, at, &head, path)? {
+            tail.push(event);
+            offsets.push(at);
+        }
     }
-    let verdict = classify_tail(
+    let mut verdict = classify_tail(
         frames.file.policy,
         frames.committed,
         frames.committed_turn,
         &tail,
     );
+    // A cut never lands inside a chunk run: if the first debris event is a
+    // run's later member, the whole run is debris.
+    if verdict.kept > 0
+        && verdict.kept < offsets.len()
+        && offsets[verdict.kept - 1] == offsets[verdict.kept]
+    {
+        let start = offsets[..verdict.kept].partition_point(|&o| o < offsets[verdict.kept]);
+        let debris = verdict.debris.take();
+        verdict = classify_tail(
+            frames.file.policy,
+            frames.committed,
+            frames.committed_turn,
+            &tail[..start],
+        );
+        verdict.debris = verdict.debris.or(debris);
+    }
     let real_end = interrupted_repair.unwrap_or(frames.valid_end);
     let kept_end = offsets.get(verdict.kept).copied().unwrap_or(real_end);
     let after = match interrupted_repair {
@@ -560,8 +594,8 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
     while at < len {
         match check_at(bytes, at, Some(expected), file.salt) {
             Ok(head) => {
-                events.push(decode_at(bytes, at, &head, path)?);
-                expected = head.seq + 1;
+                events.extend(decode_at(bytes, at, &head, path)?);
+                expected = head.next_seq();
                 at += head.record_len();
             }
             Err((reason, detail)) => {

@@ -6,19 +6,29 @@ use super::format::{self, RecordHead};
 use crate::storage::Mapped;
 use crate::view::{EventRef, InPlace};
 
-/// Validated records of a mapped file, by offset.
+/// One event of a view: a validated record read in place, or a chunk
+/// run's member, rebuilt.
+pub(super) enum Entry {
+    /// The single-event record at this offset.
+    At(u64),
+    /// A member of a chunk-run record.
+    Owned(crate::event::Event),
+}
+
+/// Validated records of a mapped file, by offset, and run members.
 pub(super) struct MappedRecords {
     bytes: Mapped,
-    offsets: Vec<u64>,
+    entries: Vec<Entry>,
 }
 
 impl MappedRecords {
-    /// The records at `offsets` of `bytes`. Every record at `offsets` must
-    /// have passed the scan (framing, checksum). Fails if a payload is not
-    /// UTF-8 (only possible for damaged bytes that still passed the
-    /// checksum), naming the record's offset.
-    pub(super) fn new(bytes: Mapped, offsets: Vec<u64>) -> Result<MappedRecords, u64> {
-        for &at in &offsets {
+    /// The events `entries` name in `bytes`. Every record at an
+    /// [`Entry::At`] offset must have passed the scan (framing, checksum).
+    /// Fails if a payload is not UTF-8 (only possible for damaged bytes that
+    /// still passed the checksum), naming the record's offset.
+    pub(super) fn new(bytes: Mapped, entries: Vec<Entry>) -> Result<MappedRecords, u64> {
+        for entry in &entries {
+            let Entry::At(at) = *entry else { continue };
             let head = head_at(&bytes, at);
             let start = at as usize + format::RECORD_HEADER_LEN;
             let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
@@ -26,17 +36,20 @@ impl MappedRecords {
                 return Err(at);
             }
         }
-        Ok(MappedRecords { bytes, offsets })
+        Ok(MappedRecords { bytes, entries })
     }
 }
 
 impl InPlace for MappedRecords {
     fn len(&self) -> usize {
-        self.offsets.len()
+        self.entries.len()
     }
 
     fn get(&self, i: usize) -> EventRef<'_> {
-        record_ref(&self.bytes, self.offsets[i])
+        match &self.entries[i] {
+            Entry::At(at) => record_ref(&self.bytes, *at),
+            Entry::Owned(event) => EventRef::from(event),
+        }
     }
 }
 

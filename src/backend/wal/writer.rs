@@ -67,6 +67,8 @@ pub const MAX_UNSYNCED_BYTES: usize = 64 << 20;
 //       `written_len`.
 //   synced_events <= held_from_events
 //   held_from - synced_len >= (held_from_events - synced_events) * MIN_RECORD_LEN
+//       (in version 2, where a chunk-run record holds many events, 1 byte
+//       per event instead of MIN_RECORD_LEN, here and below)
 //   (held_from == synced_len) == (held_from_events == synced_events)
 //       `[synced_len, held_from)` is whole records, the events between the
 //       two counts; equal ends hold no record.
@@ -123,7 +125,28 @@ pub struct WalWriter {
     prover: Prover,
     /// What the proof last stated.
     proven_len: u64,
+    /// Where the log's plain closed turns are, for the automatic sealing
+    /// (`None` until learned: see [`WalWriter::seal_state`]).
+    seal: Option<SealState>,
+    /// Whether this writer seals by itself (after a batch, at close).
+    auto_seal: bool,
 }
+
+/// The plain records of closed turns in a version-2 log: `[sealed_end,
+/// commit_end)` (everything before `sealed_end` is sealed, or was found
+/// unsealable by the last compaction).
+#[derive(Debug, Clone, Copy)]
+struct SealState {
+    sealed_end: u64,
+    commit_end: u64,
+}
+
+/// A writer seals by itself after a batch that leaves at least this many
+/// bytes of plain closed-turn records…
+pub const AUTO_SEAL_MIN_BYTES: u64 = 1 << 20;
+/// …that are at least 1/this of the file (docs/FORMAT.md, "Sealing and
+/// compaction").
+pub const AUTO_SEAL_FILE_FRACTION: u64 = 4;
 
 impl WalWriter {
     /// A writer over a file whose whole content is durable and acknowledged
@@ -163,6 +186,8 @@ impl WalWriter {
             poisoned: None,
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
+            seal: None,
+            auto_seal: true,
         };
         writer.check_invariants();
         writer
@@ -175,7 +200,13 @@ impl WalWriter {
         if !cfg!(debug_assertions) {
             return;
         }
-        let min = format::MIN_RECORD_LEN as u64;
+        // A chunk-run record holds up to 1024 events in a few bytes each:
+        // every event takes at least one byte.
+        let min = if self.packs() {
+            1
+        } else {
+            format::MIN_RECORD_LEN as u64
+        };
         debug_assert!(
             self.meta.records_start <= self.synced_len,
             "synced_len {} is inside the file header (records start at {})",
@@ -264,6 +295,12 @@ impl WalWriter {
         Ok(())
     }
 
+    /// Whether this writer seals by itself (see
+    /// `WalBackend::sealing_by_itself`).
+    pub(super) fn set_auto_seal(&mut self, on: bool) {
+        self.auto_seal = on;
+    }
+
     /// Records that the durability proof already states `len` (written by
     /// materialization).
     pub(super) fn set_proven(&mut self, len: u64) {
@@ -338,6 +375,12 @@ impl WalWriter {
         self.written_len = len;
         self.acked_events = events;
         self.pending.clear();
+    }
+
+    /// Whether appends pack chunk runs: only into a version-2 log (a
+    /// version-1 log is appended to in version 1).
+    fn packs(&self) -> bool {
+        self.meta.version >= format::FORMAT_VERSION
     }
 
     fn io(&self, op: &'static str, e: std::io::Error) -> Error {
@@ -441,12 +484,14 @@ impl WalWriter {
             .read_exact_at(&mut bytes, self.synced_len)
             .map_err(|e| e.to_string())?;
         let mut at = 0;
-        for seq in self.synced_events..self.held_from_events {
+        let mut seq = self.synced_events;
+        while seq < self.held_from_events && at < len as u64 {
             let head = super::scan::check_at(&bytes, at, Some(seq), self.salt)
                 .map_err(|(_, detail)| format!("read back: {detail}"))?;
             at += head.record_len();
+            seq = head.next_seq();
         }
-        if at != len as u64 {
+        if at != len as u64 || seq != self.held_from_events {
             return Err("read back: records do not fill the range".into());
         }
         self.pending
@@ -461,23 +506,26 @@ impl WalWriter {
     /// only.
     fn append_unheld(&mut self, batch: &[Event], placements: &[Placement]) -> Result<u64> {
         self.scratch.clear();
-        for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(
-                &mut self.scratch,
-                event,
-                *placement,
-                self.synced_len,
-                self.salt,
-            );
-        }
+        let pack = self.packs();
+        format::encode_batch(
+            &mut self.scratch,
+            batch,
+            placements,
+            self.synced_len,
+            self.salt,
+            pack,
+        );
         if let Err(e) = self.file.write_all_at(&self.scratch, self.written_len) {
             return Err(self.restore(Failure::Write(self.io("write", e))));
         }
+        let batch_start = self.written_len;
+        let closing = closing_end(&self.scratch);
         self.written_len += self.scratch.len() as u64;
         self.held_from = self.written_len;
         self.held_from_events += batch.len() as u64;
         self.acked_events = self.held_from_events;
         self.check_invariants();
+        self.after_batch(batch_start, &closing);
         Ok(self.acked_events)
     }
 }
@@ -607,9 +655,10 @@ fn scan_clean_end(
     previous: Option<format::RecordHead>,
 ) -> Result<Option<Scan>> {
     let closes = |commit: &format::RecordHead, before: Option<&format::RecordHead>| {
-        commit.event_kind() == EventKind::TurnEnd
-            && !commit.in_turn()
-            && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
+        commit.is_sealed()
+            || commit.event_kind() == EventKind::TurnEnd
+                && !commit.in_turn()
+                && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
     };
     let (commit, tail) = if closes(&last, previous.as_ref()) {
         (Some(last), Vec::new())
@@ -621,13 +670,13 @@ fn scan_clean_end(
         else {
             return Ok(None);
         };
-        let tail: Vec<Event> = found
-            .iter()
-            .map(|f| decode_at(bytes, f.offset, &f.head, path))
-            .collect::<Result<_>>()?;
+        let mut tail: Vec<Event> = Vec::new();
+        for f in &found {
+            tail.extend(decode_at(bytes, f.offset, &f.head, path)?);
+        }
         (commit, tail)
     };
-    let committed = commit.map_or(0, |c| c.seq + 1);
+    let committed = commit.map_or(0, |c| c.next_seq());
     let committed_turn = commit.map_or(0, |c| u64::from(c.turn));
     let verdict = crate::scan::classify_tail(meta.policy, committed, committed_turn, &tail);
     if verdict.debris.is_some() {
@@ -657,7 +706,10 @@ fn scan_clean_end(
         outcome,
         None,
     );
-    debug_assert_eq!(scan.last_time, Some(last.time), "the last record is kept");
+    debug_assert!(
+        last.is_run() || scan.last_time == Some(last.time),
+        "the last record is kept"
+    );
     Ok(Some(scan))
 }
 
@@ -683,10 +735,15 @@ pub(super) fn read_from(
             _ => tail_scan(bytes, meta, path, proven)?,
         };
         if clean.is_some() {
-            return found
-                .iter()
-                .map(|f| decode_at(bytes, f.offset, &f.head, path))
-                .collect();
+            let mut events = Vec::new();
+            for f in &found {
+                events.extend(
+                    decode_at(bytes, f.offset, &f.head, path)?
+                        .into_iter()
+                        .filter(|e| e.seq() >= from_seq),
+                );
+            }
+            return Ok(events);
         }
     }
     let classified = scan_log_proven(bytes, path, proven)?;
@@ -704,8 +761,12 @@ pub(super) fn decode_kept(
     let mut events = Vec::with_capacity(kept.saturating_sub(from_seq) as usize);
     let start = classified.frames.file.records_start;
     for (at, head) in heads(bytes, start, classified.kept_end) {
-        if head.seq >= from_seq {
-            events.push(decode_at(bytes, at, &head, path)?);
+        if head.next_seq() > from_seq {
+            events.extend(
+                decode_at(bytes, at, &head, path)?
+                    .into_iter()
+                    .filter(|e| e.seq() >= from_seq),
+            );
         }
     }
     Ok(events)
@@ -736,6 +797,8 @@ impl LogWriter for WalWriter {
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
         self.check_poison()?;
+        // A salvage may cut below the commit point: learn it again.
+        self.seal = None;
         let placements = closer_placements(scan)?;
         let len = self.file.len().map_err(|e| self.io("stat", e))?;
         let kept_end = scan.cut.as_ref().map_or(len, |cut| cut.offset);
@@ -801,9 +864,16 @@ impl LogWriter for WalWriter {
         // bytes of earlier batches.
         let size: usize = batch.iter().map(format::encoded_len).sum();
         let mut bytes = Vec::with_capacity(size);
-        for (event, placement) in batch.iter().zip(placements) {
-            format::encode_record(&mut bytes, event, *placement, self.synced_len, self.salt);
-        }
+        format::encode_batch(
+            &mut bytes,
+            batch,
+            placements,
+            self.synced_len,
+            self.salt,
+            self.packs(),
+        );
+        let batch_start = self.held_from + self.pending.len();
+        let batch_bytes_heads = closing_end(&bytes);
         self.pending.push(bytes, batch.len() as u64);
         let sync_now = match sync {
             SyncMode::Batch => true,
@@ -819,6 +889,7 @@ impl LogWriter for WalWriter {
             self.acked_events = self.held_from_events + self.pending.events();
         }
         self.check_invariants();
+        self.after_batch(batch_start, &batch_bytes_heads);
         Ok(self.acked_events)
     }
 
@@ -833,6 +904,70 @@ impl LogWriter for WalWriter {
 
     fn durable_events(&self) -> u64 {
         self.acked_events
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.auto_seal
+            && self.packs()
+            && self
+                .seal_state()
+                .is_some_and(|st| st.commit_end > st.sealed_end)
+        {
+            // Everything is durable already: a seal that fails leaves the
+            // log as it was (or both files complete, if only the directory
+            // fsync failed), so the close still succeeds, as after a batch.
+            let _ = self.compact();
+        }
+        Ok(())
+    }
+
+    fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
+        self.check_poison()?;
+        if let Err(failure) = self.flush_pending(true) {
+            return Err(self.restore(failure));
+        }
+        let before = self.written_len;
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let classified = scan_log_proven(&map, &self.path, proven)?;
+        if classified.scan.cut.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "session {:?} needs a repair before it can be compacted (open it for \
+                 writing first)",
+                self.id
+            )));
+        }
+        // A fresh salt: the durability proof names it, so a proof written
+        // for one of the two files never states anything about the other.
+        let salt = loop {
+            let salt = self.storage.random() as u32;
+            if salt != self.salt {
+                break salt;
+            }
+        };
+        let Some(copy) = super::seal::sealed_copy(&map, &classified, &self.path, salt)? else {
+            let commit_end = classified.frames.commit_end;
+            self.seal = Some(SealState {
+                sealed_end: commit_end,
+                commit_end,
+            });
+            return Ok(Some(crate::backend::Compaction {
+                before,
+                after: before,
+            }));
+        };
+        drop(map);
+        let commit_end = copy.commit_end;
+        self.publish_copy(copy, salt)?;
+        self.seal = Some(SealState {
+            sealed_end: commit_end,
+            commit_end,
+        });
+        Ok(Some(crate::backend::Compaction {
+            before,
+            after: self.written_len,
+        }))
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
@@ -865,7 +1000,155 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
     Ok(tracker.accept_batch(&scan.closers)?)
 }
 
+/// The end (within `bytes`, a batch's records) of the batch's last
+/// `turn/end` record that leaves no turn open, if any: where the batch moves
+/// the commit point to (the tracker accepted the batch, so such a `turn/end`
+/// closes its turn).
+fn closing_end(bytes: &[u8]) -> Option<u64> {
+    let mut at = 0u64;
+    let mut end = None;
+    while at < bytes.len() as u64 {
+        let head = format::parse_head(&bytes[at as usize..]).expect("just encoded");
+        at += head.record_len();
+        if head.event_kind() == EventKind::TurnEnd && !head.in_turn() {
+            end = Some(at);
+        }
+    }
+    end
+}
+
 impl WalWriter {
+    /// After an accepted batch that started at byte `start` and closed a
+    /// turn ending at `start + closing`: moves the commit point, and seals
+    /// the log when its plain closed turns reach the threshold (at least
+    /// [`AUTO_SEAL_MIN_BYTES`] and 1/[`AUTO_SEAL_FILE_FRACTION`] of the
+    /// file). The batch is acknowledged either way: a failed seal leaves the
+    /// old file (or poisons the writer, reported by its next call).
+    fn after_batch(&mut self, start: u64, closing: &Option<u64>) {
+        let Some(closing) = closing else { return };
+        if !self.auto_seal || !self.packs() {
+            return;
+        }
+        let Some(mut state) = self.seal_state() else {
+            return;
+        };
+        state.commit_end = state.commit_end.max(start + closing);
+        self.seal = Some(state);
+        let plain = state.commit_end - state.sealed_end;
+        if plain >= AUTO_SEAL_MIN_BYTES && plain * AUTO_SEAL_FILE_FRACTION >= self.written_len {
+            let _ = self.compact();
+        }
+    }
+
+    /// Where the plain closed turns are, learned once by a backward walk
+    /// from the end to the last sealed unit (`None` if the walk cannot
+    /// vouch for the records, in which case nothing is sealed by itself).
+    fn seal_state(&mut self) -> Option<SealState> {
+        if self.seal.is_none() {
+            let map = self.file.map().ok()?;
+            let start = self.meta.records_start;
+            let walk = probe::walk_back(&map, start, self.salt, |f| f.head.is_sealed())?;
+            let sealed_end = if walk.stopped {
+                walk.found
+                    .last()
+                    .map_or(start, |f| f.offset + f.head.record_len())
+            } else {
+                start
+            };
+            // `found` is last first: the first closing turn/end met (with
+            // its predecessor open) is the commit point.
+            let mut commit_end = sealed_end;
+            for pair in walk.found.windows(2) {
+                let (end, before) = (&pair[0], &pair[1]);
+                if end.head.event_kind() == EventKind::TurnEnd
+                    && !end.head.is_sealed()
+                    && !end.head.in_turn()
+                    && before.head.in_turn()
+                    && before.head.step == 0
+                    && before.head.turn == end.head.turn
+                {
+                    commit_end = end.offset + end.head.record_len();
+                    break;
+                }
+            }
+            self.seal = Some(SealState {
+                sealed_end,
+                commit_end: commit_end.max(sealed_end),
+            });
+        }
+        self.seal
+    }
+
+    /// Publishes a sealed copy of the log (docs/FORMAT.md, "Sealing and
+    /// compaction"): a temp file written whole, held (so the writer's hold
+    /// moves with it) and fsynced, renamed over the log, the directory
+    /// fsynced; then the proof states the new length under the new salt.
+    /// A crash at any point leaves the old file or the new one; before the
+    /// rename a temp file, which the next writer removes. A failure before
+    /// the rename leaves this writer on the old file, untouched; a failed
+    /// directory fsync after it poisons the writer and leaves the log's
+    /// unsynced mark, so the next open republishes the log (with a
+    /// directory fsync) before it acknowledges anything: until then a power
+    /// loss may keep either file, both complete.
+    fn publish_copy(&mut self, copy: super::seal::SealedCopy, salt: u32) -> Result<()> {
+        let dir = self
+            .path
+            .parent()
+            .expect("session files live in a directory")
+            .to_owned();
+        let name = super::log_name(&self.path).to_owned();
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
+        let io = |op, e| Error::io(op, &tmp, e);
+        let mut file = self
+            .storage
+            .open(&tmp, crate::storage::OpenMode::CreateNew)
+            .map_err(|e| io("create", e))?;
+        let written = file.hold_writer().and_then(|held| {
+            if !held {
+                return Err(std::io::Error::other(
+                    "the new file is held by another writer",
+                ));
+            }
+            file.write_all_at(&copy.bytes, 0)?;
+            file.sync_all()
+        });
+        let published = written.map_err(|e| io("write", e)).and_then(|()| {
+            self.storage
+                .rename(&tmp, &self.path)
+                .map_err(|e| Error::io("rename", &self.path, e))
+        });
+        if let Err(e) = published {
+            drop(file);
+            let _ = self.storage.remove_file(&tmp);
+            return Err(e);
+        }
+        // From here the log is the new file.
+        let len = copy.bytes.len() as u64;
+        file.renamed(&self.path);
+        self.file = file;
+        self.salt = salt;
+        self.meta.salt = salt;
+        self.meta.version = format::FORMAT_VERSION;
+        self.prover = Prover::new(&self.path, salt);
+        self.proven_len = 0;
+        self.rewrite = false;
+        self.all_durable(len, copy.events);
+        if let Err(e) = self.storage.sync_dir(&dir) {
+            let err = Error::io("fsync directory", &dir, e);
+            // The rename may not be durable: a power loss could bring the
+            // old file back under the name. The unsynced mark makes the next
+            // open publish a durable copy (temp file, rename, directory
+            // fsync) before anything more is acknowledged.
+            self.leave_unsynced_mark();
+            self.poisoned = Some(format!("{err} after publishing a sealed copy"));
+            self.check_invariants();
+            return Err(err);
+        }
+        self.prove(len)?;
+        self.check_invariants();
+        Ok(())
+    }
+
     /// After a failed fdatasync of the log: leave its unsynced mark, so that
     /// no later open, in this process or another, trusts an fdatasync of it
     /// (see `WalBackend::republish`). This writer needs no mark: it rewrites

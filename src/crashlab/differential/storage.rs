@@ -287,12 +287,15 @@ pub(super) fn wal_synthetic_tail(root: &Path, id: &str, events: u64) -> (bool, V
     let bytes = std::fs::read(&path).expect("the WAL log");
     let mut heads = Vec::new();
     let mut end = bytes.len();
-    // Walk back over the records: each ends with its length.
-    for _ in 0..events {
+    // Walk back over the records: each ends with its length. A chunk-run
+    // record (or a sealed unit) stands for each of its events.
+    let mut counted = 0;
+    while counted < events {
         let len =
             u32::from_le_bytes(bytes[end - TRAILER_LEN..end].try_into().expect("4 bytes")) as usize;
         let head = parse_head(&bytes[end - len..end]).expect("a valid record");
-        heads.push(head);
+        counted += head.count();
+        heads.extend(std::iter::repeat_n(head, head.count() as usize));
         end -= len;
     }
     heads.reverse();
@@ -363,11 +366,41 @@ pub(super) fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
         }
         TornTail::CutLast(_) => bytes.truncate(n - last / 2),
         TornTail::DropLast(k) => {
+            use crate::backend::wal::format;
             let mut end = n;
-            for _ in 0..u64::from(k).min(events) {
-                end -= record_len(end);
+            let mut left = u64::from(k).min(events);
+            let mut kept_members = Vec::new();
+            while left > 0 {
+                let len = record_len(end);
+                let head = format::parse_head(&bytes[end - len..end]).expect("a valid record");
+                assert!(
+                    !head.is_sealed(),
+                    "the differential's WAL store never seals"
+                );
+                if head.count() > left {
+                    // A chunk run straddles the cut: its kept members stay,
+                    // as single records (as the SQLite tear splits its row).
+                    let members =
+                        format::decode_records(&bytes[end - len..end], &head).expect("a valid run");
+                    let salt = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
+                    let keep = (head.count() - left) as usize;
+                    for member in &members[..keep] {
+                        format::encode_record(
+                            &mut kept_members,
+                            member,
+                            head.placement(),
+                            head.watermark,
+                            salt,
+                        );
+                    }
+                    left = 0;
+                } else {
+                    left -= head.count();
+                }
+                end -= len;
             }
             bytes.truncate(end);
+            bytes.extend_from_slice(&kept_members);
         }
     }
     std::fs::write(&path, bytes).expect("the WAL log is writable");

@@ -1,0 +1,321 @@
+//! Sealed units (docs/FORMAT.md, "Sealed units", "Sealing and
+//! compaction"): a unit is one kind-18 record whose payload is a zstd frame
+//! of whole closed turns' plain records (salt 0, watermark 0). This module
+//! reads a unit's events back and builds a log's sealed copy; the writer
+//! publishes it (`WalWriter::compact`).
+//!
+//! Invariants:
+//!
+//! - [`unit_events`] decompresses at most `plain_len` bytes (a frame that
+//!   inflates past it, or to less, is `sealed-unit-length`), and accepts
+//!   only what the spec allows inside: plain records of kinds 1–17 with salt
+//!   0 and watermark 0, seqs contiguous from the unit's, `count` events, the
+//!   last one a `turn/end` closing a turn at the unit's time.
+//! - [`sealed_copy`] changes no event: every event of the copy decodes to
+//!   the bytes the original decodes to (tests/wal_v2.rs checks it through
+//!   every reader); only closed turns (before the commit point) are sealed,
+//!   the open tail is copied record for record.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::format::{
+    self, FileHeader, KIND_SEALED, REC_CRC_FIELD, REC_WATERMARK_FIELD, RECORD_HEADER_LEN,
+    RecordHead, TRAILER_LEN,
+};
+use super::scan::{Classified, check_at, decode_at, heads};
+use crate::contract::Placement;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+
+/// The zstd level of sealed units.
+pub const UNIT_ZSTD_LEVEL: i32 = 3;
+/// A unit closes at the first turn boundary after this many plain bytes.
+pub const UNIT_TARGET_LEN: usize = 4 << 20;
+
+/// The events of a sealed unit whose head is `head` and whose frame is
+/// `frame`, with the heads of its inner records. All or nothing.
+pub fn unit_events(
+    frame: &[u8],
+    head: &RecordHead,
+) -> Result<(Vec<Event>, Vec<RecordHead>), String> {
+    let plain = decompress(frame, head.plain_len() as usize)?;
+    let mut at = 0u64;
+    let mut seq = head.seq;
+    let mut events = Vec::with_capacity(head.count() as usize);
+    let mut inner_heads: Vec<RecordHead> = Vec::new();
+    while at < plain.len() as u64 {
+        let inner = check_at(&plain, at, Some(seq), 0)
+            .map_err(|(_, d)| format!("sealed unit record at plain byte {at}: {d}"))?;
+        if inner.is_sealed() {
+            return Err(format!(
+                "sealed unit record at plain byte {at} is itself a sealed unit"
+            ));
+        }
+        if inner.watermark != 0 {
+            return Err(format!(
+                "sealed unit record at plain byte {at} has watermark {}, not 0",
+                inner.watermark
+            ));
+        }
+        let record = &plain[at as usize..(at + inner.record_len()) as usize];
+        events.extend(format::decode_records(record, &inner)?);
+        seq = inner.next_seq();
+        at += inner.record_len();
+        inner_heads.push(inner);
+    }
+    if seq - head.seq != head.count() {
+        return Err(format!(
+            "sealed unit holds {} events, its head states {}",
+            seq - head.seq,
+            head.count()
+        ));
+    }
+    let closes = match inner_heads.as_slice() {
+        [.., before, last] => {
+            last.event_kind() == EventKind::TurnEnd
+                && !last.in_turn()
+                && before.in_turn()
+                && before.step == 0
+                && before.turn == last.turn
+        }
+        _ => false,
+    };
+    let last = inner_heads.last().expect("count >= 1");
+    if !closes || last.turn != head.turn {
+        return Err("sealed unit does not end with the turn/end of its last turn".into());
+    }
+    if events.last().map(Event::time) != Some(head.time) {
+        return Err("sealed unit's time is not its last event's".into());
+    }
+    Ok((events, inner_heads))
+}
+
+fn decompress(frame: &[u8], plain_len: usize) -> Result<Vec<u8>, String> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
+        .map_err(|e| format!("sealed unit frame is not zstd: {e}"))?
+        .single_frame();
+    let mut out = Vec::with_capacity(plain_len);
+    (&mut decoder)
+        .take(plain_len as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("sealed unit frame does not decompress: {e}"))?;
+    if out.len() > plain_len {
+        return Err(format!(
+            "sealed-unit-length: the frame inflates past the {plain_len} bytes its head states"
+        ));
+    }
+    if out.len() < plain_len {
+        return Err(format!(
+            "sealed-unit-length: the frame decompresses to {} bytes, its head states {plain_len}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Appends a sealed unit holding the plain records `plain` (salt 0,
+/// watermark 0) of `count` events from `first_seq`, the last one at
+/// `last_time` in turn `last_turn`.
+fn encode_unit(
+    out: &mut Vec<u8>,
+    plain: &[u8],
+    count: u64,
+    first_seq: u64,
+    last_turn: u32,
+    last_time: i64,
+    salt: u32,
+) -> std::io::Result<()> {
+    let frame = zstd::bulk::compress(plain, UNIT_ZSTD_LEVEL)?;
+    let record_len = RECORD_HEADER_LEN + frame.len() + TRAILER_LEN;
+    let mut head = [0; RECORD_HEADER_LEN];
+    format::put(&mut head, format::REC_KIND_FIELD, [KIND_SEALED]);
+    format::put(
+        &mut head,
+        format::REC_DATA_LEN_FIELD,
+        (frame.len() as u32).to_le_bytes(),
+    );
+    format::put(
+        &mut head,
+        format::REC_SOURCES_LEN_FIELD,
+        (plain.len() as u32).to_le_bytes(),
+    );
+    format::put(
+        &mut head,
+        format::REC_SURFACE_LEN_FIELD,
+        (count as u32).to_le_bytes(),
+    );
+    format::put(&mut head, format::REC_TURN_FIELD, last_turn.to_le_bytes());
+    format::put(&mut head, format::REC_SEQ_FIELD, first_seq.to_le_bytes());
+    format::put(&mut head, format::REC_TIME_FIELD, last_time.to_le_bytes());
+    let start = out.len();
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&frame);
+    out.extend_from_slice(&(record_len as u32).to_le_bytes());
+    finish(&mut out[start..], salt);
+    Ok(())
+}
+
+/// Recomputes a complete record's checksum with `salt`.
+fn finish(record: &mut [u8], salt: u32) {
+    let crc = format::checksum(salt, &record[REC_CRC_FIELD.end()..]);
+    format::put(record, REC_CRC_FIELD, crc.to_le_bytes());
+}
+
+/// Appends a copy of a valid record with watermark 0 and `salt`'s checksum.
+fn copy_record(out: &mut Vec<u8>, record: &[u8], salt: u32) {
+    let start = out.len();
+    out.extend_from_slice(record);
+    let copy = &mut out[start..];
+    format::put(copy, REC_WATERMARK_FIELD, 0u64.to_le_bytes());
+    finish(copy, salt);
+}
+
+/// One plain event of a closed turn, as the copy re-encodes it.
+struct Plain {
+    event: Event,
+    placement: Placement,
+    synthetic: bool,
+}
+
+/// What [`sealed_copy`] made.
+pub struct SealedCopy {
+    /// The new file's bytes.
+    pub bytes: Vec<u8>,
+    /// Events in it.
+    pub events: u64,
+    /// Sealed units written anew.
+    pub new_units: usize,
+    /// The copy's commit point: the end of its last unit or closed turn.
+    pub commit_end: u64,
+}
+
+/// The sealed copy of a classified log (version 1 or 2) with nothing to
+/// cut: the file header (version 2, `salt`), the log's sealed units as they
+/// are, every closed turn after them sealed (a unit closes at the first
+/// turn boundary after [`UNIT_TARGET_LEN`] plain bytes; a turn whose records
+/// alone exceed 64 MiB stays plain), the open tail copied record for
+/// record. Every record of the copy has watermark 0 and `salt`'s checksum.
+/// `None` when there is nothing to seal in a version-2 log.
+pub fn sealed_copy(
+    bytes: &[u8],
+    classified: &Classified,
+    path: &Path,
+    salt: u32,
+) -> Result<Option<SealedCopy>> {
+    let frames = &classified.frames;
+    let file: &FileHeader = &frames.file;
+    let mut out = Vec::with_capacity(bytes.len());
+    format::encode_file_header_version(
+        &mut out,
+        &file.header,
+        file.policy,
+        salt,
+        format::FORMAT_VERSION,
+    );
+    let mut group: Vec<Plain> = Vec::new();
+    let mut group_len = 0usize;
+    let mut turn: Vec<Plain> = Vec::new();
+    let mut previous: Option<RecordHead> = None;
+    let mut new_units = 0;
+    let mut plain_closed = 0usize;
+    for (at, head) in heads(bytes, file.records_start, frames.commit_end) {
+        let record = &bytes[at as usize..(at + head.record_len()) as usize];
+        if head.is_sealed() {
+            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+            copy_record(&mut out, record, salt);
+            previous = Some(head);
+            continue;
+        }
+        let placement = head.placement();
+        for event in decode_at(bytes, at, &head, path)? {
+            turn.push(Plain {
+                event,
+                placement,
+                synthetic: head.synthetic(),
+            });
+        }
+        let closes = head.event_kind() == EventKind::TurnEnd
+            && !head.in_turn()
+            && previous.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == head.turn);
+        previous = Some(head);
+        if !closes {
+            continue;
+        }
+        let mut plain = Vec::new();
+        encode_plain(&mut plain, &turn, 0);
+        plain_closed += plain.len();
+        if plain.len() > format::MAX_UNIT_LEN as usize {
+            // Too big for any unit: stays plain, in order.
+            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+            encode_plain(&mut out, &turn, salt);
+            turn.clear();
+            continue;
+        }
+        if group_len + plain.len() > format::MAX_UNIT_LEN as usize {
+            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+        }
+        group_len += plain.len();
+        group.append(&mut turn);
+        if group_len >= UNIT_TARGET_LEN {
+            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+        }
+    }
+    debug_assert!(turn.is_empty(), "the commit point closes a turn");
+    new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+    // Nothing sealed anew (no plain closed turn, or only turns too big for
+    // a unit): a version-2 log stays as it is.
+    if file.version == format::FORMAT_VERSION && (plain_closed == 0 || new_units == 0) {
+        return Ok(None);
+    }
+    let commit_end = out.len() as u64;
+    for (at, head) in heads(bytes, frames.commit_end, classified.kept_end) {
+        copy_record(
+            &mut out,
+            &bytes[at as usize..(at + head.record_len()) as usize],
+            salt,
+        );
+    }
+    Ok(Some(SealedCopy {
+        bytes: out,
+        events: classified.scan.stored_len(),
+        new_units,
+        commit_end,
+    }))
+}
+
+/// Encodes plain events (packing runs, keeping the synthetic mark).
+fn encode_plain(out: &mut Vec<u8>, events: &[Plain], salt: u32) {
+    let batch: Vec<Event> = events.iter().map(|p| p.event.clone()).collect();
+    let placements: Vec<Placement> = events.iter().map(|p| p.placement).collect();
+    let synthetic: Vec<bool> = events.iter().map(|p| p.synthetic).collect();
+    format::encode_batch_marked(out, &batch, &placements, &synthetic, 0, salt);
+}
+
+/// Seals `group` into one unit (if it holds anything); returns how many
+/// units it wrote.
+fn emit(
+    out: &mut Vec<u8>,
+    group: &mut Vec<Plain>,
+    group_len: &mut usize,
+    salt: u32,
+) -> Result<usize> {
+    let Some(last) = group.last() else {
+        return Ok(0);
+    };
+    let mut plain = Vec::with_capacity(*group_len);
+    encode_plain(&mut plain, group, 0);
+    encode_unit(
+        out,
+        &plain,
+        group.len() as u64,
+        group[0].event.seq(),
+        last.placement.turn,
+        last.event.time(),
+        salt,
+    )
+    .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
+    group.clear();
+    *group_len = 0;
+    Ok(1)
+}
