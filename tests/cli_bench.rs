@@ -233,6 +233,55 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
     }
     positive_finite(&report["disk"]["bytes_per_event"], "bytes per event");
     positive_finite(&report["disk"]["ratio"], "disk ratio");
+    // Bytes at rest, every turn closed, of one session in every format, and
+    // the compact format against upstream's with the targets.
+    let disk = &report["disk"];
+    for key in [
+        "jsonl_bytes_per_event",
+        "at_rest_events",
+        "compact_bytes",
+        "v2_unsealed_bytes",
+        "v1_bytes",
+        "jsonl_zstd_bytes",
+        "jsonl_raw_bytes",
+        "compact_bytes_per_event",
+        "v2_unsealed_bytes_per_event",
+        "v1_bytes_per_event",
+        "jsonl_zstd_bytes_per_event",
+        "jsonl_raw_bytes_per_event",
+    ] {
+        positive_finite(&disk[key], key);
+    }
+    let bytes = |key: &str| disk[key].as_u64().unwrap_or_else(|| panic!("{key}"));
+    let events = bytes("at_rest_events") as f64;
+    for (key, per_event) in [
+        ("compact_bytes", "compact_bytes_per_event"),
+        ("jsonl_zstd_bytes", "jsonl_zstd_bytes_per_event"),
+        ("jsonl_raw_bytes", "jsonl_raw_bytes_per_event"),
+    ] {
+        let expected = bytes(key) as f64 / events;
+        let reported = disk[per_event].as_f64().unwrap();
+        assert!(
+            (reported - expected).abs() <= 1e-9 * expected,
+            "{per_event}"
+        );
+    }
+    // Sealing shrinks the log: compact < unsealed version 2 ≤ version 1.
+    assert!(
+        bytes("compact_bytes") < bytes("v2_unsealed_bytes"),
+        "{disk}"
+    );
+    assert!(bytes("v2_unsealed_bytes") <= bytes("v1_bytes"), "{disk}");
+    for (key, base, target) in [
+        ("compact_vs_jsonl_zstd", "jsonl_zstd_bytes", 1.0),
+        ("compact_vs_jsonl_raw", "jsonl_raw_bytes", 0.5),
+    ] {
+        let ratio = positive_finite(&disk[key]["ratio"], key);
+        let expected = bytes("compact_bytes") as f64 / bytes(base) as f64;
+        assert!((ratio - expected).abs() <= 1e-9 * expected, "{key}");
+        assert_eq!(disk[key]["target"].as_f64(), Some(target), "{key}");
+        assert_eq!(disk[key]["met"].as_bool(), Some(ratio <= target), "{key}");
+    }
     positive_finite(&report["scaling"]["tail_large_vs_small"], "tail scaling");
     positive_finite(&report["tail_read"]["large_us"], "tail read");
     assert!(report["tail_read"]["met"].is_boolean());

@@ -178,6 +178,26 @@ impl AppendFixture {
         Ok(store)
     }
 
+    /// Like [`AppendFixture::prepare`], in a new native WAL store at `dir`
+    /// creating the session in format `version` (1 or 2), its writer
+    /// sealing by itself or not ([`WalBackend::sealing_by_itself`]).
+    pub fn prepare_wal(
+        &self,
+        dir: &Path,
+        sync: SyncMode,
+        version: u16,
+        seal: bool,
+    ) -> BenchResult<Store> {
+        let options = StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        };
+        let backend = WalBackend::open(dir)?
+            .creating_version(version)
+            .sealing_by_itself(seal);
+        self.materialize(Store::with_backend(std::sync::Arc::new(backend), options))
+    }
+
     fn materialize(&self, store: Store) -> BenchResult<Store> {
         store.create(SessionHeader::new(self.id.clone(), 1_700_000_000_000))?;
         store.append(&self.id, &self.first)?;

@@ -713,6 +713,81 @@ pub fn reopen<'a>(large: &SessionFixture, small: &SessionFixture) -> Comparison<
     }
 }
 
+/// Bytes at rest of one session, every turn closed, the same events
+/// appended in the same batches (one per turn) into each store: what
+/// [`disk_at_rest`] measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskAtRest {
+    /// Events in the session.
+    pub events: u64,
+    /// The native WAL log in format version 1 (no chunk-run records).
+    pub v1: u64,
+    /// The version-2 log as its writer leaves it with sealing off: chunk
+    /// runs packed, nothing sealed (the size before compaction).
+    pub v2_plain: u64,
+    /// The version-2 log after `Store::close` (a writer seals by itself
+    /// after large batches and at a clean close): every closed turn sealed.
+    pub compact: u64,
+    /// The upstream JSONL transcript, zstd (one frame per append batch).
+    pub jsonl_zstd: u64,
+    /// The upstream JSONL transcript, raw (chunk runs packed into rows).
+    pub jsonl_raw: u64,
+}
+
+impl DiskAtRest {
+    /// `bytes` per event.
+    pub fn per_event(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.events.max(1) as f64
+    }
+}
+
+/// Writes every turn of `fx` (its first included), one batch per turn with
+/// `--sync never`, into a version-1 WAL store, a version-2 one that never
+/// seals, a version-2 one that seals as a writer does and is closed, and
+/// upstream JSONL roots in zstd and raw, all in `scratch/disk` (removed
+/// after); returns their sizes.
+pub fn disk_at_rest(fx: &AppendFixture, scratch: &Path) -> BenchResult<DiskAtRest> {
+    use crate::backend::wal::format::{FORMAT_V1, FORMAT_VERSION};
+    let dir = scratch.join("disk");
+    let wal = |name: &str, version: u16, seal: bool| -> BenchResult<u64> {
+        let at = dir.join(name);
+        let store = fx.prepare_wal(&at, SyncMode::Never, version, seal)?;
+        for turn in &fx.turns {
+            store.append(&fx.id, turn)?;
+        }
+        store.close(&fx.id)?;
+        Ok(std::fs::metadata(WalBackend::open(&at)?.log_path(&fx.id))?.len())
+    };
+    let jsonl = |name: &str, compression: Compression| -> BenchResult<u64> {
+        let at = dir.join(name);
+        let store = fx.prepare_jsonl(&at, SyncMode::Never, compression)?;
+        for turn in &fx.turns {
+            store.append(&fx.id, turn)?;
+        }
+        store.close(&fx.id)?;
+        let header = store.header(&fx.id)?;
+        let path = jsonl::layout::log_path(
+            &at.join("jsonl"),
+            header.cwd.as_deref(),
+            &header.id,
+            compression,
+        )?;
+        Ok(std::fs::metadata(path)?.len())
+    };
+    let sizes = (|| -> BenchResult<DiskAtRest> {
+        Ok(DiskAtRest {
+            events: fx.events + fx.first.len() as u64,
+            v1: wal("v1", FORMAT_V1, false)?,
+            v2_plain: wal("v2", FORMAT_VERSION, false)?,
+            compact: wal("compact", FORMAT_VERSION, true)?,
+            jsonl_zstd: jsonl("zstd", Compression::Zstd)?,
+            jsonl_raw: jsonl("raw", Compression::None)?,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    sizes
+}
+
 /// `1k`, `1M`, `10k` for a count.
 pub fn count_label(n: u64) -> String {
     match n {

@@ -1,8 +1,9 @@
 //! The run `turnwal bench` makes: buffered append and ingest, durable
 //! turns, recovery scan (clean and with an open final turn) and tail reads,
 //! each against its baselines in one process, on fixtures in a scratch
-//! directory; plus the bytes on disk per event and what a full load costs
-//! in memory. Buffered append, durable turns and the clean scan also
+//! directory; plus the bytes on disk per event (the scanned log's, and one
+//! session's at rest with every turn closed in the compact format, version
+//! 1 and upstream's JSONL) and what a full load costs in memory. Buffered append, durable turns and the clean scan also
 //! measure turnwal's SQLite backend on the same events. Every figure is the median of repeated, interleaved runs.
 
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct Config {
     pub tail_events: (u64, u64),
     /// Tail reads of each session.
     pub tail_reps: usize,
+    /// Turns of the session whose bytes at rest are measured.
+    pub disk_turns: usize,
 }
 
 impl Config {
@@ -45,6 +48,7 @@ impl Config {
         scan_reps: 7,
         tail_events: (1_000, 100_000),
         tail_reps: 501,
+        disk_turns: 40,
     };
 
     /// `turnwal bench`: the issue's sizes where they fit in about a minute
@@ -58,6 +62,7 @@ impl Config {
         scan_reps: 11,
         tail_events: (1_000, 1_000_000),
         tail_reps: 1001,
+        disk_turns: 400,
     };
 }
 
@@ -103,6 +108,15 @@ pub const SQLITE_RATIOS: [(&str, &str); 5] = [
     ),
 ];
 
+/// The issue's bound on the compact format's bytes at rest over upstream's
+/// zstd JSONL transcript of the same events written in the same batches
+/// (every turn closed): at most this.
+pub const COMPACT_VS_JSONL_ZSTD_TARGET: f64 = 1.0;
+
+/// The issue's bound on the compact format's bytes at rest over upstream's
+/// raw (packed) JSONL transcript of the same events: at most this.
+pub const COMPACT_VS_JSONL_RAW_TARGET: f64 = 0.5;
+
 /// The issue's bound on a tail read of 50 events, in microseconds.
 pub const TAIL_TARGET_US: f64 = 50.0;
 
@@ -118,6 +132,9 @@ pub struct Report {
     pub ratios: BTreeMap<&'static str, f64>,
     /// Log bytes per event and JSONL bytes per event for the same events.
     pub bytes_per_event: (f64, f64),
+    /// Bytes at rest, every turn closed, of one session written in the
+    /// same batches into each format.
+    pub at_rest: measure::DiskAtRest,
     /// A full load of the large tail session: its size and the growth of
     /// the resident set and of the heap.
     pub load_memory: measure::LoadMemory,
@@ -140,6 +157,11 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
     progress("durable turns");
     let fx = AppendFixture::new(2, config.durable_turns);
     let durable = measure::durable(&fx, dir).run(config.durable_reps)?;
+    drop(fx);
+
+    progress("bytes at rest");
+    let fx = AppendFixture::new(6, config.disk_turns);
+    let at_rest = measure::disk_at_rest(&fx, dir)?;
     drop(fx);
 
     progress("recovery scan: building the log");
@@ -223,12 +245,60 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         outcomes,
         ratios,
         bytes_per_event,
+        at_rest,
         load_memory,
         machine,
     })
 }
 
 impl Report {
+    /// The compact session's bytes over upstream's zstd JSONL transcript's.
+    pub fn compact_vs_jsonl_zstd(&self) -> f64 {
+        self.at_rest.compact as f64 / self.at_rest.jsonl_zstd.max(1) as f64
+    }
+
+    /// The compact session's bytes over upstream's raw JSONL transcript's.
+    pub fn compact_vs_jsonl_raw(&self) -> f64 {
+        self.at_rest.compact as f64 / self.at_rest.jsonl_raw.max(1) as f64
+    }
+
+    /// The `disk` object of [`Report::to_json`]: the scanned log's bytes per
+    /// event against JSONL's (`bytes_per_event`, `jsonl_bytes_per_event`,
+    /// `ratio`), then the bytes at rest of one session, every turn closed,
+    /// in each format, and the compact format against upstream's with the
+    /// issue's targets.
+    pub fn disk_json(&self) -> Value {
+        let (log, jsonl) = self.bytes_per_event;
+        let d = &self.at_rest;
+        let (zstd, raw) = (self.compact_vs_jsonl_zstd(), self.compact_vs_jsonl_raw());
+        json!({
+            "bytes_per_event": log,
+            "jsonl_bytes_per_event": jsonl,
+            "ratio": log / jsonl,
+            "at_rest_events": d.events,
+            "compact_bytes": d.compact,
+            "v2_unsealed_bytes": d.v2_plain,
+            "v1_bytes": d.v1,
+            "jsonl_zstd_bytes": d.jsonl_zstd,
+            "jsonl_raw_bytes": d.jsonl_raw,
+            "compact_bytes_per_event": d.per_event(d.compact),
+            "v2_unsealed_bytes_per_event": d.per_event(d.v2_plain),
+            "v1_bytes_per_event": d.per_event(d.v1),
+            "jsonl_zstd_bytes_per_event": d.per_event(d.jsonl_zstd),
+            "jsonl_raw_bytes_per_event": d.per_event(d.jsonl_raw),
+            "compact_vs_jsonl_zstd": {
+                "ratio": zstd,
+                "target": COMPACT_VS_JSONL_ZSTD_TARGET,
+                "met": zstd <= COMPACT_VS_JSONL_ZSTD_TARGET,
+            },
+            "compact_vs_jsonl_raw": {
+                "ratio": raw,
+                "target": COMPACT_VS_JSONL_RAW_TARGET,
+                "met": raw <= COMPACT_VS_JSONL_RAW_TARGET,
+            },
+        })
+    }
+
     /// The outcome named `name`.
     pub fn outcome(&self, prefix: &str) -> Option<&Outcome> {
         self.outcomes.iter().find(|o| o.name.starts_with(prefix))
@@ -273,7 +343,6 @@ impl Report {
                 )
             })
             .collect();
-        let (log, jsonl) = self.bytes_per_event;
         let m = &self.load_memory;
         let tail = self.outcome("tail_read").map(|t| {
             let us = |s: &super::SideResult| s.median().as_secs_f64() * 1e6;
@@ -293,11 +362,7 @@ impl Report {
             "targets": targets,
             "scaling": self.scaling(),
             "tail_read": tail,
-            "disk": {
-                "bytes_per_event": log,
-                "jsonl_bytes_per_event": jsonl,
-                "ratio": log / jsonl,
-            },
+            "disk": self.disk_json(),
             "memory": {
                 "file_bytes": m.file_bytes,
                 "rss_growth_bytes": m.loaded.rss.saturating_sub(m.before.rss),
@@ -394,10 +459,26 @@ impl Report {
         }
         let (log, jsonl) = self.bytes_per_event;
         let mem = &self.load_memory;
+        let d = &self.at_rest;
+        let (zstd, raw) = (self.compact_vs_jsonl_zstd(), self.compact_vs_jsonl_raw());
+        let met = |ratio: f64, target: f64| if ratio <= target { "met" } else { "not met" };
         out.push_str(&format!(
             "\nbytes on disk per event: {log:.0} (JSONL: {jsonl:.0}; {:.2}×, target ≤ 1.0×)\n\
+             bytes at rest per event, every turn closed ({} events, one batch per turn): \
+             compact (v2, closed) {:.1}, v2 unsealed {:.1}, v1 {:.1}; \
+             upstream JSONL zstd {:.1}, raw {:.1}\n\
+             compact / upstream zstd JSONL: {zstd:.3}× (target ≤ {COMPACT_VS_JSONL_ZSTD_TARGET}×: {})\n\
+             compact / upstream raw JSONL: {raw:.3}× (target ≤ {COMPACT_VS_JSONL_RAW_TARGET}×: {})\n\
              full load of {}: resident set +{:.2}× the file size (heap +{:.3}×), target ≤ 1.5×\n",
             log / jsonl,
+            d.events,
+            d.per_event(d.compact),
+            d.per_event(d.v2_plain),
+            d.per_event(d.v1),
+            d.per_event(d.jsonl_zstd),
+            d.per_event(d.jsonl_raw),
+            met(zstd, COMPACT_VS_JSONL_ZSTD_TARGET),
+            met(raw, COMPACT_VS_JSONL_RAW_TARGET),
             measure::size_label(mem.file_bytes),
             mem.rss_ratio(),
             mem.anon_ratio(),
