@@ -482,11 +482,13 @@ fn compaction_seals_closed_turns_and_every_event_reads_back() {
     assert_eq!(log_bytes(dir.path()), again);
 }
 
-/// After a batch that leaves at least 1 MiB of plain closed-turn records
-/// that are at least a quarter of the file, the writer seals by itself;
-/// a version-1 log is never sealed by a writer, not even at close.
+/// By default a writer never seals in the append path, only at a clean
+/// close; asked to (`sealing_after_batches`), it also seals after a batch
+/// that leaves at least 1 MiB of plain closed-turn records that are at
+/// least a quarter of the file. A version-1 log is never sealed by a writer,
+/// not even at close.
 #[test]
-fn writers_seal_by_themselves_after_a_megabyte_of_closed_turns() {
+fn writers_seal_by_themselves_at_close_and_if_asked_after_a_megabyte() {
     let big = "x".repeat(300 << 10);
     let turn = |s: &mut Script, turn: u32| {
         s.e("turn/start", &format!(r#"{{"turn":{turn}}}"#))
@@ -496,13 +498,17 @@ fn writers_seal_by_themselves_after_a_megabyte_of_closed_turns() {
                 &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
             );
     };
-    for v1 in [false, true] {
+    for (v1, after_batches) in [(false, false), (false, true), (true, true)] {
         let dir = tempfile::tempdir().unwrap();
-        let store = if v1 {
-            v1_store(dir.path())
+        let backend = WalBackend::open(dir.path())
+            .unwrap()
+            .sealing_after_batches(after_batches);
+        let backend = if v1 {
+            backend.creating_version(format::FORMAT_V1)
         } else {
-            store(dir.path())
+            backend
         };
+        let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
         store
             .create_with_policy(SessionHeader::new(ID, 1), turnwal::Policy::Lenient)
             .unwrap();
@@ -518,8 +524,9 @@ fn writers_seal_by_themselves_after_a_megabyte_of_closed_turns() {
                 .collect();
             kinds_after.push(kinds);
         }
-        if v1 {
+        if v1 || !after_batches {
             assert!(kinds_after.iter().flatten().all(|&k| k != 18));
+            assert_eq!(kinds_after[3], [1, 5, 2].repeat(4));
         } else {
             // 3 turns (900 KiB) stay plain; the fourth passes 1 MiB.
             assert_eq!(kinds_after[2], [1, 5, 2].repeat(3));

@@ -47,8 +47,20 @@ pub struct WalBackend {
     storage: Arc<dyn Storage>,
     /// The format version new sessions are created in.
     create_version: u16,
-    /// Whether writers seal by themselves (after a batch, at close).
-    auto_seal: bool,
+    /// When writers seal by themselves.
+    auto_seal: AutoSeal,
+}
+
+/// When a writer seals a version-2 log without being asked
+/// ([`WalBackend::sealing_by_itself`], [`WalBackend::sealing_after_batches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoSeal {
+    /// At a clean close (the default).
+    pub at_close: bool,
+    /// After a batch that leaves at least 1 MiB of plain closed turns that
+    /// are at least a quarter of the file (off by default: compressing in
+    /// the append path costs more than the append, docs/FORMAT.md).
+    pub after_batches: bool,
 }
 
 impl WalBackend {
@@ -76,17 +88,36 @@ impl WalBackend {
             root: root.to_owned(),
             storage,
             create_version: format::FORMAT_VERSION,
-            auto_seal: true,
+            auto_seal: AutoSeal {
+                at_close: true,
+                after_batches: false,
+            },
         })
     }
 
     /// This store, with writers that seal a version-2 log by themselves
-    /// (`true`, the default: after a batch that leaves at least 1 MiB of
-    /// plain closed turns that are at least a quarter of the file, and at a
-    /// clean close) or only when compaction is asked for (`false`: the
-    /// benches' fixtures, which measure plain records).
+    /// (`true`, the default: at a clean close, and after batches if
+    /// [`WalBackend::sealing_after_batches`] asks for it) or only when
+    /// compaction is asked for (`false`: the benches' fixtures, which
+    /// measure plain records).
     pub fn sealing_by_itself(mut self, on: bool) -> WalBackend {
-        self.auto_seal = on;
+        self.auto_seal.at_close = on;
+        if !on {
+            self.auto_seal.after_batches = false;
+        }
+        self
+    }
+
+    /// This store, with writers that also seal after a batch that leaves at
+    /// least 1 MiB of plain closed turns that are at least a quarter of the
+    /// file (off by default). A writer kept open for a very long session
+    /// bounds its plain bytes this way, at the price of compressing in the
+    /// append path (docs/FORMAT.md, "Sealing and compaction").
+    pub fn sealing_after_batches(mut self, on: bool) -> WalBackend {
+        self.auto_seal.after_batches = on;
+        if on {
+            self.auto_seal.at_close = true;
+        }
         self
     }
 

@@ -128,8 +128,8 @@ pub struct WalWriter {
     /// Where the log's plain closed turns are, for the automatic sealing
     /// (`None` until learned: see [`WalWriter::seal_state`]).
     seal: Option<SealState>,
-    /// Whether this writer seals by itself (after a batch, at close).
-    auto_seal: bool,
+    /// When this writer seals by itself.
+    auto_seal: super::AutoSeal,
 }
 
 /// The plain records of closed turns in a version-2 log: `[sealed_end,
@@ -187,7 +187,10 @@ impl WalWriter {
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
             seal: None,
-            auto_seal: true,
+            auto_seal: super::AutoSeal {
+                at_close: true,
+                after_batches: false,
+            },
         };
         writer.check_invariants();
         writer
@@ -295,9 +298,9 @@ impl WalWriter {
         Ok(())
     }
 
-    /// Whether this writer seals by itself (see
+    /// When this writer seals by itself (see
     /// `WalBackend::sealing_by_itself`).
-    pub(super) fn set_auto_seal(&mut self, on: bool) {
+    pub(super) fn set_auto_seal(&mut self, on: super::AutoSeal) {
         self.auto_seal = on;
     }
 
@@ -908,7 +911,7 @@ impl LogWriter for WalWriter {
 
     fn close(&mut self) -> Result<()> {
         self.sync()?;
-        if self.auto_seal
+        if self.auto_seal.at_close
             && self.packs()
             && self
                 .seal_state()
@@ -1019,14 +1022,15 @@ fn closing_end(bytes: &[u8]) -> Option<u64> {
 
 impl WalWriter {
     /// After an accepted batch that started at byte `start` and closed a
-    /// turn ending at `start + closing`: moves the commit point, and seals
-    /// the log when its plain closed turns reach the threshold (at least
+    /// turn ending at `start + closing`: moves the commit point the close
+    /// will seal up to, and, when asked to seal after batches, seals the log
+    /// once its plain closed turns reach the threshold (at least
     /// [`AUTO_SEAL_MIN_BYTES`] and 1/[`AUTO_SEAL_FILE_FRACTION`] of the
     /// file). The batch is acknowledged either way: a failed seal leaves the
     /// old file (or poisons the writer, reported by its next call).
     fn after_batch(&mut self, start: u64, closing: &Option<u64>) {
         let Some(closing) = closing else { return };
-        if !self.auto_seal || !self.packs() {
+        if !self.auto_seal.at_close || !self.packs() {
             return;
         }
         let Some(mut state) = self.seal_state() else {
@@ -1035,7 +1039,10 @@ impl WalWriter {
         state.commit_end = state.commit_end.max(start + closing);
         self.seal = Some(state);
         let plain = state.commit_end - state.sealed_end;
-        if plain >= AUTO_SEAL_MIN_BYTES && plain * AUTO_SEAL_FILE_FRACTION >= self.written_len {
+        if self.auto_seal.after_batches
+            && plain >= AUTO_SEAL_MIN_BYTES
+            && plain * AUTO_SEAL_FILE_FRACTION >= self.written_len
+        {
             let _ = self.compact();
         }
     }
