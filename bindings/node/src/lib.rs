@@ -680,8 +680,9 @@ impl NativeStore {
         })
     }
 
-    /// Releases the store: every session this store holds is flushed and
-    /// its writer lock released. Later calls reject.
+    /// Releases the store: every session this store holds is closed
+    /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
+    /// lock released. Later calls reject.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close(&self) -> AsyncTask<Close> {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
