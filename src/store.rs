@@ -390,6 +390,31 @@ impl Store {
         self.live(id, &mut guard, Reading::Tail)?.0.writer.compact()
     }
 
+    /// Closes every session this store holds open ([`Store::close`]: a WAL
+    /// writer seals the closed turns of a version-2 log at a clean close),
+    /// trying each; the first failure, if any.
+    pub fn close_all(&self) -> Result<()> {
+        let slots: Vec<Arc<Mutex<Slot>>> = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut first = Ok(());
+        for slot in slots {
+            let mut guard = Store::lock(&slot);
+            if let Slot::Live(live) = &mut *guard {
+                let closed = live.writer.close();
+                *guard = Slot::Cold;
+                if first.is_ok() {
+                    first = closed;
+                }
+            }
+        }
+        first
+    }
+
     /// Flushes and releases a session this store holds open.
     pub fn close(&self, id: &str) -> Result<()> {
         let slot = self.slot(id);

@@ -201,7 +201,7 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
    * With `dryRun`, writes nothing. Not part of the upstream interface.
    */
   salvageRepair(id: SessionId, options?: { dryRun?: boolean }): Promise<TurnwalSalvageRepair>
-  /** Release the store and every writer lock it holds. */
+  /** Release the store and every writer lock it holds; every session is closed first (a WAL log sealed at rest). */
   close(): Promise<void>
 }
 

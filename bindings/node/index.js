@@ -409,7 +409,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     return items.map(({ header, revision }) => ({ header, revision: SessionPersistenceRevision(revision) }))
   }
 
-  /** Release the store (every writer lock); called by the coordinator after the final drain. */
+  /** Release the store (every session closed, so a WAL log is sealed at rest; every writer lock); called by the coordinator after the final drain. */
   async close() {
     this.closed = true
     const opening = this.opening

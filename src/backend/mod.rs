@@ -222,9 +222,10 @@ pub trait Backend: Send + Sync {
     fn delete(&self, id: &str) -> Result<bool>;
 
     /// The backend itself, for a caller that uses what one backend offers
-    /// beyond this trait (the SQLite store's
-    /// [`stored_records`](sqlite::SqliteBackend::stored_records)); `None`
-    /// by default.
+    /// beyond this trait (the SQLite and WAL stores'
+    /// [`stored_records`](sqlite::SqliteBackend::stored_records),
+    /// [`WalBackend::stored_records`](wal::WalBackend::stored_records));
+    /// `None` by default.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }

@@ -31,7 +31,7 @@ use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
 use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
-use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
+use turnwal::backend::wal::{LOG_EXTENSION, WalBackend, encode_file_name};
 use turnwal::upstream::chunks::{Record, encode_stored_records};
 use turnwal::view::EventRef;
 use turnwal::{
@@ -252,7 +252,8 @@ impl Op {
 /// Read-only: no lock, no repair, no closers. The events are written from
 /// the log read in place (a memory map for the WAL), never decoded into
 /// owned events first; a SQLite store hands its packed rows over as stored
-/// (`load_stored_sqlite`). The revision is read before and after and must
+/// (`load_stored_sqlite`), a WAL store its chunk-run records as the packed
+/// rows they store (`load_stored_wal`). The revision is read before and after and must
 /// match, so it names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
     match store
@@ -261,7 +262,14 @@ fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
         .and_then(|any| any.downcast_ref::<SqliteBackend>())
     {
         Some(sqlite) => load_stored_sqlite(sqlite, id),
-        None => load_stored_view(store, id),
+        None => match store
+            .backend()
+            .as_any()
+            .and_then(|any| any.downcast_ref::<WalBackend>())
+        {
+            Some(wal) => load_stored_wal(wal, id),
+            None => load_stored_view(store, id),
+        },
     }
 }
 
@@ -313,21 +321,52 @@ fn load_stored_sqlite(backend: &SqliteBackend, id: &str) -> Result<Option<String
     let Some(stored) = backend.stored_records(id)? else {
         return Ok(None);
     };
-    let cut = match stored.state {
-        LogState::Torn => stored.cut.as_ref(),
+    Ok(Some(stored_document(
+        &stored.header,
+        &stored.revision,
+        stored.state,
+        stored.cut.as_ref(),
+        stored.stored(),
+        || stored.records(),
+    )))
+}
+
+/// `load_stored` of a WAL store: the same document, from one mapping of
+/// the log (`WalBackend::stored_records`, which checks the revision before
+/// and after), its chunk-run records (in the log and inside sealed units)
+/// handed over as the packed rows they store; `write_stored_records` joins
+/// them with what continues them (a run split across batches), so the
+/// document is byte for byte the one the events give.
+fn load_stored_wal(backend: &WalBackend, id: &str) -> Result<Option<String>, Error> {
+    let Some(stored) = backend.stored_records(id)? else {
+        return Ok(None);
+    };
+    Ok(Some(stored_document(
+        &stored.header,
+        &stored.revision,
+        stored.state,
+        stored.cut.as_ref(),
+        stored.stored(),
+        || stored.records(),
+    )))
+}
+
+/// `load_stored`'s document of stored records.
+fn stored_document<'a, I: Iterator<Item = Record<'a>>>(
+    header: &SessionHeader,
+    revision: &str,
+    state: LogState,
+    cut: Option<&Cut>,
+    stored: usize,
+    records: impl Fn() -> I,
+) -> String {
+    let cut = match state {
+        LogState::Torn => cut,
         _ => None,
     };
-    let mut out = stored_head(
-        &stored.header.to_json(),
-        &stored.revision,
-        stored.stored(),
-        cut,
-        stored.stored() * 80,
-    );
-    write_stored_records(&mut out, || stored.records());
-    Ok(Some(
-        String::from_utf8(out).expect("stored events are validated UTF-8"),
-    ))
+    let mut out = stored_head(&header.to_json(), revision, stored, cut, stored * 80);
+    write_stored_records(&mut out, records);
+    String::from_utf8(out).expect("stored events are validated UTF-8")
 }
 
 /// `{"meta":…,"revision":…,"torn":…` of `load_stored`'s document, with room
@@ -641,8 +680,9 @@ impl NativeStore {
         })
     }
 
-    /// Releases the store: every session this store holds is flushed and
-    /// its writer lock released. Later calls reject.
+    /// Releases the store: every session this store holds is closed
+    /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
+    /// lock released. Later calls reject.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close(&self) -> AsyncTask<Close> {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -657,7 +697,8 @@ impl NativeStore {
     }
 }
 
-/// Drops a store off the JavaScript thread (writers flush on drop).
+/// Closes a store off the JavaScript thread: every session it holds is
+/// closed (`Store::close_all`), then the store dropped.
 pub struct Close {
     store: Option<Arc<Store>>,
 }
@@ -667,8 +708,12 @@ impl Task for Close {
     type JsValue = ();
 
     fn compute(&mut self) -> napi::Result<()> {
+        // Close every session first (a WAL writer seals a version-2 log's
+        // closed turns at a clean close), then drop the store; writers
+        // still held by an operation in flight flush when it drops them.
+        let closed = self.store.as_ref().map_or(Ok(()), |s| s.close_all());
         drop(self.store.take());
-        Ok(())
+        closed.map_err(js_error)
     }
 
     fn resolve(&mut self, _: Env, _: ()) -> napi::Result<()> {

@@ -601,3 +601,496 @@ fn native_load_stored_timings() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The WAL store: chunk-run records handed over as stored
+// ---------------------------------------------------------------------------
+
+mod wal {
+    //! `loadStored`'s document from a WAL store's chunk-run records as
+    //! stored (`load_stored_wal`) against the one its decoded events give
+    //! (`load_stored_view`): byte for byte the same, for version-1 logs,
+    //! version-2 logs unsealed (a run record per batch, joined across
+    //! batches) and compacted (runs joined inside sealed units), open turns
+    //! with closers, torn tails, corrupt logs and runs in another spelling.
+
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use turnwal::backend::wal::format::{self, KIND_SEALED};
+    use turnwal::backend::wal::{WalBackend, scan};
+    use turnwal::upstream::chunks::Record;
+    use turnwal::{Event, LogState, Policy, Store, StoreOptions, SyncMode};
+
+    use super::super::{Close, load_stored_view, load_stored_wal};
+    use super::{Log, Rng};
+
+    /// How sessions are written.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Wal {
+        /// Version 1 (no run records).
+        V1,
+        /// Version 2, never sealed: one run record per batch's run.
+        V2,
+        /// Version 2, compacted after writing (every closed turn sealed).
+        Sealed,
+    }
+
+    const ALL: [Wal; 3] = [Wal::V1, Wal::V2, Wal::Sealed];
+
+    fn open(dir: &Path, policy: Policy, wal: Wal) -> Store {
+        let backend = WalBackend::open(dir).unwrap();
+        let backend = match wal {
+            Wal::V1 => backend.creating_version(format::FORMAT_V1),
+            Wal::V2 => backend.sealing_by_itself(false),
+            Wal::Sealed => backend,
+        };
+        let options = StoreOptions {
+            sync: SyncMode::Never,
+            policy,
+            require_known_types: false,
+        };
+        Store::with_backend(Arc::new(backend), options)
+    }
+
+    fn backend(store: &Store) -> &WalBackend {
+        store
+            .backend()
+            .as_any()
+            .and_then(|any| any.downcast_ref::<WalBackend>())
+            .expect("a WAL store")
+    }
+
+    /// Stores `log` as session `id` in batches, compacting it (and closing
+    /// it) for [`Wal::Sealed`].
+    fn put(store: &Store, wal: Wal, log: Log, id: &str, batches: &[usize]) {
+        log.store(store, id, batches);
+        if wal == Wal::Sealed {
+            store.compact(id).unwrap();
+        }
+        store.close(id).unwrap();
+    }
+
+    /// Both documents of session `id`, which must be the same bytes (or the
+    /// same error); the number of runs the new path handed over as stored.
+    fn same_document(store: &Store, id: &str) -> usize {
+        let old = load_stored_view(store, id).map_err(|e| e.to_string());
+        let new = load_stored_wal(backend(store), id).map_err(|e| e.to_string());
+        assert_eq!(new, old, "session {id}");
+        match backend(store).stored_records(id) {
+            Ok(Some(stored)) => stored
+                .records()
+                .filter(|r| matches!(r, Record::Packed(_)))
+                .count(),
+            _ => 0,
+        }
+    }
+
+    fn log_path(store: &Store, id: &str) -> std::path::PathBuf {
+        backend(store).log_path(id)
+    }
+
+    /// Every record of a log: offset, head.
+    fn heads(bytes: &[u8]) -> Vec<(u64, format::RecordHead)> {
+        let c = scan::scan_log(bytes, Path::new("x.twal")).unwrap();
+        scan::heads(bytes, c.frames.file.records_start, c.frames.valid_end).collect()
+    }
+
+    /// CRC-32 (IEEE), bit by bit.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    /// Changes the first record `pick` chooses with `change` (its length
+    /// kept) and seals it with a valid checksum again: damage only a
+    /// record's reader sees.
+    fn rewrite(
+        path: &Path,
+        pick: impl Fn(&format::RecordHead) -> bool,
+        change: impl FnOnce(&mut [u8]),
+    ) {
+        let mut bytes = std::fs::read(path).unwrap();
+        let salt = format::decode_file_header(&bytes).unwrap().salt;
+        let (at, head) = heads(&bytes)
+            .into_iter()
+            .find(|(_, h)| pick(h))
+            .expect("a record to rewrite");
+        let record = &mut bytes[at as usize..(at + head.record_len()) as usize];
+        change(record);
+        let mut body = salt.to_le_bytes().to_vec();
+        body.extend_from_slice(&record[4..]);
+        record[..4].copy_from_slice(&crc32(&body).to_le_bytes());
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn replace_in(record: &mut [u8], from: &str, to: &str) {
+        assert_eq!(from.len(), to.len());
+        let at = record
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap_or_else(|| panic!("{from} in the record"));
+        record[at..at + from.len()].copy_from_slice(to.as_bytes());
+    }
+
+    fn chunks(log: &mut Log, turn: u64, n: usize) {
+        for k in 0..n {
+            log.text(turn, 0, "text-delta", &format!("{turn}.{k}"));
+        }
+    }
+
+    #[test]
+    fn packed_and_split_runs_give_the_same_document() {
+        for wal in ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), Policy::Permissive, wal);
+            let runs = |n: usize| if wal == Wal::V1 { 0 } else { n };
+
+            // Three turns of 17 chunks, a turn in a batch: one run each.
+            let mut log = Log::new();
+            for turn in 1..=3 {
+                log.turn_start(turn);
+                for k in 0..17 {
+                    log.text(turn, 0, "text-delta", &format!("word {k} \n\"é\u{1}"));
+                }
+                log.push("assistant/message", r#"{"id":"m","text":"x"}"#);
+                log.turn_end(turn);
+            }
+            put(&store, wal, log, "packed", &[22, 22, 22]);
+            assert_eq!(same_document(&store, "packed"), runs(3), "{wal:?}");
+
+            // A run split across batches (runs of 5, 2 single records, 10,
+            // 1, 30): one packed row in the document; one run once sealed.
+            let mut log = Log::new();
+            log.turn_start(1);
+            for k in 0..48 {
+                log.text(1, 0, "reasoning-delta", &format!("r{k}"));
+            }
+            log.turn_end(1);
+            put(&store, wal, log, "batches", &[7, 2, 10, 1, 30]);
+            let expected = match wal {
+                Wal::V1 => 0,
+                Wal::V2 => 3,
+                Wal::Sealed => 1,
+            };
+            assert_eq!(same_document(&store, "batches"), expected, "{wal:?}");
+
+            // 2,500 tool-call chunks in one batch: runs of 1024, 1024, 452.
+            let mut log = Log::new();
+            log.turn_start(1);
+            for k in 0..2_500 {
+                log.tool(1, "call-1", Some("read"), &format!("{{\"k\":{k}}}"));
+            }
+            log.turn_end(1);
+            put(&store, wal, log, "long", &[]);
+            assert_eq!(same_document(&store, "long"), runs(3), "{wal:?}");
+
+            // 30 chunks of 100 KB: runs split at 1 MiB.
+            let mut log = Log::new();
+            log.turn_start(1);
+            for k in 0..30 {
+                log.text(1, 0, "text-delta", &format!("{k}{}", "abc ".repeat(25_000)));
+            }
+            log.turn_end(1);
+            put(&store, wal, log, "big", &[]);
+            assert!(same_document(&store, "big") >= runs(3), "{wal:?}");
+
+            // Breaks of every kind, ignorable and non-packing chunks, and an
+            // event named like a row (nothing packs).
+            let mut log = Log::new();
+            log.turn_start(1);
+            chunks(&mut log, 1, 4);
+            let seq = log.events.len() as u64;
+            log.events.push(
+                Event::new(
+                    "assistant/chunk",
+                    seq,
+                    log.time,
+                    r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"i"}}"#,
+                )
+                .unwrap()
+                .with_ignorable(),
+            );
+            chunks(&mut log, 1, 4);
+            log.time = -8_000_000_000_000_000;
+            chunks(&mut log, 1, 4);
+            log.time = 8_000_000_000_000_000;
+            chunks(&mut log, 1, 4);
+            log.time = 1_700_000_000_000;
+            for k in 0..4 {
+                log.text(1, 1, "reasoning-delta", &format!("j{k}"));
+            }
+            for (id, name) in [("c1", Some("f")), ("c1", None), ("c2", Some("g"))] {
+                for k in 0..3 {
+                    log.tool(1, id, name, &format!("{k}"));
+                }
+            }
+            log.push(
+                "assistant/chunk",
+                r#"{"turn":1, "step":1,"chunk":{"type":"text-delta","index":1,"text":"l"}}"#,
+            );
+            log.push(
+                "assistant/chunk",
+                r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":1,"text":"\ud800"}}"#,
+            );
+            log.turn_end(1);
+            put(&store, wal, log, "broken", &[3, 5, 9, 2, 14, 6, 11]);
+            assert!(same_document(&store, "broken") >= runs(4), "{wal:?}");
+
+            let mut log = Log::new();
+            log.turn_start(1);
+            chunks(&mut log, 1, 5);
+            log.push("text-chunks", r#"{"plugin":true}"#);
+            log.turn_end(1);
+            put(&store, wal, log, "tagged", &[]);
+            let doc = load_stored_wal(backend(&store), "tagged").unwrap().unwrap();
+            assert!(doc.contains(r#""packed":false"#), "{wal:?}");
+            same_document(&store, "tagged");
+
+            // An absent session: null both ways.
+            assert_eq!(load_stored_wal(backend(&store), "nobody").unwrap(), None);
+            same_document(&store, "nobody");
+        }
+    }
+
+    #[test]
+    fn open_torn_and_corrupt_sessions() {
+        for wal in ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), Policy::Permissive, wal);
+
+            // An open final turn after closed ones, its tail holding runs:
+            // closers are computed, not among the records.
+            let mut log = Log::new();
+            log.turn_start(1);
+            chunks(&mut log, 1, 6);
+            log.turn_end(1);
+            log.turn_start(2);
+            chunks(&mut log, 2, 8);
+            put(&store, wal, log, "open", &[10, 4, 3]);
+            same_document(&store, "open");
+            let records = backend(&store).stored_records("open").unwrap().unwrap();
+            assert_eq!(records.state, LogState::OpenTurn, "{wal:?}");
+            assert!(!records.closers.is_empty());
+            assert_eq!(records.stored(), 20);
+
+            // Nothing committed: the whole log is the open turn.
+            let mut log = Log::new();
+            log.turn_start(1);
+            chunks(&mut log, 1, 9);
+            put(&store, wal, log, "uncommitted", &[]);
+            same_document(&store, "uncommitted");
+
+            // A torn tail after the last record (a run record in version 2,
+            // a unit once sealed).
+            for (id, cut) in [("torn", 7u64), ("torn-zeros", 0)] {
+                let mut log = Log::new();
+                log.turn_start(1);
+                chunks(&mut log, 1, 8);
+                log.turn_end(1);
+                log.turn_start(2);
+                chunks(&mut log, 2, 5);
+                put(&store, wal, log, id, &[12]);
+                let path = log_path(&store, id);
+                let bytes = std::fs::read(&path).unwrap();
+                // Past the durable length (the proof's): a torn append, a
+                // copy of the last record cut short, or zeros.
+                let (at, head) = *heads(&bytes).last().unwrap();
+                let mut torn = bytes.clone();
+                if cut == 0 {
+                    torn.extend_from_slice(&[0; 64]);
+                } else {
+                    torn.extend_from_slice(
+                        &bytes[at as usize..(at + head.record_len() - cut) as usize],
+                    );
+                }
+                std::fs::write(&path, torn).unwrap();
+                same_document(&store, id);
+                let doc = load_stored_wal(backend(&store), id).unwrap().unwrap();
+                assert!(doc.contains(r#""torn":{"stored":"#), "{wal:?} {id}: {doc}");
+            }
+
+            // Corrupt logs: a record's bytes flipped under a valid
+            // successor (the scan refuses), and, under a valid checksum, a
+            // first record that does not decode, a run that does not expand
+            // and a sealed unit's frame that does not decompress (the
+            // readers refuse): both ways refuse with the same words.
+            let corrupt = |id: &str, damage: &dyn Fn(&Path)| {
+                let mut log = Log::new();
+                log.turn_start(1);
+                chunks(&mut log, 1, 8);
+                log.turn_end(1);
+                log.turn_start(2);
+                chunks(&mut log, 2, 4);
+                log.turn_end(2);
+                put(&store, wal, log, id, &[6]);
+                damage(&log_path(&store, id));
+                same_document(&store, id);
+                assert!(
+                    load_stored_wal(backend(&store), id).is_err(),
+                    "{wal:?} {id}"
+                );
+            };
+            corrupt("flipped", &|path| {
+                let mut bytes = std::fs::read(path).unwrap();
+                let records = heads(&bytes);
+                let (at, head) = records[1.min(records.len() - 1)];
+                bytes[(at + head.record_len() / 2) as usize] ^= 0x40;
+                std::fs::write(path, bytes).unwrap();
+            });
+            if wal == Wal::V2 {
+                corrupt("run-mismatch", &|path| {
+                    rewrite(
+                        path,
+                        |h| h.is_run(),
+                        |r| replace_in(r, r#""dt":["#, r#""dx":["#),
+                    );
+                });
+            }
+            if wal == Wal::Sealed {
+                corrupt("unit", &|path| {
+                    rewrite(
+                        path,
+                        |h| h.is_sealed(),
+                        |r| {
+                            let n = r.len();
+                            r[n / 2] ^= 0x55;
+                        },
+                    );
+                });
+            }
+        }
+    }
+
+    /// A run record in another spelling than upstream's (key order) is
+    /// expanded, not handed over; the document is the same.
+    #[test]
+    fn runs_in_another_spelling_are_expanded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), Policy::Permissive, Wal::V2);
+        let mut log = Log::new();
+        for turn in 1..=3 {
+            log.turn_start(turn);
+            chunks(&mut log, turn, 5);
+            log.turn_end(turn);
+        }
+        put(&store, Wal::V2, log, "spelled", &[9, 9, 9]);
+        assert_eq!(same_document(&store, "spelled"), 3);
+        rewrite(
+            &log_path(&store, "spelled"),
+            |h| h.is_run() && h.turn == 2,
+            |r| replace_in(r, r#"{"turn":2,"step":1,"#, r#"{"step":1,"turn":2,"#),
+        );
+        assert_eq!(same_document(&store, "spelled"), 2);
+        let doc = load_stored_wal(backend(&store), "spelled")
+            .unwrap()
+            .unwrap();
+        assert!(
+            doc.contains(r#"{"turn":2,"step":1,"index":0,"dt":"#),
+            "{doc}"
+        );
+    }
+
+    #[test]
+    fn random_sessions_give_the_same_document() {
+        for wal in ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), Policy::Permissive, wal);
+            let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+            let mut packed = 0;
+            for s in 0..40 {
+                let mut log = Log::new();
+                let turns = 1 + r.below(6);
+                for turn in 1..=turns as u64 {
+                    log.turn_start(turn);
+                    for _ in 0..r.below(4) {
+                        let (kind, n) = (r.below(4), r.below(30));
+                        let index = r.below(2) as u64;
+                        for k in 0..n {
+                            match kind {
+                                0 => log.text(turn, index, "text-delta", &format!("{k}\n")),
+                                1 => log.text(turn, index, "reasoning-delta", &format!("{k}")),
+                                2 => log.tool(
+                                    turn,
+                                    "c",
+                                    r.chance(50).then_some("f"),
+                                    &format!("{k}"),
+                                ),
+                                _ => log.push("tool/result", r#"{"id":"c","output":1}"#),
+                            }
+                            if r.chance(3) {
+                                log.time -= 50;
+                            }
+                        }
+                    }
+                    if turn < turns as u64 || r.chance(60) {
+                        log.turn_end(turn);
+                    }
+                }
+                let mut batches = Vec::new();
+                let mut left = log.events.len();
+                while left > 0 {
+                    let n = 1 + r.below(40);
+                    batches.push(n);
+                    left = left.saturating_sub(n);
+                }
+                let id = format!("random-{s}");
+                put(&store, wal, log, &id, &batches);
+                packed += same_document(&store, &id);
+            }
+            assert!(wal == Wal::V1 || packed > 30, "{wal:?}: {packed}");
+        }
+    }
+
+    /// The binding's `close` closes every session before dropping the
+    /// store: a version-2 log is sealed at rest.
+    #[test]
+    fn close_seals_the_sessions() {
+        use napi::Task;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with_options(
+            dir.path(),
+            StoreOptions {
+                sync: SyncMode::Never,
+                policy: Policy::Permissive,
+                require_known_types: false,
+            },
+        )
+        .unwrap();
+        let mut log = Log::new();
+        for turn in 1..=3 {
+            log.turn_start(turn);
+            chunks(&mut log, turn, 17);
+            log.turn_end(turn);
+        }
+        log.store(&store, "s", &[10, 10, 10, 10, 10]);
+        let path = log_path(&store, "s");
+        let before = std::fs::read(&path).unwrap();
+        assert!(!heads(&before).iter().any(|(_, h)| h.kind == KIND_SEALED));
+        let doc = load_stored_wal(backend(&store), "s").unwrap().unwrap();
+        let mut close = Close {
+            store: Some(Arc::new(store)),
+        };
+        close.compute().unwrap();
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(u16::from_le_bytes([after[8], after[9]]), 2);
+        let sealed = heads(&after);
+        assert_eq!(sealed.len(), 1, "one unit");
+        assert_eq!(sealed[0].1.kind, KIND_SEALED);
+        let store = open(dir.path(), Policy::Permissive, Wal::V2);
+        let again = load_stored_wal(backend(&store), "s").unwrap().unwrap();
+        let events = |d: &str| d[d.find(r#","packed""#).unwrap()..].to_owned();
+        assert_eq!(events(&again), events(&doc));
+        same_document(&store, "s");
+    }
+}

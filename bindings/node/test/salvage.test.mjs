@@ -2,7 +2,9 @@
 // every intact event, those after a damaged region included, with the gaps)
 // and `salvageRepair` (keep the longest valid prefix, close its open turn,
 // quarantine and cut everything from the first damage on). A native WAL
-// session of four turns, one batch each, gets one flipped bit inside the
+// session of four turns, one batch each (written by a process then killed,
+// so its records stay plain: a clean close seals closed turns into a
+// compressed unit), gets one flipped bit inside the
 // second turn's user/message payload; load and inspect refuse it, salvage
 // reads around it, a dry run writes nothing, the repair keeps the prefix.
 // On SQLite the same with a committed row of bad JSON; on both stores, an
@@ -11,7 +13,10 @@ import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
-import { KINDS, image, meta, mount, plainTurn, storePath } from './support.mjs'
+import { fileURLToPath } from 'node:url'
+import { KINDS, child, image, meta, mount, plainTurn, storePath } from './support.mjs'
+
+const fixture = (name) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
 
 /** Four complete turns of six events each: seqs 0..23, turn n at 6(n-1). */
 const fourTurns = () => [1, 2, 3, 4].map((n) => plainTurn(6 * (n - 1), n))
@@ -23,6 +28,27 @@ async function writeSession(path, id, turns) {
   for (const turn of turns) await persistence.append(id, turn)
   const file = persistence.locate({ id })?.path
   await dispose()
+  return file
+}
+
+/**
+ * Writes the turns as one append (one batch) each in a child process that is
+ * then SIGKILLed, so the WAL log keeps its plain records (a clean close
+ * seals closed turns into a compressed unit); the log's path.
+ */
+async function writeUnsealed(t, path, id, turns) {
+  let file
+  const { exited } = child(t, fixture('write-child.mjs'), [path, id, JSON.stringify(turns)], {
+    onLine(line, proc) {
+      if (line.startsWith('READY ')) {
+        file = JSON.parse(line.slice(6))
+        proc.kill('SIGKILL')
+      }
+    },
+  })
+  const { signal, stderr } = await exited
+  assert.equal(signal, 'SIGKILL', `the child was killed, not ended (stderr: ${stderr})`)
+  assert.ok(file, 'the child wrote the session')
   return file
 }
 
@@ -51,7 +77,7 @@ describe('salvage and salvageRepair on a native WAL store', () => {
     const id = 'damaged'
     const turns = fourTurns()
     const written = turns.flat()
-    const file = await writeSession(path, id, turns)
+    const file = await writeUnsealed(t, path, id, turns)
 
     // Flip one bit inside turn 2's user/message payload (seq 7).
     const clean = readFileSync(file)
@@ -190,7 +216,18 @@ for (const kind of KINDS) {
       const id = 'clean'
       const turns = fourTurns()
       const written = turns.flat()
-      await writeSession(path, id, turns)
+      const file = await writeSession(path, id, turns)
+      if (kind === 'wal') {
+        // Closed cleanly (dispose closes the store): the log is version 2,
+        // its four closed turns sealed into one unit (kind 18) that ends
+        // the file.
+        const bytes = readFileSync(file)
+        assert.equal(bytes.readUInt16LE(8), 2, 'format version 2')
+        const at = 24 + bytes.readUInt32LE(16)
+        assert.equal(bytes[at + 4], 18, 'a sealed unit')
+        assert.equal(bytes.readUInt32LE(at + 16), 24, 'of the 24 events')
+        assert.equal(at + 56 + bytes.readUInt32LE(at + 8), bytes.length, 'and nothing after it')
+      }
       const { persistence } = await mount(t, { path })
       const before = image(path, kind, persistence, id)
       const salvaged = await persistence.salvage(id)

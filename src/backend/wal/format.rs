@@ -81,7 +81,7 @@ pub const MAX_RUN_MEMBERS: u16 = crate::upstream::chunks::MAX_PACKED_MEMBERS as 
 pub const MAX_RUN_DATA_LEN: u32 = crate::upstream::chunks::MAX_PACKED_DATA_BYTES as u32;
 
 /// The delta kind a chunk-run record kind holds.
-fn run_kind(kind: u8) -> Option<DeltaKind> {
+pub(super) fn run_kind(kind: u8) -> Option<DeltaKind> {
     match kind {
         KIND_TEXT_RUN => Some(DeltaKind::Text),
         KIND_REASONING_RUN => Some(DeltaKind::Reasoning),

@@ -6,6 +6,7 @@ pub mod probe;
 pub mod proof;
 pub mod scan;
 pub mod seal;
+mod stored;
 mod view;
 mod writer;
 
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use crate::storage::{decode_file_name, encode_file_name};
+pub use stored::StoredRecords;
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
@@ -894,5 +896,9 @@ impl Backend for WalBackend {
         let _ = self.storage.remove_file(&proof::path_of(&path));
         let _ = self.storage.remove_file(&self.lock_path(id));
         Ok(true)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

@@ -76,7 +76,7 @@ pub struct Invalid {
     pub detail: String,
 }
 
-fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
+pub(super) fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
         offset,

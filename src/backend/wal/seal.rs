@@ -43,10 +43,27 @@ pub fn unit_events(
     frame: &[u8],
     head: &RecordHead,
 ) -> Result<(Vec<Event>, Vec<RecordHead>), String> {
+    let mut events = Vec::with_capacity(head.count() as usize);
+    let inner_heads = walk_unit(frame, head, |record, inner| {
+        events.extend(format::decode_records(record, inner)?);
+        Ok(())
+    })?;
+    Ok((events, inner_heads))
+}
+
+/// Decompresses the sealed unit whose head is `head` and whose frame is
+/// `frame`, hands each inner record (its bytes and head) to `each` in
+/// order, and checks the unit as [`unit_events`] does (the same checks in
+/// the same order, so the same words for the same damage); `each` reads
+/// the record's events (or refuses it). Returns the inner records' heads.
+pub(super) fn walk_unit(
+    frame: &[u8],
+    head: &RecordHead,
+    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
+) -> Result<Vec<RecordHead>, String> {
     let plain = decompress(frame, head.plain_len() as usize)?;
     let mut at = 0u64;
     let mut seq = head.seq;
-    let mut events = Vec::with_capacity(head.count() as usize);
     let mut inner_heads: Vec<RecordHead> = Vec::new();
     while at < plain.len() as u64 {
         let inner = check_at(&plain, at, Some(seq), 0)
@@ -63,7 +80,7 @@ pub fn unit_events(
             ));
         }
         let record = &plain[at as usize..(at + inner.record_len()) as usize];
-        events.extend(format::decode_records(record, &inner)?);
+        each(record, &inner)?;
         seq = inner.next_seq();
         at += inner.record_len();
         inner_heads.push(inner);
@@ -89,10 +106,12 @@ pub fn unit_events(
     if !closes || last.turn != head.turn {
         return Err("sealed unit does not end with the turn/end of its last turn".into());
     }
-    if events.last().map(Event::time) != Some(head.time) {
+    // The last record is a `turn/end`'s own (a run's members are chunks), so
+    // its head's time is its event's.
+    if last.time != head.time {
         return Err("sealed unit's time is not its last event's".into());
     }
-    Ok((events, inner_heads))
+    Ok(inner_heads)
 }
 
 fn decompress(frame: &[u8], plain_len: usize) -> Result<Vec<u8>, String> {

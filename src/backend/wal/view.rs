@@ -58,7 +58,7 @@ fn head_at(bytes: &[u8], at: u64) -> RecordHead {
     format::parse_head(&bytes[at..at + format::RECORD_HEADER_LEN]).expect("validated by the scan")
 }
 
-fn record_ref(bytes: &[u8], at: u64) -> EventRef<'_> {
+pub(super) fn record_ref(bytes: &[u8], at: u64) -> EventRef<'_> {
     let head = head_at(bytes, at);
     let mut pos = at as usize + format::RECORD_HEADER_LEN;
     let mut take = |len: usize| {
