@@ -1171,9 +1171,12 @@ impl Backend for JsonlBackend {
         let Some(mut file) = self.open_held(id, &path)? else {
             return Ok(None);
         };
-        // What a crashed writer left in the page cache becomes durable now.
+        // What a crashed writer left in the page cache becomes durable now,
+        // and so does the transcript's name: a repair whose directory fsync
+        // failed after its rename left a name a power loss could take back.
         file.sync_data()
             .map_err(|e| Error::io("fdatasync", &path, e))?;
+        self.sync_dir(path.parent().expect("a transcript has a directory"))?;
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let header = self.read_header(&path)?;
         self.check_identity(&path, &header, Some(id))?;

@@ -373,10 +373,22 @@ impl LogWriter for JsonlWriter {
             self.file.set_len(keep).map_err(|e| io("truncate", e))?;
             self.file.sync_all().map_err(|e| io("fsync", e))?;
             if !tail.is_empty() {
-                self.file
+                let written = self
+                    .file
                     .write_all_at(&tail, keep)
-                    .map_err(|e| io("write", e))?;
-                self.file.sync_data().map_err(|e| io("fdatasync", e))?;
+                    .map_err(|e| io("write", e))
+                    .and_then(|()| self.file.sync_data().map_err(|e| io("fdatasync", e)));
+                if let Err(err) = written {
+                    // The closers are recomputed by the next open: take them
+                    // back out rather than leave pages a failed fdatasync may
+                    // have dropped, which the next open's fdatasync would
+                    // not write and its scan would read as stored.
+                    let cut = self.file.set_len(keep).and_then(|()| self.file.sync_all());
+                    if let Err(e) = cut {
+                        self.poisoned = Some(format!("{err}; taking the closers back failed: {e}"));
+                    }
+                    return Err(err);
+                }
             }
         } else {
             self.backend.remove_temps(&self.path);
