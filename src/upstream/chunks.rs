@@ -408,13 +408,14 @@ pub(crate) fn packed_len(run: &[Delta]) -> usize {
 
 /// The most leading members of `run` (at most [`MAX_PACKED_MEMBERS`]) whose
 /// packed `data` fits in [`MAX_PACKED_DATA_BYTES`].
-pub(crate) fn fitting_prefix(run: &[Delta]) -> usize {
-    let mut len = packed_fixed_len(&run[0]);
+pub(crate) fn fitting_prefix<D: std::borrow::Borrow<Delta>>(run: &[D]) -> usize {
+    let mut len = packed_fixed_len(run[0].borrow());
     let mut fits = 0;
     for (i, d) in run.iter().take(MAX_PACKED_MEMBERS).enumerate() {
+        let d = d.borrow();
         len += d.payload.len() + usize::from(i > 0);
         if i > 0 {
-            len += decimal_len(d.time - run[i - 1].time) + usize::from(i > 1);
+            len += decimal_len(d.time - run[i - 1].borrow().time) + usize::from(i > 1);
         }
         if len > MAX_PACKED_DATA_BYTES {
             break;
@@ -427,6 +428,36 @@ pub(crate) fn fitting_prefix(run: &[Delta]) -> usize {
 // ---------------------------------------------------------------------------
 // Canonical text, scanned
 // ---------------------------------------------------------------------------
+
+/// The end of the run of plain string bytes (none of `"`, `\\`, or a
+/// control) starting at `i`: eight bytes at a time while none of them is
+/// special, then byte by byte.
+fn plain_end(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte of `x` is zero exactly where the result has its high bit set
+    // (no false positives below the first zero byte, which is all this
+    // needs: a hit only ends the fast path).
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let x = u64::from_ne_bytes(chunk.try_into().expect("eight bytes"));
+        let special = zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')))
+            // Bytes below 0x20 (with the high bit clear).
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGHS);
+        if special != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while bytes
+        .get(i)
+        .is_some_and(|&b| b != b'"' && b != b'\\' && b >= 0x20)
+    {
+        i += 1;
+    }
+    i
+}
 
 /// A cursor over JSON text in the one spelling `JSON.stringify` gives it: no
 /// whitespace, integers as JavaScript writes them, strings canonical
@@ -534,7 +565,7 @@ impl<'a> Cursor<'a> {
                 0..=0x1f => return None,
                 _ => {
                     high = false;
-                    i += 1;
+                    i = plain_end(bytes, i + 1);
                 }
             }
         }
@@ -1104,44 +1135,69 @@ pub(crate) enum Piece {
 /// first; a member that fits in no run of 3 stays alone, and so does a
 /// remainder under 3); everything else is stored alone.
 pub(crate) fn plan_batch<'a>(events: impl IntoIterator<Item = EventRef<'a>>) -> Vec<Piece> {
-    let mut out = Vec::new();
+    let events: Vec<EventRef<'a>> = events.into_iter().collect();
+    let mut out = Vec::with_capacity(events.len());
     let mut run: Vec<(usize, Delta)> = Vec::new();
-    for (i, event) in events.into_iter().enumerate() {
-        match classify_ref(event) {
-            None => {
-                plan_run(&mut out, &mut run);
-                out.push(Piece::One(i));
-            }
-            Some(delta) => {
-                if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
+    let mut i = 0;
+    while i < events.len() {
+        // A chunk packs only among MIN_PACKED_MEMBERS or more packable
+        // neighbours: a shorter stretch is stored alone without reading its
+        // `data` (most batches of a live session hold one event).
+        let stretch = events[i..].iter().take_while(|&&e| may_pack(e)).count();
+        if stretch < MIN_PACKED_MEMBERS {
+            let end = i + stretch.max(1);
+            out.extend((i..end).map(Piece::One));
+            i = end;
+            continue;
+        }
+        for (j, &event) in events.iter().enumerate().skip(i).take(stretch) {
+            match classify_ref(event) {
+                None => {
                     plan_run(&mut out, &mut run);
+                    out.push(Piece::One(j));
                 }
-                run.push((i, delta));
+                Some(delta) => {
+                    if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
+                        plan_run(&mut out, &mut run);
+                    }
+                    run.push((j, delta));
+                }
             }
         }
+        plan_run(&mut out, &mut run);
+        i += stretch;
     }
-    plan_run(&mut out, &mut run);
     out
 }
 
 fn plan_run(out: &mut Vec<Piece>, run: &mut Vec<(usize, Delta)>) {
-    let deltas: Vec<Delta> = run.iter().map(|(_, d)| d.clone()).collect();
-    let mut offset = 0;
-    while deltas.len() - offset >= MIN_PACKED_MEMBERS {
-        let k = fitting_prefix(&deltas[offset..]);
-        if k < MIN_PACKED_MEMBERS {
-            out.push(Piece::One(run[offset].0));
-            offset += 1;
-            continue;
+    // Where the pieces split, decided on the borrowed deltas; then the
+    // deltas move into them.
+    let mut sizes = Vec::new();
+    {
+        let deltas: Vec<&Delta> = run.iter().map(|(_, d)| d).collect();
+        let mut offset = 0;
+        while deltas.len() - offset >= MIN_PACKED_MEMBERS {
+            let k = fitting_prefix(&deltas[offset..]);
+            let k = if k < MIN_PACKED_MEMBERS { 1 } else { k };
+            sizes.push(k);
+            offset += k;
         }
-        out.push(Piece::Run {
-            start: run[offset].0,
-            deltas: deltas[offset..offset + k].to_vec(),
-        });
-        offset += k;
+        sizes.extend(std::iter::repeat_n(1, deltas.len() - offset));
     }
-    out.extend(run[offset..].iter().map(|(i, _)| Piece::One(*i)));
-    run.clear();
+    let mut members = run.drain(..);
+    for k in sizes {
+        if k == 1 {
+            let (i, _) = members.next().expect("sizes sum to the run's length");
+            out.push(Piece::One(i));
+        } else {
+            let taken: Vec<(usize, Delta)> = members.by_ref().take(k).collect();
+            out.push(Piece::Run {
+                start: taken[0].0,
+                deltas: taken.into_iter().map(|(_, d)| d).collect(),
+            });
+        }
+    }
 }
 
 #[derive(Deserialize)]
