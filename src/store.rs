@@ -595,18 +595,22 @@ impl Store {
                 Ok(suffix(events, from_seq))
             }
             Slot::Cold => {
-                let permissive = !self.backend.normalizes_reads()
-                    && self.backend.policy(id)? == Some(Policy::Permissive);
-                let events = if permissive {
-                    let all = self
-                        .backend
-                        .read_from(id, 0)?
-                        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-                    suffix(self.migrate(Policy::Permissive, id, all)?, from_seq)
-                } else {
+                let not_found = || Error::NotFound { id: id.to_owned() };
+                let events = if self.backend.normalizes_reads() {
                     self.backend
                         .read_from(id, from_seq)?
-                        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?
+                        .ok_or_else(not_found)?
+                } else {
+                    match self
+                        .backend
+                        .read_suffix(id, from_seq)?
+                        .ok_or_else(not_found)?
+                    {
+                        (Some(Policy::Permissive), all) => {
+                            suffix(self.migrate(Policy::Permissive, id, all)?, from_seq)
+                        }
+                        (_, events) => events,
+                    }
                 };
                 // A live session was vetted when it was opened; a cold one
                 // is vetted within the suffix served, as a seeking reader can.

@@ -188,13 +188,62 @@ pub(crate) fn classify(event: &Event) -> Option<Delta> {
 /// parse; anything else takes [`classify_parsed`], the serde parse, which
 /// gives the same answer for every input (the tests compare both).
 pub(crate) fn classify_ref(event: EventRef<'_>) -> Option<Delta> {
+    candidate(event).map(Candidate::into_delta)
+}
+
+/// A packable chunk as [`classify_ref`] finds it, its strings still
+/// borrowed where the scanner read them: a planner owns only the members of
+/// runs that form.
+enum Candidate<'a> {
+    Scanned {
+        member: ScannedMember<'a>,
+        seq: u64,
+        time: i64,
+    },
+    Parsed(Delta),
+}
+
+impl Candidate<'_> {
+    fn member(&self) -> Member<'_> {
+        match self {
+            Candidate::Scanned {
+                member: m,
+                seq,
+                time,
+            } => Member {
+                kind: m.kind,
+                seq: *seq,
+                time: *time,
+                turn: m.turn,
+                step: m.step,
+                index: m.index,
+                id: m.id,
+                name: m.name,
+            },
+            Candidate::Parsed(delta) => delta.member(),
+        }
+    }
+
+    fn into_delta(self) -> Delta {
+        match self {
+            Candidate::Scanned { member, seq, time } => member.delta(seq, time),
+            Candidate::Parsed(delta) => delta,
+        }
+    }
+}
+
+fn candidate(event: EventRef<'_>) -> Option<Candidate<'_>> {
     if !may_pack(event) {
         return None;
     }
     match scan_member(event.data()) {
-        Scanned::Member(m) => Some(m.delta(event.seq(), event.time())),
+        Scanned::Member(member) => Some(Candidate::Scanned {
+            member,
+            seq: event.seq(),
+            time: event.time(),
+        }),
         Scanned::NotDelta => None,
-        Scanned::Unsure => classify_parsed(event),
+        Scanned::Unsure => classify_parsed(event).map(Candidate::Parsed),
     }
 }
 
@@ -650,6 +699,24 @@ impl ScannedMember<'_> {
 /// naming another chunk type, which no row holds.
 fn scan_member(data: &str) -> Scanned<'_> {
     let mut c = Cursor::new(data);
+    let head = match scan_head(&mut c) {
+        Scanned::Member(head) => head,
+        Scanned::NotDelta => return Scanned::NotDelta,
+        Scanned::Unsure => return Scanned::Unsure,
+    };
+    let Some(payload) = c.string() else {
+        return Scanned::Unsure;
+    };
+    if !(c.eat("}}") && c.done()) {
+        return Scanned::Unsure;
+    }
+    Scanned::Member(ScannedMember { payload, ..head })
+}
+
+/// The part of [`scan_member`] before the payload: what decides whether
+/// chunks continue one another. Its member's `payload` is empty, and the
+/// cursor is left on the payload.
+fn scan_head<'a>(c: &mut Cursor<'a>) -> Scanned<'a> {
     let head = (|| {
         if !c.eat(r#"{"turn":"#) {
             return None;
@@ -701,18 +768,37 @@ fn scan_member(data: &str) -> Scanned<'_> {
                 (None, None)
             }
         };
-        let payload = c.string()?;
-        (c.eat("}}") && c.done()).then_some(ScannedMember {
+        Some(ScannedMember {
             kind,
             turn,
             step,
             index,
             id,
             name,
-            payload,
+            payload: "",
         })
     })();
     rest.map_or(Scanned::Unsure, Scanned::Member)
+}
+
+/// A chunk's member fields from the head of its `data` alone (`None` when
+/// the head does not scan: that decides nothing). Where the whole `data`
+/// classifies, its member has these fields, so heads that do not continue
+/// one another never share a run.
+fn head(event: EventRef<'_>) -> Option<Member<'_>> {
+    match scan_head(&mut Cursor::new(event.data())) {
+        Scanned::Member(m) => Some(Member {
+            kind: m.kind,
+            seq: event.seq(),
+            time: event.time(),
+            turn: m.turn,
+            step: m.step,
+            index: m.index,
+            id: m.id,
+            name: m.name,
+        }),
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1137,37 +1223,67 @@ pub(crate) enum Piece {
 pub(crate) fn plan_batch<'a>(events: impl IntoIterator<Item = EventRef<'a>>) -> Vec<Piece> {
     let events: Vec<EventRef<'a>> = events.into_iter().collect();
     let mut out = Vec::with_capacity(events.len());
-    let mut run: Vec<(usize, Delta)> = Vec::new();
+    let mut group: Vec<(usize, Candidate<'a>)> = Vec::new();
     let mut i = 0;
     while i < events.len() {
-        // A chunk packs only among MIN_PACKED_MEMBERS or more packable
-        // neighbours: a shorter stretch is stored alone without reading its
-        // `data` (most batches of a live session hold one event).
-        let stretch = events[i..].iter().take_while(|&&e| may_pack(e)).count();
-        if stretch < MIN_PACKED_MEMBERS {
-            let end = i + stretch.max(1);
+        if !may_pack(events[i]) {
+            out.push(Piece::One(i));
+            i += 1;
+            continue;
+        }
+        // The stretch of packable chunks from `i` whose heads do not part
+        // (heads that scan and do not continue one another): what can pack
+        // is decided within it, and one shorter than a run is stored alone
+        // without reading a payload.
+        let mut previous = head(events[i]);
+        let mut end = i + 1;
+        while let Some(&event) = events.get(end).filter(|&&e| may_pack(e)) {
+            let next = head(event);
+            if let (Some(a), Some(b)) = (&previous, &next)
+                && !a.continued_by(b)
+            {
+                break;
+            }
+            previous = next;
+            end += 1;
+        }
+        if end - i < MIN_PACKED_MEMBERS {
             out.extend((i..end).map(Piece::One));
             i = end;
             continue;
         }
-        for (j, &event) in events.iter().enumerate().skip(i).take(stretch) {
-            match classify_ref(event) {
+        for (j, &event) in events.iter().enumerate().take(end).skip(i) {
+            match candidate(event) {
                 None => {
-                    plan_run(&mut out, &mut run);
+                    plan_group(&mut out, &mut group);
                     out.push(Piece::One(j));
                 }
-                Some(delta) => {
-                    if !run.last().is_some_and(|(_, last)| continues(last, &delta)) {
-                        plan_run(&mut out, &mut run);
+                Some(found) => {
+                    if !group
+                        .last()
+                        .is_some_and(|(_, last)| last.member().continued_by(&found.member()))
+                    {
+                        plan_group(&mut out, &mut group);
                     }
-                    run.push((j, delta));
+                    group.push((j, found));
                 }
             }
         }
-        plan_run(&mut out, &mut run);
-        i += stretch;
+        plan_group(&mut out, &mut group);
+        i = end;
     }
     out
+}
+
+/// Plans a group of continuing candidates: owned deltas only for a group
+/// long enough to pack.
+fn plan_group(out: &mut Vec<Piece>, group: &mut Vec<(usize, Candidate<'_>)>) {
+    if group.len() < MIN_PACKED_MEMBERS {
+        out.extend(group.drain(..).map(|(i, _)| Piece::One(i)));
+        return;
+    }
+    let mut run: Vec<(usize, Delta)> = group.drain(..).map(|(i, c)| (i, c.into_delta())).collect();
+    plan_run(out, &mut run);
 }
 
 fn plan_run(out: &mut Vec<Piece>, run: &mut Vec<(usize, Delta)>) {

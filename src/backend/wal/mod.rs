@@ -698,6 +698,21 @@ impl Backend for WalBackend {
         writer::read_from(&map, &meta, from_seq, &path, proven).map(Some)
     }
 
+    fn read_suffix(&self, id: &str, from_seq: u64) -> Result<Option<(Option<Policy>, Vec<Event>)>> {
+        let proof = self.proof_bytes(&self.log_path(id))?;
+        let Some((map, meta, path)) = self.map_with_header(id)? else {
+            return Ok(None);
+        };
+        let proven = Self::proven(&proof, &map, &path);
+        let from = if meta.policy == Policy::Permissive {
+            0
+        } else {
+            from_seq
+        };
+        let events = writer::read_from(&map, &meta, from, &path, proven)?;
+        Ok(Some((Some(meta.policy), events)))
+    }
+
     fn create(
         &self,
         header: &SessionHeader,

@@ -691,3 +691,67 @@ fn packed_runs_parse_only_the_canonical_spelling() {
     assert!(PackedRun::parse(DeltaKind::Text, 0, 10, long).is_err());
     assert!(PackedRun::parse(DeltaKind::Text, MAX_SAFE_INTEGER - 1, 10, ok.into()).is_err());
 }
+
+/// The planner as the packing rule states it, the slow way: every event
+/// classified by the serde parse, continuing deltas grouped, each group cut
+/// into the longest runs that fit.
+fn reference_plan(events: &[Event]) -> Vec<Piece> {
+    fn flush(out: &mut Vec<Piece>, group: &mut Vec<(usize, Delta)>) {
+        let mut at = 0;
+        while group.len() - at >= MIN_PACKED_MEMBERS {
+            let deltas: Vec<Delta> = group[at..].iter().map(|(_, d)| d.clone()).collect();
+            let k = fitting_prefix(&deltas);
+            if k < MIN_PACKED_MEMBERS {
+                out.push(Piece::One(group[at].0));
+                at += 1;
+            } else {
+                out.push(Piece::Run {
+                    start: group[at].0,
+                    deltas: deltas[..k].to_vec(),
+                });
+                at += k;
+            }
+        }
+        out.extend(group[at..].iter().map(|(i, _)| Piece::One(*i)));
+        group.clear();
+    }
+    let mut out = Vec::new();
+    let mut group: Vec<(usize, Delta)> = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        match classify_parsed(event.into()) {
+            None => {
+                flush(&mut out, &mut group);
+                out.push(Piece::One(i));
+            }
+            Some(delta) => {
+                if !group
+                    .last()
+                    .is_some_and(|(_, last)| continues(last, &delta))
+                {
+                    flush(&mut out, &mut group);
+                }
+                group.push((i, delta));
+            }
+        }
+    }
+    flush(&mut out, &mut group);
+    out
+}
+
+#[test]
+fn the_batch_planner_packs_exactly_the_runs_the_rule_gives() {
+    let mut r = Rng(0x005e_ed0f_91a7);
+    let mut runs = 0;
+    for round in 0..4_000 {
+        let len = 1 + r.below(80);
+        let events = stream(&mut r, len);
+        let got = plan_batch(events.iter().map(EventRef::from));
+        let want = reference_plan(&events);
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "round {round}");
+        runs += got
+            .iter()
+            .filter(|p| matches!(p, Piece::Run { .. }))
+            .count();
+    }
+    assert!(runs > 1_000, "{runs}");
+}
