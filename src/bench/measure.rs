@@ -494,6 +494,60 @@ pub fn load_memory(fx: &SessionFixture) -> BenchResult<LoadMemory> {
     })
 }
 
+/// What loading `fx`'s session costs in memory once compacted (every
+/// closed turn sealed in zstd units, which a load decompresses onto the
+/// heap), against the size of the session uncompressed (`fx`'s plain log):
+/// issue 16's bound is 1.5×. Compacts a copy in `scratch`; returns the
+/// measurement and the compacted file's size.
+pub fn compact_load_memory(fx: &SessionFixture, scratch: &Path) -> BenchResult<(LoadMemory, u64)> {
+    let dir = scratch.join("compact-load");
+    copy_tree(&fx.dir, &dir)?;
+    let store = Store::open(&dir)?;
+    store.compact(&fx.id)?;
+    store.close(&fx.id)?;
+    drop(store);
+    let compacted = std::fs::metadata(WalBackend::open(&dir)?.log_path(&fx.id))?.len();
+    // What compaction freed goes back to the system first, so the load's
+    // growth is not hidden in memory the allocator kept.
+    // SAFETY: malloc_trim only releases free memory; no pointer is involved.
+    unsafe { libc::malloc_trim(0) };
+    let store = Store::open(&dir)?;
+    let before = Memory::now();
+    let view = store.view(&fx.id)?;
+    let mut touched = 0u64;
+    for e in view.iter() {
+        let data = e.data().as_bytes();
+        touched += data.len() as u64 + u64::from(data[0]);
+    }
+    std::hint::black_box(touched);
+    let loaded = Memory::now();
+    drop(view);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((
+        LoadMemory {
+            file_bytes: fx.log_bytes,
+            before,
+            loaded,
+        },
+        compacted,
+    ))
+}
+
+fn copy_tree(from: &Path, to: &Path) -> BenchResult<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
 /// Tail read of the last `n` events of a large session vs the same read of
 /// a small one (the target: within 2×, so the ratio should stay ≥ 0.5).
 pub fn tail_read<'a>(

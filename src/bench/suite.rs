@@ -113,6 +113,10 @@ pub const SQLITE_RATIOS: [(&str, &str); 5] = [
 /// (every turn closed): at most this.
 pub const COMPACT_VS_JSONL_ZSTD_TARGET: f64 = 1.0;
 
+/// Issue 16: loading a compacted session grows the resident set by at most
+/// this much of the session's uncompressed size.
+pub const COMPACT_LOAD_MEMORY_TARGET: f64 = 1.5;
+
 /// The issue's bound on the compact format's bytes at rest over upstream's
 /// raw (packed) JSONL transcript of the same events: at most this.
 pub const COMPACT_VS_JSONL_RAW_TARGET: f64 = 0.5;
@@ -138,6 +142,9 @@ pub struct Report {
     /// A full load of the large tail session: its size and the growth of
     /// the resident set and of the heap.
     pub load_memory: measure::LoadMemory,
+    /// A full load of the same session compacted (issue 16: ≤ 1.5× its
+    /// uncompressed size), and the compacted file's size.
+    pub compact_memory: (measure::LoadMemory, u64),
     /// The machine and the load average at the start.
     pub machine: Value,
 }
@@ -203,6 +210,8 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
     let tail = measure::tail_read(&large, &small, 50)?.run(config.tail_reps)?;
     progress("full load");
     let load_memory = measure::load_memory(&large)?;
+    progress("full load, compacted");
+    let compact_memory = measure::compact_load_memory(&large, dir)?;
 
     let speed_over = |o: &Outcome, side: &str, base: &str| {
         let median = |name: &str| o.side(name).expect("a measured side").median();
@@ -247,6 +256,7 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         bytes_per_event,
         at_rest,
         load_memory,
+        compact_memory,
         machine,
     })
 }
@@ -344,6 +354,7 @@ impl Report {
             })
             .collect();
         let m = &self.load_memory;
+        let (c, compacted) = &self.compact_memory;
         let tail = self.outcome("tail_read").map(|t| {
             let us = |s: &super::SideResult| s.median().as_secs_f64() * 1e6;
             let large = us(&t.sides[0]);
@@ -370,6 +381,16 @@ impl Report {
                 "rss_ratio": m.rss_ratio(),
                 "heap_ratio": m.anon_ratio(),
                 "vm_hwm_bytes": m.loaded.hwm,
+                "compact": {
+                    "uncompressed_bytes": c.file_bytes,
+                    "compacted_bytes": compacted,
+                    "rss_growth_bytes": c.loaded.rss.saturating_sub(c.before.rss),
+                    "heap_growth_bytes": c.loaded.anon.saturating_sub(c.before.anon),
+                    "rss_ratio": c.rss_ratio(),
+                    "heap_ratio": c.anon_ratio(),
+                    "target": COMPACT_LOAD_MEMORY_TARGET,
+                    "met": c.rss_ratio() <= COMPACT_LOAD_MEMORY_TARGET,
+                },
             },
             "results": self.outcomes.iter().map(Outcome::to_json).collect::<Vec<_>>(),
             "machine": self.machine,
@@ -469,7 +490,9 @@ impl Report {
              upstream JSONL zstd {:.1}, raw {:.1}\n\
              compact / upstream zstd JSONL: {zstd:.3}× (target ≤ {COMPACT_VS_JSONL_ZSTD_TARGET}×: {})\n\
              compact / upstream raw JSONL: {raw:.3}× (target ≤ {COMPACT_VS_JSONL_RAW_TARGET}×: {})\n\
-             full load of {}: resident set +{:.2}× the file size (heap +{:.3}×), target ≤ 1.5×\n",
+             full load of {}: resident set +{:.2}× the file size (heap +{:.3}×), target ≤ 1.5×\n\
+             full load of the same session compacted ({}): resident set +{:.2}× its uncompressed size \
+             (heap +{:.2}×), target ≤ {COMPACT_LOAD_MEMORY_TARGET}×: {}\n",
             log / jsonl,
             d.events,
             d.per_event(d.compact),
@@ -482,6 +505,14 @@ impl Report {
             measure::size_label(mem.file_bytes),
             mem.rss_ratio(),
             mem.anon_ratio(),
+            measure::size_label(self.compact_memory.1),
+            self.compact_memory.0.rss_ratio(),
+            self.compact_memory.0.anon_ratio(),
+            if self.compact_memory.0.rss_ratio() <= COMPACT_LOAD_MEMORY_TARGET {
+                "met"
+            } else {
+                "not met"
+            },
         ));
         out
     }

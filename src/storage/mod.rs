@@ -322,6 +322,13 @@ pub trait StorageFile: Send + fmt::Debug {
     /// Maps the whole file read-only. While the map lives, shrinking the file
     /// through [`StorageFile::set_len`] waits.
     fn map(&self) -> io::Result<Mapped>;
+    /// [`StorageFile::map`] of a handle no longer needed for anything else:
+    /// the real file system's map holds its shared lock on this handle
+    /// instead of opening the file again (a seeking read's open, `stat` and
+    /// close fewer).
+    fn into_map(self: Box<Self>) -> io::Result<Mapped> {
+        self.map()
+    }
     /// Takes the writer's hold on this open log ([`hold_writer`]); `false`
     /// when another writer holds it (another open of the same file, in this
     /// process or another). A simulated disk models it per open handle.
@@ -644,6 +651,31 @@ fn reopen(path: &Path) -> io::Result<File> {
     open_regular(path, OpenOptions::new().read(true), false)
 }
 
+/// Maps the whole of `handle` (the file at `path`) read-only, `handle`
+/// holding the shared flock for the mapping's lifetime.
+fn map_holding(handle: File, path: &Path) -> io::Result<Mapped> {
+    {
+        let turnstile = turnstile(path)?;
+        turnstile.lock_shared()?;
+        handle.lock_shared()?;
+    }
+    let len = handle.metadata()?.len();
+    if len == 0 {
+        return Ok(Mapped {
+            bytes: MappedBytes::Empty,
+        });
+    }
+    // SAFETY: the shared flock held by `handle` for the mapping's lifetime
+    // keeps every turnwal writer from shrinking the file under it (which
+    // would raise SIGBUS), and turnwal writers only write at or past a
+    // file's current length, or rewrite bytes with their own content
+    // (after a failed fdatasync): no mapped byte changes while mapped.
+    let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&handle)? };
+    Ok(Mapped {
+        bytes: MappedBytes::Mmap(map, handle),
+    })
+}
+
 impl StorageFile for FsFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
@@ -692,26 +724,10 @@ impl StorageFile for FsFile {
     }
 
     fn map(&self) -> io::Result<Mapped> {
-        let handle = reopen(&self.path)?;
-        {
-            let turnstile = turnstile(&self.path)?;
-            turnstile.lock_shared()?;
-            handle.lock_shared()?;
-        }
-        let len = handle.metadata()?.len();
-        if len == 0 {
-            return Ok(Mapped {
-                bytes: MappedBytes::Empty,
-            });
-        }
-        // SAFETY: the shared flock held by `handle` for the mapping's lifetime
-        // keeps every turnwal writer from shrinking the file under it (which
-        // would raise SIGBUS), and turnwal writers only write at or past a
-        // file's current length, or rewrite bytes with their own content
-        // (after a failed fdatasync): no mapped byte changes while mapped.
-        let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&handle)? };
-        Ok(Mapped {
-            bytes: MappedBytes::Mmap(map, handle),
-        })
+        map_holding(reopen(&self.path)?, &self.path)
+    }
+
+    fn into_map(self: Box<Self>) -> io::Result<Mapped> {
+        map_holding(self.file, &self.path)
     }
 }

@@ -222,7 +222,7 @@ impl WalBackend {
         let Some(file) = self.open_file(&path, OpenMode::Read)? else {
             return Ok(None);
         };
-        let map = file.map().map_err(|e| Error::io("map", &path, e))?;
+        let map = file.into_map().map_err(|e| Error::io("map", &path, e))?;
         Ok(Some((map, path)))
     }
 
