@@ -680,6 +680,80 @@ fn verify_checks_every_unit_inside() {
     );
 }
 
+/// A sealed unit whose checksum holds but whose frame does not decompress
+/// loses its own events only: the salvage read returns every event after
+/// it, and names the unit as a damaged gap with the seqs it held.
+#[test]
+fn salvage_reads_past_a_unit_that_does_not_decompress() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Script::new();
+    packable_turn(&mut s, 1);
+    let first_turn = s.events.len();
+    {
+        let store = store(dir.path());
+        store.create(SessionHeader::new(ID, 1)).unwrap();
+        store.append(ID, &s.events).unwrap();
+        store.compact(ID).unwrap();
+        store.close(ID).unwrap();
+    }
+    packable_turn(&mut s, 2);
+    {
+        // The second turn stays plain records after the unit.
+        let backend = WalBackend::open(dir.path())
+            .unwrap()
+            .sealing_by_itself(false);
+        let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+        store.append(ID, &s.events[first_turn..]).unwrap();
+        store.close(ID).unwrap();
+    }
+    let path = WalBackend::open(dir.path()).unwrap().log_path(ID);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (at, unit) = heads(&bytes)[0];
+    assert_eq!(
+        (unit.kind, unit.seq, unit.next_seq()),
+        (18, 0, first_turn as u64)
+    );
+    let at = at as usize;
+    // The frame's header after its magic, garbled; the outer checksum
+    // recomputed, so only decompression can tell.
+    bytes[at + 52 + 4..at + 52 + 12].fill(0xff);
+    let salt: [u8; 4] = bytes[12..16].try_into().unwrap();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&salt);
+    crc.update(&bytes[at + 4..at + unit.record_len() as usize]);
+    let crc = crc.finalize().to_le_bytes();
+    bytes[at..at + 4].copy_from_slice(&crc);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = store(dir.path());
+    assert!(matches!(store.load(ID), Err(turnwal::Error::Corrupt(_))));
+    let salvage = store.salvage(ID).unwrap();
+    assert_eq!(salvage.events, s.events[first_turn..]);
+    assert_eq!(salvage.gaps.len(), 1, "{:?}", salvage.gaps);
+    let gap = &salvage.gaps[0];
+    assert_eq!(
+        (
+            gap.offset,
+            gap.len,
+            gap.first_seq,
+            gap.next_seq,
+            gap.damaged
+        ),
+        (
+            at as u64,
+            unit.record_len(),
+            0,
+            Some(first_turn as u64),
+            true
+        )
+    );
+    assert!(
+        gap.reason.contains("sealed") || gap.reason.contains("unit"),
+        "{}",
+        gap.reason
+    );
+}
+
 // ---------------------------------------------------------------------------
 // The round-trip property
 // ---------------------------------------------------------------------------

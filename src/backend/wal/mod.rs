@@ -652,7 +652,7 @@ impl Backend for WalBackend {
         };
         let (events, mut gaps) = scan::salvage_records(&map, &path)?;
         for gap in &mut gaps {
-            gap.damaged = damaged;
+            gap.damaged |= damaged;
         }
         Ok(Some(crate::scan::Salvage {
             header: meta.header,

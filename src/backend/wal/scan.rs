@@ -582,8 +582,11 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
 /// Every intact record of a session file, in seq order, reading past
 /// damage: after an invalid record the walk looks, byte by byte, for the
 /// next valid record of this file (its salt) with a seq at least the one
-/// expected, and names what it skipped as a gap. Every gap is marked
-/// damaged; the caller knows whether the log was corrupt.
+/// expected, and names what it skipped as a gap. A record whose checks
+/// hold but whose contents do not decode (a sealed unit that does not
+/// decompress) is a damaged gap of its own seqs, and the walk goes on after
+/// it; the other gaps are left undamaged for the caller, which knows
+/// whether recovery refuses the log, to mark.
 pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap>)> {
     let file = read_file_header(bytes, path)?;
     let len = bytes.len() as u64;
@@ -594,7 +597,24 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
     while at < len {
         match check_at(bytes, at, Some(expected), file.salt) {
             Ok(head) => {
-                events.extend(decode_at(bytes, at, &head, path)?);
+                match decode_at(bytes, at, &head, path) {
+                    Ok(decoded) => events.extend(decoded),
+                    // A record whose checksum holds but whose contents do
+                    // not decode (a sealed unit that does not decompress, a
+                    // run that does not expand) loses its own seqs only: the
+                    // records after it are as intact as their checks say.
+                    Err(e) => gaps.push(Gap {
+                        offset: at,
+                        len: head.record_len(),
+                        first_seq: head.seq,
+                        next_seq: Some(head.next_seq()),
+                        reason: match e {
+                            Error::Corrupt(c) => c.reason,
+                            other => other.to_string(),
+                        },
+                        damaged: true,
+                    }),
+                }
                 expected = head.next_seq();
                 at += head.record_len();
             }
@@ -621,7 +641,9 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
                     first_seq: expected,
                     next_seq,
                     reason: format!("{reason}: {detail}"),
-                    damaged: true,
+                    // Damage or a torn tail: the caller knows which
+                    // (whether recovery refuses the log).
+                    damaged: false,
                 });
                 at = end;
                 if let Some(seq) = next_seq {
