@@ -593,7 +593,11 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
-        let mut entries = Vec::new();
+        // One entry per kept event, sized up front: a doubling vector would
+        // hold up to twice the entries (each an event when a unit or run
+        // decodes) while it grows.
+        let mut entries =
+            Vec::with_capacity(usize::try_from(classified.scan.stored_len()).unwrap_or(0));
         for (at, head) in scan::heads(&map, start, classified.kept_end) {
             if head.is_v2() {
                 // A run's members and a unit's events are rebuilt (or

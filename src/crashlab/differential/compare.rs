@@ -10,7 +10,7 @@ use crate::event::Event;
 use crate::store::Store;
 
 impl Differential {
-    fn fail(&self, what: &str, answers: &[(Kind, String)]) -> ! {
+    pub(super) fn fail(&self, what: &str, answers: &[(Kind, String)]) -> ! {
         let recent: Vec<&String> = self.log.iter().rev().take(40).collect();
         // Long answers: the lines that differ from the first answer's.
         let clip = |l: &str| -> String {

@@ -49,6 +49,7 @@ pub fn decode(bytes: &[u8], sessions: usize, limit: usize) -> Vec<DiffOp> {
             _ => match arg(&mut it) {
                 a if a < 64 => DiffOp::Append { session, events: 0 },
                 a if a < 160 => DiffOp::Reject { session, how: a },
+                a if a < 208 => DiffOp::Compact { session },
                 _ => DiffOp::Check,
             },
         };
@@ -104,6 +105,7 @@ pub fn encode(ops: &[DiffOp]) -> Vec<u8> {
                 assert!((64..160).contains(&how), "Reject how {how} does not fit");
                 out.extend([code(session, 15), how]);
             }
+            DiffOp::Compact { session } => out.extend([code(session, 15), 160]),
             DiffOp::Check => out.extend([15, 255]),
         }
     }

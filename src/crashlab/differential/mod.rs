@@ -221,6 +221,14 @@ pub enum DiffOp {
         /// From where.
         seq: u64,
     },
+    /// `Store::compact` of the WAL store alone (the others have nothing to
+    /// compact), after a flush of every store opened the session in
+    /// lockstep; then [`Differential::check`]: a compaction changes nothing
+    /// a reader sees.
+    Compact {
+        /// Which session.
+        session: usize,
+    },
     /// [`Differential::check`].
     Check,
 }
@@ -238,6 +246,8 @@ pub struct DiffStats {
     pub checks: u64,
     /// `read_from` calls compared.
     pub reads: u64,
+    /// WAL compactions that rewrote a log.
+    pub compactions: u64,
     /// Reopens (crashes).
     pub reopens: u64,
     /// Torn tails written.
@@ -626,8 +636,34 @@ impl Differential {
                     s.read_from(&id, seq)
                 });
             }
+            DiffOp::Compact { session } => self.compact(session),
             DiffOp::Check => self.check(),
         }
+    }
+
+    fn compact(&mut self, session: usize) {
+        let id = self.sessions[session].id.clone();
+        // Opened (and repaired) by a flush in every store alike first:
+        // compaction alone would open only the WAL's.
+        let (r, moved) = self.mutate(
+            &format!("flush {id:?} before compact"),
+            session,
+            |s| s.flush(&id),
+            |n, _| format!("durable {n}"),
+            |_| None,
+        );
+        self.after_repair(session, r.is_ok() && moved);
+        if r.is_err() {
+            return;
+        }
+        let (kind, wal) = &self.stores[0];
+        debug_assert_eq!(*kind, Kind::Wal);
+        match wal.compact(&id) {
+            Ok(Some(_)) => self.stats.compactions += 1,
+            Ok(None) => {}
+            Err(e) => self.fail(&format!("compact {id:?}"), &[(Kind::Wal, e.to_string())]),
+        }
+        self.check();
     }
 
     fn after_repair(&mut self, session: usize, repaired: bool) {
@@ -809,6 +845,7 @@ impl Differential {
                 // it (a cut never falls inside a packed row).
                 TornTail::CutLast(_)
                     if synthetic.0
+                        || synthetic.2.last() == Some(&true)
                         || !last_row_is_scalar(&self.sqlite_path(), &id)
                         || jsonl.iter().any(|&c| {
                             JsonlFile::read(&self.jsonl_root(c), c, &id).last_line_is_packed()
@@ -825,6 +862,10 @@ impl Differential {
                     while keep > 0 && synthetic.1.get(keep as usize - 1) == Some(&true) {
                         keep -= 1;
                     }
+                    // A sealed unit is published whole by an atomic rewrite:
+                    // a crash drops events after the last unit only.
+                    let sealed_end = synthetic.2.iter().rposition(|&s| s).map_or(0, |i| i + 1);
+                    let keep = keep.max(sealed_end as u64);
                     TornTail::DropLast(u8::try_from(events - keep).unwrap_or(u8::MAX))
                 }
                 other => other,

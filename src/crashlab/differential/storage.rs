@@ -280,7 +280,11 @@ impl JsonlFile {
 /// repair, and for each record whether cutting the log right after it
 /// would leave part of a repair (a synthetic closer other than the final
 /// `turn/end`) at the end.
-pub(super) fn wal_synthetic_tail(root: &Path, id: &str, events: u64) -> (bool, Vec<bool>) {
+pub(super) fn wal_synthetic_tail(
+    root: &Path,
+    id: &str,
+    events: u64,
+) -> (bool, Vec<bool>, Vec<bool>) {
     use crate::backend::wal::format::{TRAILER_LEN, parse_head};
     use crate::event::EventKind;
     let path = WalBackend::open(root).expect("the WAL store").log_path(id);
@@ -304,7 +308,8 @@ pub(super) fn wal_synthetic_tail(root: &Path, id: &str, events: u64) -> (bool, V
         .iter()
         .map(|h| h.synthetic() && h.event_kind() != EventKind::TurnEnd)
         .collect();
-    (last, partial)
+    let sealed = heads.iter().map(|h| h.is_sealed()).collect();
+    (last, partial, sealed)
 }
 
 /// Every seq within one of where a packed row of `id` starts or ends (up
@@ -375,7 +380,7 @@ pub(super) fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
                 let head = format::parse_head(&bytes[end - len..end]).expect("a valid record");
                 assert!(
                     !head.is_sealed(),
-                    "the differential's WAL store never seals"
+                    "a tear never drops events of a sealed unit (published whole)"
                 );
                 if head.count() > left {
                     // A chunk run straddles the cut: its kept members stay,
