@@ -172,7 +172,7 @@ mod tests {
         let ops = decode(
             &[
                 0x10, 5, 7, 9, 10, 1, 10, 0, 10, 30, 11, 0, 12, 13, 14, 200, 15, 0, 15, 64, 15,
-                200, 15,
+                255, 15, 200, 15,
             ],
             2,
             32,
@@ -217,6 +217,7 @@ mod tests {
                     how: 64
                 },
                 DiffOp::Check,
+                DiffOp::Compact { session: 0 },
                 DiffOp::Append {
                     session: 0,
                     events: 0
@@ -241,6 +242,7 @@ mod tests {
             },
             DiffOp::Flush { session: 1 },
             DiffOp::Close { session: 2 },
+            DiffOp::Compact { session: 1 },
             DiffOp::Reopen,
             DiffOp::Tear {
                 session: 0,
