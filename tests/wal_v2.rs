@@ -356,6 +356,17 @@ fn a_run_record_in_a_version_1_file_is_invalid() {
 // ---------------------------------------------------------------------------
 
 /// Decompresses a unit record's frame.
+/// Recomputes the outer CRC of the record `head` at `at` (salted with the
+/// file's salt), so that only what is inside can tell it was altered.
+fn reseal(bytes: &mut [u8], at: usize, head: &RecordHead) {
+    let salt: [u8; 4] = bytes[12..16].try_into().unwrap();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&salt);
+    crc.update(&bytes[at + 4..at + head.record_len() as usize]);
+    let crc = crc.finalize().to_le_bytes();
+    bytes[at..at + 4].copy_from_slice(&crc);
+}
+
 fn unit_plain(record: &[u8], head: &RecordHead) -> Vec<u8> {
     let frame = &record[52..52 + head.data_len as usize];
     zstd::bulk::decompress(frame, head.plain_len() as usize).unwrap()
@@ -608,12 +619,7 @@ fn a_unit_of_the_wrong_plain_length_is_corrupt() {
         let at = at as usize;
         let plain = (i64::from(unit.plain_len()) + delta) as u32;
         bad[at + 12..at + 16].copy_from_slice(&plain.to_le_bytes());
-        let salt: [u8; 4] = bad[12..16].try_into().unwrap();
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&salt);
-        crc.update(&bad[at + 4..at + unit.record_len() as usize]);
-        let crc = crc.finalize().to_le_bytes();
-        bad[at..at + 4].copy_from_slice(&crc);
+        reseal(&mut bad, at, &unit);
         std::fs::write(&path, &bad).unwrap();
         let err = store(dir.path()).load(ID).unwrap_err().to_string();
         assert!(err.contains("sealed-unit-length"), "{err}");
@@ -654,12 +660,7 @@ fn verify_checks_every_unit_inside() {
     for i in 4..unit.data_len as usize {
         let mut bad = bytes.clone();
         bad[frame_at + i] ^= 0x10;
-        let salt: [u8; 4] = bad[12..16].try_into().unwrap();
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&salt);
-        crc.update(&bad[at + 4..at + unit.record_len() as usize]);
-        let crc = crc.finalize().to_le_bytes();
-        bad[at..at + 4].copy_from_slice(&crc);
+        reseal(&mut bad, at, &unit);
         std::fs::write(&path, &bad).unwrap();
         let store = store(dir.path());
         let report = store.verify(ID).unwrap();
@@ -717,12 +718,7 @@ fn salvage_reads_past_a_unit_that_does_not_decompress() {
     // The frame's header after its magic, garbled; the outer checksum
     // recomputed, so only decompression can tell.
     bytes[at + 52 + 4..at + 52 + 12].fill(0xff);
-    let salt: [u8; 4] = bytes[12..16].try_into().unwrap();
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&salt);
-    crc.update(&bytes[at + 4..at + unit.record_len() as usize]);
-    let crc = crc.finalize().to_le_bytes();
-    bytes[at..at + 4].copy_from_slice(&crc);
+    reseal(&mut bytes, at, &unit);
     std::fs::write(&path, &bytes).unwrap();
 
     let store = store(dir.path());

@@ -476,17 +476,7 @@ impl LoadMemory {
 /// touches count in the resident set (`RssFile`), so a view of a log costs
 /// about its size in RSS; the heap (`RssAnon`) holds the index.
 pub fn load_memory(fx: &SessionFixture) -> BenchResult<LoadMemory> {
-    let store = Store::open(&fx.dir)?;
-    let before = Memory::now();
-    let view = store.view(&fx.id)?;
-    let mut touched = 0u64;
-    for e in view.iter() {
-        let data = e.data().as_bytes();
-        touched += data.len() as u64 + u64::from(data[0]);
-    }
-    std::hint::black_box(touched);
-    let loaded = Memory::now();
-    drop(view);
+    let (before, loaded) = memory_of_load(&Store::open(&fx.dir)?, &fx.id)?;
     Ok(LoadMemory {
         file_bytes: fx.log_bytes,
         before,
@@ -511,18 +501,7 @@ pub fn compact_load_memory(fx: &SessionFixture, scratch: &Path) -> BenchResult<(
     // growth is not hidden in memory the allocator kept.
     // SAFETY: malloc_trim only releases free memory; no pointer is involved.
     unsafe { libc::malloc_trim(0) };
-    let store = Store::open(&dir)?;
-    let before = Memory::now();
-    let view = store.view(&fx.id)?;
-    let mut touched = 0u64;
-    for e in view.iter() {
-        let data = e.data().as_bytes();
-        touched += data.len() as u64 + u64::from(data[0]);
-    }
-    std::hint::black_box(touched);
-    let loaded = Memory::now();
-    drop(view);
-    drop(store);
+    let (before, loaded) = memory_of_load(&Store::open(&dir)?, &fx.id)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok((
         LoadMemory {
@@ -532,6 +511,20 @@ pub fn compact_load_memory(fx: &SessionFixture, scratch: &Path) -> BenchResult<(
         },
         compacted,
     ))
+}
+
+/// The process's memory before a full load of `id` and while its view is
+/// alive, every event's payload touched (so every page is read).
+fn memory_of_load(store: &Store, id: &str) -> BenchResult<(Memory, Memory)> {
+    let before = Memory::now();
+    let view = store.view(id)?;
+    let mut touched = 0u64;
+    for e in view.iter() {
+        let data = e.data().as_bytes();
+        touched += data.len() as u64 + u64::from(data[0]);
+    }
+    std::hint::black_box(touched);
+    Ok((before, Memory::now()))
 }
 
 fn copy_tree(from: &Path, to: &Path) -> BenchResult<()> {
