@@ -100,9 +100,7 @@ use crate::header::SessionHeader;
 use crate::rng::Rng;
 use crate::store::{Receipt, Store, StoreOptions};
 use keys::{events_key, report_key, view_key};
-use storage::{
-    JsonlFile, last_row_is_scalar, stored_events, tear_sqlite, tear_wal, wal_synthetic_tail,
-};
+use storage::{JsonlFile, last_row_is_scalar, stored_events, tear_sqlite, tear_wal, wal_tail};
 
 // ---------------------------------------------------------------------------
 // Two stores, one history
@@ -547,16 +545,7 @@ impl Differential {
         match *op {
             DiffOp::Append { session, events } => self.append(session, events),
             DiffOp::Flush { session } => {
-                let id = self.sessions[session].id.clone();
-                // A cold session is opened (and repaired) by a flush.
-                let (r, moved) = self.mutate(
-                    &format!("flush {id:?}"),
-                    session,
-                    |s| s.flush(&id),
-                    |n, _| format!("durable {n}"),
-                    |_| None,
-                );
-                self.after_repair(session, r.is_ok() && moved);
+                self.flush(session);
             }
             DiffOp::Close { session } => {
                 let id = self.sessions[session].id.clone();
@@ -641,21 +630,28 @@ impl Differential {
         }
     }
 
-    fn compact(&mut self, session: usize) {
+    /// `Store::flush` of every store, compared; whether it succeeded. A cold
+    /// session is opened (and repaired) by a flush.
+    fn flush(&mut self, session: usize) -> bool {
         let id = self.sessions[session].id.clone();
-        // Opened (and repaired) by a flush in every store alike first:
-        // compaction alone would open only the WAL's.
         let (r, moved) = self.mutate(
-            &format!("flush {id:?} before compact"),
+            &format!("flush {id:?}"),
             session,
             |s| s.flush(&id),
             |n, _| format!("durable {n}"),
             |_| None,
         );
         self.after_repair(session, r.is_ok() && moved);
-        if r.is_err() {
+        r.is_ok()
+    }
+
+    fn compact(&mut self, session: usize) {
+        // Opened (and repaired) by a flush in every store alike first:
+        // compaction alone would open only the WAL's.
+        if !self.flush(session) {
             return;
         }
+        let id = self.sessions[session].id.clone();
         let (kind, wal) = &self.stores[0];
         debug_assert_eq!(*kind, Kind::Wal);
         match wal.compact(&id) {
@@ -835,7 +831,7 @@ impl Differential {
         // A log without records has nothing to tear.
         if events > 0 {
             self.stats.tears += 1;
-            let synthetic = wal_synthetic_tail(&self.wal_dir(), &id, events);
+            let tail = wal_tail(&self.wal_dir(), &id, events);
             let jsonl = self.jsonl_kinds();
             let how = match how {
                 // SQLite cannot cut a row short in a way a crash would; the
@@ -844,8 +840,8 @@ impl Differential {
                 // line holding a packed row would lose every member with
                 // it (a cut never falls inside a packed row).
                 TornTail::CutLast(_)
-                    if synthetic.0
-                        || synthetic.2.last() == Some(&true)
+                    if tail.last_synthetic
+                        || tail.sealed.last() == Some(&true)
                         || !last_row_is_scalar(&self.sqlite_path(), &id)
                         || jsonl.iter().any(|&c| {
                             JsonlFile::read(&self.jsonl_root(c), c, &id).last_line_is_packed()
@@ -859,12 +855,12 @@ impl Differential {
                 // before a partial repair, as if it never ran.
                 TornTail::DropLast(k) => {
                     let mut keep = events.saturating_sub(u64::from(k));
-                    while keep > 0 && synthetic.1.get(keep as usize - 1) == Some(&true) {
+                    while keep > 0 && tail.partial_repair.get(keep as usize - 1) == Some(&true) {
                         keep -= 1;
                     }
                     // A sealed unit is published whole by an atomic rewrite:
                     // a crash drops events after the last unit only.
-                    let sealed_end = synthetic.2.iter().rposition(|&s| s).map_or(0, |i| i + 1);
+                    let sealed_end = tail.sealed.iter().rposition(|&s| s).map_or(0, |i| i + 1);
                     let keep = keep.max(sealed_end as u64);
                     TornTail::DropLast(u8::try_from(events - keep).unwrap_or(u8::MAX))
                 }

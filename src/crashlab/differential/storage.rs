@@ -276,15 +276,19 @@ impl JsonlFile {
     }
 }
 
-/// Of the WAL log of `id`: whether its last record was written by a
-/// repair, and for each record whether cutting the log right after it
-/// would leave part of a repair (a synthetic closer other than the final
-/// `turn/end`) at the end.
-pub(super) fn wal_synthetic_tail(
-    root: &Path,
-    id: &str,
-    events: u64,
-) -> (bool, Vec<bool>, Vec<bool>) {
+/// What a tear must respect at the end of a WAL log: repairs (a cut never
+/// leaves part of one) and sealed units (published whole).
+pub(super) struct WalTail {
+    /// Whether the last record is a synthetic closer (the end of a repair).
+    pub(super) last_synthetic: bool,
+    /// Per event: whether cutting right after it leaves part of a repair.
+    pub(super) partial_repair: Vec<bool>,
+    /// Per event: whether it is inside a sealed unit.
+    pub(super) sealed: Vec<bool>,
+}
+
+/// The [`WalTail`] of the last `events` events of the WAL log of `id`.
+pub(super) fn wal_tail(root: &Path, id: &str, events: u64) -> WalTail {
     use crate::backend::wal::format::{TRAILER_LEN, parse_head};
     use crate::event::EventKind;
     let path = WalBackend::open(root).expect("the WAL store").log_path(id);
@@ -308,8 +312,11 @@ pub(super) fn wal_synthetic_tail(
         .iter()
         .map(|h| h.synthetic() && h.event_kind() != EventKind::TurnEnd)
         .collect();
-    let sealed = heads.iter().map(|h| h.is_sealed()).collect();
-    (last, partial, sealed)
+    WalTail {
+        last_synthetic: last,
+        partial_repair: partial,
+        sealed: heads.iter().map(|h| h.is_sealed()).collect(),
+    }
 }
 
 /// Every seq within one of where a packed row of `id` starts or ends (up
