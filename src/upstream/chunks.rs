@@ -1224,6 +1224,9 @@ pub(crate) fn plan_batch<'a>(events: impl IntoIterator<Item = EventRef<'a>>) -> 
     let events: Vec<EventRef<'a>> = events.into_iter().collect();
     let mut out = Vec::with_capacity(events.len());
     let mut group: Vec<(usize, Candidate<'a>)> = Vec::new();
+    // The head of the chunk that parted from the stretch before: it starts
+    // the next one, so no head is scanned twice.
+    let mut parted: Option<Option<Member<'a>>> = None;
     let mut i = 0;
     while i < events.len() {
         if !may_pack(events[i]) {
@@ -1235,13 +1238,14 @@ pub(crate) fn plan_batch<'a>(events: impl IntoIterator<Item = EventRef<'a>>) -> 
         // (heads that scan and do not continue one another): what can pack
         // is decided within it, and one shorter than a run is stored alone
         // without reading a payload.
-        let mut previous = head(events[i]);
+        let mut previous = parted.take().unwrap_or_else(|| head(events[i]));
         let mut end = i + 1;
         while let Some(&event) = events.get(end).filter(|&&e| may_pack(e)) {
             let next = head(event);
             if let (Some(a), Some(b)) = (&previous, &next)
                 && !a.continued_by(b)
             {
+                parted = Some(next);
                 break;
             }
             previous = next;

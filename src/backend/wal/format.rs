@@ -822,10 +822,31 @@ pub(crate) fn encode_run_record(
     put(record, REC_CRC_FIELD, crc.to_le_bytes());
 }
 
+/// What [`encode_batch`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoded {
+    /// How many records.
+    pub records: usize,
+    /// The end (relative to where the batch's records start) of its last
+    /// `turn/end` record that leaves no turn open: where the batch moves
+    /// the commit point to, if anywhere. Learned while encoding, so the
+    /// writer never parses the batch's records again to find it.
+    pub closing_end: Option<u64>,
+}
+
+impl Encoded {
+    fn note(&mut self, event: &Event, placement: Placement, start: usize, out: &[u8]) {
+        self.records += 1;
+        if event.kind() == EventKind::TurnEnd && !placement.in_turn {
+            self.closing_end = Some((out.len() - start) as u64);
+        }
+    }
+}
+
 /// Appends the records of one append batch: in version 2 (`pack`), the
 /// runs upstream packs ([`plan_batch`], the SQLite packer's decision) are
 /// chunk-run records, everything else one record per event; in version 1
-/// one record per event. Returns how many records were written.
+/// one record per event.
 pub fn encode_batch(
     out: &mut Vec<u8>,
     batch: &[Event],
@@ -833,12 +854,18 @@ pub fn encode_batch(
     watermark: u64,
     salt: u32,
     pack: bool,
-) -> usize {
+) -> Encoded {
     if !pack {
+        let start = out.len();
+        let mut encoded = Encoded {
+            records: 0,
+            closing_end: None,
+        };
         for (event, placement) in batch.iter().zip(placements) {
             encode_record(out, event, *placement, watermark, salt);
+            encoded.note(event, *placement, start, out);
         }
-        return batch.len();
+        return encoded;
     }
     encode_packed(out, batch, placements, None, watermark, salt)
 }
@@ -853,7 +880,7 @@ pub fn encode_batch_marked(
     synthetic: &[bool],
     watermark: u64,
     salt: u32,
-) -> usize {
+) -> Encoded {
     encode_packed(out, batch, placements, Some(synthetic), watermark, salt)
 }
 
@@ -864,31 +891,40 @@ fn encode_packed(
     synthetic: Option<&[bool]>,
     watermark: u64,
     salt: u32,
-) -> usize {
-    let pieces = plan_batch(batch.iter().map(EventRef::from));
-    let records = pieces.len();
-    let one = |out: &mut Vec<u8>, i: usize| {
+) -> Encoded {
+    let start = out.len();
+    let mut encoded = Encoded {
+        records: 0,
+        closing_end: None,
+    };
+    let one = |out: &mut Vec<u8>, encoded: &mut Encoded, i: usize| {
         let marked = synthetic.is_some_and(|s| s[i]);
         encode(out, &batch[i], placements[i], watermark, salt, marked);
+        encoded.note(&batch[i], placements[i], start, out);
     };
-    for piece in pieces {
+    for piece in plan_batch(batch.iter().map(EventRef::from)) {
         match piece {
-            Piece::One(i) => one(out, i),
-            Piece::Run { start, deltas } => {
-                let members = &placements[start..start + deltas.len()];
+            Piece::One(i) => one(out, &mut encoded, i),
+            Piece::Run {
+                start: first,
+                deltas,
+            } => {
+                let members = &placements[first..first + deltas.len()];
                 // A chunk leaves the tracker where it was, so a run's members
                 // share one placement; if they ever did not, store them alone.
                 if members.iter().all(|p| *p == members[0]) {
                     encode_run_record(out, &deltas, members[0], watermark, salt);
+                    // A run holds no `turn/end`: it moves no commit point.
+                    encoded.records += 1;
                 } else {
-                    for i in start..start + deltas.len() {
-                        one(out, i);
+                    for i in first..first + deltas.len() {
+                        one(out, &mut encoded, i);
                     }
                 }
             }
         }
     }
-    records
+    encoded
 }
 
 /// The trailer of a record `record_len` bytes long: its last
@@ -1100,8 +1136,14 @@ mod tests {
             in_turn: true,
         };
         let mut out = Vec::new();
-        let records = encode_batch(&mut out, &batch, &[placement; 4], 5, 3, true);
-        assert_eq!(records, 1);
+        let encoded = encode_batch(&mut out, &batch, &[placement; 4], 5, 3, true);
+        assert_eq!(
+            encoded,
+            Encoded {
+                records: 1,
+                closing_end: None
+            }
+        );
         let head = parse_head(&out).unwrap();
         assert_eq!((head.kind, head.count(), head.next_seq()), (15, 4, 11));
         check_record(&out, &head, 3).unwrap();
@@ -1117,7 +1159,7 @@ mod tests {
         // Unpacked (version 1): four records.
         let mut v1 = Vec::new();
         assert_eq!(
-            encode_batch(&mut v1, &batch, &[placement; 4], 5, 3, false),
+            encode_batch(&mut v1, &batch, &[placement; 4], 5, 3, false).records,
             4
         );
         // Framing limits of a run head.
@@ -1127,6 +1169,41 @@ mod tests {
         let mut bad = out.clone();
         bad[REC_FLAGS_FIELD.at] = REC_IGNORABLE | REC_IN_TURN;
         assert!(parse_head(&bad).is_err());
+    }
+
+    #[test]
+    fn a_batch_reports_where_its_last_closing_turn_end_ends() {
+        let ev = |t: &str, seq: u64, data: &str| Event::new(t, seq, 0, data).unwrap();
+        let at = |turn, step, in_turn| Placement {
+            turn,
+            step,
+            in_turn,
+        };
+        // Turn 1 closes, turn 2 opens and stays open: the commit point moves
+        // to the end of turn 1's `turn/end`, not to the batch's end.
+        let batch = [
+            ev("turn/start", 0, r#"{"turn":1}"#),
+            ev("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+            ev("turn/start", 2, r#"{"turn":2}"#),
+        ];
+        let placements = [at(1, 0, true), at(1, 0, false), at(2, 0, true)];
+        for pack in [false, true] {
+            let mut out = vec![0xAA; 5]; // bytes before the batch's records
+            let encoded = encode_batch(&mut out, &batch, &placements, 0, 3, pack);
+            let first = parse_head(&out[5..]).unwrap().record_len();
+            let second = parse_head(&out[5 + first as usize..]).unwrap().record_len();
+            assert_eq!(
+                encoded,
+                Encoded {
+                    records: 3,
+                    closing_end: Some(first + second)
+                }
+            );
+        }
+        // A batch with no closing `turn/end` moves nothing.
+        let mut out = Vec::new();
+        let encoded = encode_batch(&mut out, &batch[..1], &placements[..1], 0, 3, true);
+        assert_eq!(encoded.closing_end, None);
     }
 
     #[test]

@@ -510,7 +510,7 @@ impl WalWriter {
     fn append_unheld(&mut self, batch: &[Event], placements: &[Placement]) -> Result<u64> {
         self.scratch.clear();
         let pack = self.packs();
-        format::encode_batch(
+        let encoded = format::encode_batch(
             &mut self.scratch,
             batch,
             placements,
@@ -522,13 +522,12 @@ impl WalWriter {
             return Err(self.restore(Failure::Write(self.io("write", e))));
         }
         let batch_start = self.written_len;
-        let closing = closing_end(&self.scratch);
         self.written_len += self.scratch.len() as u64;
         self.held_from = self.written_len;
         self.held_from_events += batch.len() as u64;
         self.acked_events = self.held_from_events;
         self.check_invariants();
-        self.after_batch(batch_start, &closing);
+        self.after_batch(batch_start, encoded.closing_end);
         Ok(self.acked_events)
     }
 }
@@ -867,7 +866,7 @@ impl LogWriter for WalWriter {
         // bytes of earlier batches.
         let size: usize = batch.iter().map(format::encoded_len).sum();
         let mut bytes = Vec::with_capacity(size);
-        format::encode_batch(
+        let encoded = format::encode_batch(
             &mut bytes,
             batch,
             placements,
@@ -876,7 +875,6 @@ impl LogWriter for WalWriter {
             self.packs(),
         );
         let batch_start = self.held_from + self.pending.len();
-        let batch_bytes_heads = closing_end(&bytes);
         self.pending.push(bytes, batch.len() as u64);
         let sync_now = match sync {
             SyncMode::Batch => true,
@@ -892,7 +890,7 @@ impl LogWriter for WalWriter {
             self.acked_events = self.held_from_events + self.pending.events();
         }
         self.check_invariants();
-        self.after_batch(batch_start, &batch_bytes_heads);
+        self.after_batch(batch_start, encoded.closing_end);
         Ok(self.acked_events)
     }
 
@@ -1003,23 +1001,6 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
     Ok(tracker.accept_batch(&scan.closers)?)
 }
 
-/// The end (within `bytes`, a batch's records) of the batch's last
-/// `turn/end` record that leaves no turn open, if any: where the batch moves
-/// the commit point to (the tracker accepted the batch, so such a `turn/end`
-/// closes its turn).
-fn closing_end(bytes: &[u8]) -> Option<u64> {
-    let mut at = 0u64;
-    let mut end = None;
-    while at < bytes.len() as u64 {
-        let head = format::parse_head(&bytes[at as usize..]).expect("just encoded");
-        at += head.record_len();
-        if head.event_kind() == EventKind::TurnEnd && !head.in_turn() {
-            end = Some(at);
-        }
-    }
-    end
-}
-
 impl WalWriter {
     /// After an accepted batch that started at byte `start` and closed a
     /// turn ending at `start + closing`: moves the commit point the close
@@ -1028,7 +1009,7 @@ impl WalWriter {
     /// [`AUTO_SEAL_MIN_BYTES`] and 1/[`AUTO_SEAL_FILE_FRACTION`] of the
     /// file). The batch is acknowledged either way: a failed seal leaves the
     /// old file (or poisons the writer, reported by its next call).
-    fn after_batch(&mut self, start: u64, closing: &Option<u64>) {
+    fn after_batch(&mut self, start: u64, closing: Option<u64>) {
         let Some(closing) = closing else { return };
         if !self.auto_seal.at_close || !self.packs() {
             return;
