@@ -620,6 +620,53 @@ impl Store {
         }
     }
 
+    /// The last `n` stored events (fewer if the log holds fewer), as
+    /// [`Store::read_from`] serves them, read from the log's end: where the
+    /// backend learns a session's length from its tail (the WAL's last
+    /// record, SQLite's session row), only the suffix is read, so the cost
+    /// is that of the `n` events, not of the log.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("user/message", 1, 6, r#"{"id":"u"}"#).unwrap(),
+    /// ]).unwrap();
+    /// let last = store.read_last("s", 1).unwrap();
+    /// assert_eq!((last.len(), last[0].seq()), (1, 1));
+    /// assert_eq!(store.read_last("s", 10).unwrap().len(), 2);
+    /// ```
+    pub fn read_last(&self, id: &str, n: u64) -> Result<Vec<Event>> {
+        let last = |events: Vec<Event>| {
+            let skip = events
+                .len()
+                .saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
+            events.into_iter().skip(skip).collect::<Vec<_>>()
+        };
+        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        if cold && let Some(end) = self.backend.end_hint(id)? {
+            // A hint: a log whose tail a full read judges otherwise (debris,
+            // a cut) can serve fewer events from there, and is read whole.
+            let from = end.saturating_sub(n);
+            let events = self.read_from(id, from)?;
+            if from == 0 || events.len() as u64 >= n {
+                return Ok(last(events));
+            }
+        }
+        Ok(last(self.read_from(id, 0)?))
+    }
+
+    /// One session's entry of [`Store::list`] (header, length, size, last
+    /// activity, state), read as `list` reads it: the WAL reads the log's
+    /// header and last record, SQLite the session's row.
+    pub fn summary(&self, id: &str) -> Result<SessionSummary> {
+        self.backend
+            .summary(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
     /// The session's header as stored, read without its events where the
     /// backend allows it (the WAL's file header, SQLite's session row); with
     /// [`Store::read_from`], a suffix read that never touches the prefix.

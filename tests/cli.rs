@@ -613,6 +613,54 @@ fn cat_of_a_crashed_session_shows_closers_and_writes_nothing() {
 }
 
 #[test]
+fn a_read_on_a_store_that_does_not_exist_exits_4_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-store");
+    let jsonl = format!("jsonl:{}", dir.path().join("no-such-root").display());
+    let commands: [&[&str]; 6] = [
+        &["ls"],
+        &["cat", "s"],
+        &["tail", "s"],
+        &["verify"],
+        &["stats", "s"],
+        &["rm", "s"],
+    ];
+    for (store, shown) in [
+        (missing.to_str().unwrap(), missing.display().to_string()),
+        (
+            jsonl.as_str(),
+            dir.path().join("no-such-root").display().to_string(),
+        ),
+    ] {
+        for args in commands {
+            let out = command(&["--store", store]).args(args).output().unwrap();
+            assert_eq!(
+                (
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stdout).as_ref(),
+                    String::from_utf8_lossy(&out.stderr).as_ref()
+                ),
+                (
+                    Some(4),
+                    "",
+                    format!(
+                        "turnwal: no store at {shown}: the path does not exist (the store is \
+                         named by --store, else $TURNWAL_STORE, else ./.turnwal)\n"
+                    )
+                    .as_str()
+                ),
+                "{store} {args:?}"
+            );
+        }
+    }
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
+}
+
+#[test]
 fn tail_prints_the_last_stored_events() {
     let dir = tempfile::tempdir().unwrap();
     let events = crashed_session(dir.path());

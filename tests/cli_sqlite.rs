@@ -64,26 +64,25 @@ fn append_cat_tail_ls_stats_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sessions.sqlite");
 
-    // Reading a database that does not exist creates nothing.
+    // Reading a database that does not exist is refused, names it and
+    // creates nothing: a typo in --store is not an empty store.
     let out = on(&db, &["ls"], "");
     assert_eq!(
         (out.status, out.stdout.as_str(), out.stderr.as_str()),
         (
-            0,
-            "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY  STATE  CHECKED\n",
-            ""
+            4,
+            "",
+            format!(
+                "turnwal: no store at {}: the path does not exist (the store is named by \
+                 --store, else $TURNWAL_STORE, else ./.turnwal)\n",
+                db.display()
+            )
+            .as_str()
         )
     );
-    let out = on(&db, &["cat", "s"], "");
-    assert_eq!(
-        (out.status, out.stderr.as_str()),
-        (4, "turnwal: session \"s\" not found\n")
-    );
-    let out = on(&db, &["verify"], "");
-    assert_eq!((out.status, out.stdout.as_str()), (0, ""));
-    // Only a command that creates a session creates the database.
     for args in [
-        &["append", "s"][..],
+        &["cat", "s"][..],
+        &["verify"],
         &["tail", "s"],
         &["stats", "s"],
         &["recover", "s"],
@@ -93,11 +92,24 @@ fn append_cat_tail_ls_stats_and_verify() {
     ] {
         let out = on(&db, args, "");
         assert_eq!(
-            (out.status, out.stderr.as_str()),
-            (4, "turnwal: session \"s\" not found\n"),
-            "{args:?}"
+            (out.status, out.stdout.as_str()),
+            (4, ""),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.starts_with("turnwal: no store at "),
+            "{args:?}: {}",
+            out.stderr
         );
     }
+    // Appending to a session of a missing store without --create: the
+    // session is missing (and nothing is created).
+    let out = on(&db, &["append", "s"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (4, "turnwal: session \"s\" not found\n")
+    );
     assert!(!db.exists());
 
     let events = two_turns(&db);

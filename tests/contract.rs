@@ -1031,6 +1031,26 @@ fn read_from_edges<F: Fixture>() {
         assert_eq!(store.read_from(id, 9).unwrap(), []);
         assert_eq!(store.read_from(id, 109).unwrap(), []);
         assert_eq!(store.read_from(id, (1 << 53) - 1).unwrap(), []);
+        // The last events, read from the end.
+        assert_eq!(store.read_last(id, 0).unwrap(), []);
+        assert_eq!(store.read_last(id, 1).unwrap(), all[8..]);
+        assert_eq!(store.read_last(id, 6).unwrap(), all[3..]);
+        assert_eq!(store.read_last(id, 9).unwrap(), all);
+        assert_eq!(store.read_last(id, 1000).unwrap(), all);
+        assert_not_found(store.read_last("absent", 2), "absent");
+        let summary = store.summary(id).unwrap();
+        let listed = store
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.id == id)
+            .unwrap();
+        assert_eq!(
+            (summary.header, summary.events, summary.turns, summary.state),
+            (listed.header, listed.events, listed.turns, listed.state)
+        );
+        assert_eq!((summary.events, summary.bytes), (9, listed.bytes));
+        assert_not_found(store.summary("absent"), "absent");
         for bad in [1 << 53, u64::MAX] {
             match store.read_from(id, bad) {
                 Err(e @ Error::InvalidArgument(_)) => assert_eq!(

@@ -441,6 +441,17 @@ fn check_recovers(dir: &Path, log: &Log, image: &[u8], n: usize, reason: CutReas
     // read_from serves the kept events as stored: no closers, no repair.
     assert_eq!(store.read_from(ID, 0).unwrap(), kept, "{}", ctx());
     assert_eq!(store.read_from(ID, n as u64 / 2).unwrap(), kept[n / 2..]);
+    // read_last seeks from the log's end, and whatever the tail holds serves
+    // exactly the kept events' last ones.
+    for k in [0, 1, 3, n / 2, n, n + 7] {
+        let last = store.read_last(ID, k as u64).unwrap();
+        assert_eq!(
+            last,
+            kept[n.saturating_sub(k)..],
+            "read_last {k}: {}",
+            ctx()
+        );
+    }
     assert_bytes(&fs::read(&path).unwrap(), image, "inspect wrote nothing");
     drop(store);
 

@@ -80,6 +80,22 @@ pub trait Backend: Send + Sync {
     /// reading whole logs where the backend allows it.
     fn list(&self) -> Result<Vec<SessionSummary>>;
 
+    /// One session's [`Backend::list`] entry, read the way `list` reads it
+    /// (headers and log tails); `None` when the session does not exist. The
+    /// default lists the store.
+    fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
+        Ok(self.list()?.into_iter().find(|s| s.id == id))
+    }
+
+    /// A cheap estimate of where a session's stored events end (the seq
+    /// after the last one), read from the log's end, so that its last events
+    /// can be read without its prefix; `None` when the backend cannot tell
+    /// without reading the log (the caller then reads from seq 0) or the
+    /// session does not exist. An estimate: a reader checks what it gets.
+    fn end_hint(&self, _id: &str) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
     /// Whether a session is materialized.
     fn exists(&self, id: &str) -> Result<bool>;
 

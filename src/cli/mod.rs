@@ -165,8 +165,22 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         };
         Ok(location.open(options, &sqlite_options, missing)?)
     };
-    // Only a command that creates a session creates a missing database.
-    let existing = || open(SyncMode::default(), IfMissing::Empty);
+    // A command that only reads or tidies needs a store that exists: a typo
+    // in --store must not look like an empty store. Only a command that
+    // creates a session creates a missing one.
+    let existing = || {
+        let location = location::resolve(store.as_deref())?;
+        check_sqlite_args(&sqlite, &[&location])?;
+        let path = location.path();
+        if !path.exists() {
+            return Err(Failure::Other(format!(
+                "no store at {}: the path does not exist (the store is named by --store, \
+                 else $TURNWAL_STORE, else ./.turnwal)",
+                path.display()
+            )));
+        }
+        open(SyncMode::default(), IfMissing::Empty)
+    };
     match command {
         Command::Demo => {
             check_sqlite_args(&sqlite, &[])?;

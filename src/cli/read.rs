@@ -64,7 +64,11 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
 /// never printed after the old one's.
 pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
-    let events = store.read_from(id, 0)?;
+    // Read from the log's end: the cost is the lines asked for, not the log.
+    // One event more than printed is read when following, so `-n 0
+    // --follow` still knows where the log ends.
+    let wanted = args.lines as u64 + u64::from(args.follow && args.lines == 0);
+    let events = store.read_last(id, wanted)?;
     // Read before anything is printed: the incarnation that is followed.
     let header = args.follow.then(|| store.header(id)).transpose()?;
     let skip = events.len().saturating_sub(args.lines);
@@ -73,8 +77,8 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
     let Some(header) = header else {
         return Ok(exit::SUCCESS);
     };
-    // Event i has seq i, so the stored length is the next seq to look for.
-    let mut next = events.len() as u64;
+    // Event i has seq i, so the next seq to look for follows the last read.
+    let mut next = events.last().map_or(0, |e| e.seq() + 1);
     let mut last = events.last().cloned();
     loop {
         thread::sleep(FOLLOW_INTERVAL);

@@ -599,6 +599,30 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            Ok(read_session(conn, path, id)?.map(|row| scan::summarize(conn, path, &row)))
+        })
+    }
+
+    fn end_hint(&self, id: &str) -> Result<Option<u64>> {
+        // The last row by the primary key. A packed row's seq is its first
+        // member's, so this can fall short of the end by a run: the reader
+        // then reads a few more events than it keeps.
+        let path = &self.shared.path;
+        let last: Option<i64> = self
+            .shared
+            .conn()
+            .conn
+            .prepare_cached("SELECT max(seq) FROM events WHERE session_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
+            .map_err(|e| sql_error("read events", path, e))?;
+        Ok(last
+            .and_then(|seq| u64::try_from(seq).ok())
+            .map(|seq| seq + 1))
+    }
+
     fn exists(&self, id: &str) -> Result<bool> {
         let path = &self.shared.path;
         let conn = self.shared.conn();

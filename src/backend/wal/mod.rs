@@ -557,6 +557,19 @@ impl Backend for WalBackend {
         }))
     }
 
+    fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
+        if !self.exists(id)? {
+            return Ok(None);
+        }
+        let name = format!("{}{LOG_EXTENSION}", encode_file_name(id));
+        Ok(Some(self.summarize(&name)))
+    }
+
+    fn end_hint(&self, id: &str) -> Result<Option<u64>> {
+        // The header and the last record: two small reads.
+        Ok(self.summary(id)?.map(|s| s.events))
+    }
+
     fn exists(&self, id: &str) -> Result<bool> {
         let path = self.log_path(id);
         self.storage
