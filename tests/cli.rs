@@ -1334,3 +1334,88 @@ fn compact_seals_sessions_and_reports_bytes() {
     let out = run(store, &["compact", "nope"], "");
     assert_eq!(out.status, 4, "{}", out.stderr);
 }
+
+// ---------------------------------------------------------------- help
+
+#[test]
+fn short_store_flag_and_quiet_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_str().unwrap();
+    let events: Vec<String> = turn(1, 0, T0);
+    let out = command(&["-s", store, "append", "s", "--create", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(lines(&events).as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).as_ref(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (Some(0), "", "")
+    );
+    // Everything was stored all the same.
+    assert_eq!(cat(dir.path(), "s"), lines(&events));
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "_turnwal()"),
+        ("zsh", "#compdef turnwal"),
+        ("fish", "complete -c turnwal"),
+    ] {
+        let out = run(dir.path(), &["completions", shell], "");
+        assert_eq!((out.status, out.stderr.as_str()), (0, ""), "{shell}");
+        assert!(out.stdout.contains(marker), "{shell}: {marker}");
+        for word in ["append", "verify", "compact", "--store", "--follow"] {
+            assert!(out.stdout.contains(word), "{shell} completes {word}");
+        }
+    }
+    let out = run(dir.path(), &["completions", "tcsh"], "");
+    assert_eq!(out.status, 64);
+
+    let out = run(dir.path(), &["man"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let man = out.stdout;
+    assert!(man.contains(".TH turnwal 1"), "{man}");
+    for section in [".SH NAME", ".SH SYNOPSIS", ".SH OPTIONS", ".SH SUBCOMMANDS"] {
+        assert!(man.contains(section), "{section}");
+    }
+    // The exit statuses and the store forms are in the page, as in --help.
+    assert!(man.contains("64  usage error"), "{man}");
+    assert!(man.contains("jsonl:ROOT"), "{man}");
+    // SQLite options make no sense for these commands.
+    let out = run(dir.path(), &["--busy-timeout", "5", "man"], "");
+    assert_eq!(out.status, 64);
+}
+
+#[test]
+fn short_help_is_short() {
+    let dir = tempfile::tempdir().unwrap();
+    // `-h` of a subcommand names the store once, briefly, and leaves the
+    // SQLite options to `--help`.
+    let out = run(dir.path(), &["ls", "-h"], "");
+    assert_eq!(out.status, 0);
+    assert_eq!(out.stdout.matches("--store").count(), 1, "{}", out.stdout);
+    assert!(!out.stdout.contains("--journal-mode"), "{}", out.stdout);
+    assert!(out.stdout.lines().all(|l| l.len() <= 130), "{}", out.stdout);
+    let out = run(dir.path(), &["ls", "--help"], "");
+    assert!(
+        out.stdout.contains("--journal-mode <MODE>"),
+        "{}",
+        out.stdout
+    );
+}

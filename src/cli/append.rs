@@ -35,6 +35,7 @@ pub(crate) fn run(
         id: &args.session,
         next_seq: start,
         acked: start,
+        quiet: args.quiet,
         out,
     };
     loop {
@@ -268,6 +269,8 @@ struct Appender<'a> {
     next_seq: u64,
     /// Seqs below this were acknowledged (or stored before this run).
     acked: u64,
+    /// `--quiet`: acknowledge silently.
+    quiet: bool,
     out: &'a mut dyn Write,
 }
 
@@ -313,6 +316,10 @@ impl Appender<'_> {
     /// the producer sees them at once.
     fn ack(&mut self, durable: u64) -> Result<(), Failure> {
         if durable <= self.acked {
+            return Ok(());
+        }
+        if self.quiet {
+            self.acked = durable;
             return Ok(());
         }
         let mut text = String::new();

@@ -58,17 +58,18 @@ destination, not found, I/O), as for verify.";
     long_about = "Inspect, verify, repair and drive turnwal session stores.\n\n\
         A store holds agent sessions as append-only, turn-aware logs. The last complete \
         turn/end is each log's commit point; after a crash, torn bytes are cut and an open \
-        final turn is closed with synthetic closers ending in turn/end {\"reason\":{\"kind\":\"interrupted\"}}.",
+        final turn is closed with synthetic closers ending in turn/end {\"reason\":{\"kind\":\"interrupted\"}}.\n\n\
+        Stores (-s/--store, else $TURNWAL_STORE, else ./.turnwal): a directory (existing or \
+        not) is a native WAL store; a .sqlite or .db file (existing or not) is an SQLite \
+        store; jsonl:ROOT is the upstream harness's JSONL root (jsonl+zstd:ROOT or \
+        jsonl+none:ROOT choose the encoding of a new root).",
     after_long_help = EXIT_STATUS_HELP,
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store. A directory (existing or not) is a native WAL store; a
-    /// .sqlite or .db file (existing or not) is an SQLite store; jsonl:ROOT
-    /// is the upstream harness's JSONL root (jsonl+zstd:ROOT or
-    /// jsonl+none:ROOT to choose the encoding of a new root).
-    /// Default: $TURNWAL_STORE, else ./.turnwal
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The store: a directory, a .sqlite/.db file or jsonl:ROOT (default
+    /// $TURNWAL_STORE, else ./.turnwal)
+    #[arg(short = 's', long, global = true, value_name = "PATH")]
     pub store: Option<String>,
 
     /// How SQLite stores are opened.
@@ -90,7 +91,8 @@ pub struct SqliteArgs {
         long,
         global = true,
         value_name = "MODE",
-        help_heading = "SQLite stores"
+        help_heading = "SQLite stores",
+        hide_short_help = true
     )]
     pub journal_mode: Option<JournalMode>,
     /// PRAGMA synchronous: full (default; every commit survives a power
@@ -99,12 +101,19 @@ pub struct SqliteArgs {
         long,
         global = true,
         value_name = "MODE",
-        help_heading = "SQLite stores"
+        help_heading = "SQLite stores",
+        hide_short_help = true
     )]
     pub synchronous: Option<Synchronous>,
     /// How long to wait for another connection's lock, in milliseconds
     /// (default 5000).
-    #[arg(long, global = true, value_name = "MS", help_heading = "SQLite stores")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        help_heading = "SQLite stores",
+        hide_short_help = true
+    )]
     pub busy_timeout: Option<u64>,
 }
 
@@ -225,6 +234,29 @@ pub enum Command {
         million events: about 1.8 GB written) and it takes a minute or two."
     )]
     Bench(BenchArgs),
+    /// Print a shell completion script (generated from this command line).
+    #[command(
+        long_about = "Print a completion script for SHELL on stdout, generated from the \
+        same definition as --help. For bash: `turnwal completions bash > \
+        ~/.local/share/bash-completion/completions/turnwal`; zsh: into a directory on \
+        $fpath as _turnwal; fish: ~/.config/fish/completions/turnwal.fish."
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), generated from this command line.
+    #[command(
+        long_about = "Print turnwal(1), the man page, as roff on stdout, generated from the \
+        same definition as --help: `turnwal man > ~/.local/share/man/man1/turnwal.1` (then \
+        `man turnwal`), or `turnwal man | man -l -` to read it now."
+    )]
+    Man,
+}
+
+/// `turnwal completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `turnwal bench`.
@@ -283,6 +315,10 @@ pub struct AppendArgs {
     /// Refuses a log with torn bytes to cut (run `recover` first).
     #[arg(long = "continue", conflicts_with = "create")]
     pub continue_turn: bool,
+    /// Print no `ack SEQ` lines (errors still go to stderr; the exit
+    /// status says whether everything was stored).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The `--sync` values.

@@ -191,6 +191,18 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             bench::run(store.as_deref(), &a, out)
         }
         Command::Convert(a) => convert::run(store.as_deref(), &sqlite, &a, out),
+        Command::Completions(a) => {
+            check_sqlite_args(&sqlite, &[])?;
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cli, "turnwal", out);
+            Ok(exit::SUCCESS)
+        }
+        Command::Man => {
+            check_sqlite_args(&sqlite, &[])?;
+            let cli = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cli).render(out)?;
+            Ok(exit::SUCCESS)
+        }
         Command::Append(a) => {
             let missing = if a.create {
                 IfMissing::Create
