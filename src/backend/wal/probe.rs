@@ -88,9 +88,14 @@ pub fn walk_back(
 }
 
 /// Tracks whether a backward walk has covered everything after the last
-/// record's watermark.
+/// record's watermark, or after the proven length if that is further on.
 #[derive(Default)]
 struct Coverage {
+    /// Bytes the durability proof vouches for (0 when not known): a region
+    /// made durable by a later fdatasync whose records still carry an older
+    /// watermark (appends with `--sync never` before the final flush) needs
+    /// no walk.
+    proven: u64,
     watermark: Option<u64>,
     /// Whether the walk has decided (walked past the watermark).
     decided: bool,
@@ -106,7 +111,9 @@ impl Coverage {
     /// there). A watermark of 0 (materialization's first batch) is checked
     /// all the way to the first record.
     fn note(&mut self, f: &Found) -> bool {
-        let w = *self.watermark.get_or_insert(f.head.watermark);
+        let w = *self
+            .watermark
+            .get_or_insert(f.head.watermark.max(self.proven));
         if w != 0 && f.offset < w && !self.decided {
             self.decided = true;
             self.covered = f.offset + f.head.record_len() == w;
@@ -160,13 +167,21 @@ fn walk_back_one(bytes: &[u8], records_start: u64, salt: u32, f: &Found) -> Opti
 
 /// The records holding seqs >= `from_seq` at the clean end of the file, in
 /// order; `None` when the end is not proven clean (the caller scans).
+/// `proven` is the length the durability proof vouches for (at most the
+/// file's length; 0 if none): the walk need not go below it, so a suffix
+/// read of a wholly proven log costs the suffix, whatever the watermarks.
 pub fn clean_suffix(
     bytes: &[u8],
     records_start: u64,
     salt: u32,
     from_seq: u64,
+    proven: u64,
 ) -> Option<Vec<Found>> {
-    let mut coverage = Coverage::default();
+    debug_assert!(proven <= bytes.len() as u64, "proof past the end");
+    let mut coverage = Coverage {
+        proven,
+        ..Coverage::default()
+    };
     let walk = walk_back(bytes, records_start, salt, |f| {
         let decided = coverage.note(f);
         // Stop at an unclean boundary, or once clean and back at `from_seq`.
@@ -239,15 +254,55 @@ mod tests {
         let (bytes, start) = file(100, 10);
         let (last, previous) = clean_end(&bytes, start, 9).unwrap();
         assert_eq!((last.seq, previous.map(|p| p.seq)), (99, Some(98)));
-        let suffix = clean_suffix(&bytes, start, 9, 95).unwrap();
+        let suffix = clean_suffix(&bytes, start, 9, 95, 0).unwrap();
         assert_eq!(
             suffix.iter().map(|f| f.head.seq).collect::<Vec<_>>(),
             [95, 96, 97, 98, 99]
         );
-        assert_eq!(clean_suffix(&bytes, start, 9, 0).unwrap().len(), 100);
-        assert!(clean_suffix(&bytes, start, 9, 100).unwrap().is_empty());
+        assert_eq!(clean_suffix(&bytes, start, 9, 0, 0).unwrap().len(), 100);
+        assert!(clean_suffix(&bytes, start, 9, 100, 0).unwrap().is_empty());
         let (first_only, start) = file(5, 10);
         assert_eq!(clean_end(&first_only, start, 9).unwrap().0.seq, 4);
+    }
+
+    #[test]
+    fn a_proven_log_is_read_from_its_end_whatever_its_watermarks() {
+        // One batch of 100 records, all with watermark 0 (written before any
+        // fsync), then made durable and proven whole.
+        let (bytes, start) = file(100, 1000);
+        let len = bytes.len() as u64;
+        let mut walked = 0;
+        let walk = walk_back(&bytes, start, 9, |_| {
+            walked += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!((walked, walk.found.len()), (100, 100));
+        // Unproven, the suffix walk must check every record back to the
+        // first; proven, it stops below seq 95.
+        assert_eq!(clean_suffix(&bytes, start, 9, 95, 0).unwrap().len(), 5);
+        let suffix = clean_suffix(&bytes, start, 9, 95, len).unwrap();
+        assert_eq!(
+            suffix.iter().map(|f| f.head.seq).collect::<Vec<_>>(),
+            [95, 96, 97, 98, 99]
+        );
+        let mut coverage = Coverage {
+            proven: len,
+            ..Coverage::default()
+        };
+        let mut visited = 0;
+        walk_back(&bytes, start, 9, |f| {
+            visited += 1;
+            coverage.note(f) && f.head.seq < 95
+        })
+        .unwrap();
+        assert_eq!(visited, 6, "the walk stops at seq 94");
+        // A proof that ends inside a record is no boundary: not clean.
+        assert!(clean_suffix(&bytes, start, 9, 95, len - 1).is_none());
+        // Damage inside the proven suffix is still found.
+        let mut damaged = bytes.clone();
+        damaged[bytes.len() - 10] ^= 1;
+        assert!(clean_suffix(&damaged, start, 9, 95, len).is_none());
     }
 
     #[test]
@@ -268,7 +323,7 @@ mod tests {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x40;
             assert!(clean_end(&damaged, start, 9).is_none(), "byte {at}");
-            assert!(clean_suffix(&damaged, start, 9, 99).is_none(), "byte {at}");
+            assert!(clean_suffix(&damaged, start, 9, 99, 0).is_none(), "byte {at}");
         }
         // A copy of an earlier record at the end: its seq breaks the chain.
         let mut stale = bytes.clone();
@@ -277,7 +332,7 @@ mod tests {
             .record_len() as usize;
         stale.extend_from_slice(&bytes[start as usize..start as usize + first]);
         assert!(clean_end(&stale, start, 9).is_none());
-        assert!(clean_suffix(&stale, start, 9, 0).is_none());
+        assert!(clean_suffix(&stale, start, 9, 0, 0).is_none());
         let torn = &bytes[..bytes.len() - 3];
         assert!(clean_end(torn, start, 9).is_none());
         let mut zeros = bytes.clone();

@@ -725,8 +725,9 @@ pub(super) fn read_from(
     path: &std::path::Path,
     proven: u64,
 ) -> Result<Vec<Event>> {
-    if let Some(found) = probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq)
-        && proven <= bytes.len() as u64
+    if proven <= bytes.len() as u64
+        && let Some(found) =
+            probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq, proven)
     {
         // The suffix walk already proved the end clean: its last two records
         // are what the fast scan would walk back to find.
