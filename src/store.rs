@@ -518,6 +518,44 @@ impl Store {
         })
     }
 
+    /// [`Store::inspect`] as a [`crate::view::LogView`]: the same events,
+    /// read in place ([`Store::view`]) where nothing has to be rewritten at
+    /// read time, so a reader that walks them (`turnwal cat`) holds an index
+    /// rather than the log. A session whose reads are normalized (a
+    /// [`Policy::Permissive`] session's migrations, a JSONL root's checks)
+    /// is read as `inspect` reads it, into memory.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let view = store.inspect_view("s").unwrap();
+    /// let inspected = store.inspect("s").unwrap();
+    /// assert_eq!(view.iter().map(|e| e.to_event()).collect::<Vec<_>>(), inspected.events);
+    /// ```
+    pub fn inspect_view(&self, id: &str) -> Result<crate::view::LogView> {
+        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        let in_place = cold
+            && !self.backend.normalizes_reads()
+            && !self.options.require_known_types
+            && matches!(
+                self.backend.policy(id)?,
+                Some(Policy::Strict | Policy::Lenient)
+            );
+        if in_place {
+            return self.view(id);
+        }
+        let mut view = self.inspect(id)?;
+        let closers = view.events.split_off(view.stored as usize);
+        Ok(crate::view::LogView::owned(
+            view.header,
+            view.state,
+            view.events,
+            closers,
+        ))
+    }
+
     /// Loads a session: commits its repair once (cut torn bytes, append the
     /// closers, fsync) and returns the balanced log. The session stays open
     /// for appends in this store.

@@ -55,35 +55,47 @@ impl Store {
             closers: 0,
             problem: Some(problem),
         };
-        let stored = match self.backend().load(id) {
-            Ok(Some(stored)) => stored,
+        // Read in place (the WAL's map): the events are checked one by one,
+        // so the heap holds the view's index and one event, not the log.
+        let view = match self.backend().view(id) {
+            Ok(Some(view)) => view,
             Ok(None) => return Err(Error::NotFound { id: id.to_owned() }),
             Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => {
                 return Ok(corrupt(e.to_string()));
             }
             Err(e) => return Err(e),
         };
-        let scan = &stored.scan;
+        let scan = view.scan().expect("a backend's view carries its scan");
         if let Err(detail) = scan.header.check_version() {
             return Ok(corrupt(detail));
         }
         // What a read of a Permissive session refuses (upstream's read
         // rules), verify reports.
-        if let Err(e) = self.migrate(scan.policy, id, stored.events.clone()) {
-            return Ok(corrupt(e.to_string()));
+        if scan.policy == crate::Policy::Permissive {
+            let stored: Vec<_> = view
+                .iter()
+                .take(view.stored())
+                .map(|e| e.to_event())
+                .collect();
+            if let Err(e) = self.migrate(scan.policy, id, stored) {
+                return Ok(corrupt(e.to_string()));
+            }
         }
         let committed = scan.committed as usize;
         let mut tracker =
             Tracker::new(scan.policy).require_known_types(self.options().require_known_types);
-        for (i, event) in stored.events.iter().enumerate() {
-            let region = if i < committed { "committed" } else { "tail" };
-            let place = format!(
-                "{region} event seq {} ({})",
-                event.seq(),
-                event.event_type()
-            );
+        for (i, stored) in view.iter().take(view.stored()).enumerate() {
+            let event = stored.to_event();
+            let place = || {
+                let region = if i < committed { "committed" } else { "tail" };
+                format!(
+                    "{region} event seq {} ({})",
+                    event.seq(),
+                    event.event_type()
+                )
+            };
             if let Err(e) = RawJson::parse(event.data().get()) {
-                return Ok(corrupt(format!("{place}: data is not valid JSON: {e}")));
+                return Ok(corrupt(format!("{}: data is not valid JSON: {e}", place())));
             }
             for extra in [event.surface_op(), event.source_event_seqs()]
                 .into_iter()
@@ -91,14 +103,18 @@ impl Store {
             {
                 if let Err(e) = RawJson::parse(extra.get()) {
                     return Ok(corrupt(format!(
-                        "{place}: envelope field is not valid JSON: {e}"
+                        "{}: envelope field is not valid JSON: {e}",
+                        place()
                     )));
                 }
             }
             if i < committed
-                && let Err(v) = tracker.accept(event)
+                && let Err(v) = tracker.accept(&event)
             {
-                return Ok(corrupt(format!("{place} breaks the turn contract: {v}")));
+                return Ok(corrupt(format!(
+                    "{} breaks the turn contract: {v}",
+                    place()
+                )));
             }
         }
         Ok(VerifyReport {

@@ -174,6 +174,8 @@ pub struct LogView {
     state: LogState,
     source: Source,
     closers: Vec<Event>,
+    /// How the backend classified the log it read, where it says.
+    scan: Option<Box<crate::scan::Scan>>,
 }
 
 impl LogView {
@@ -189,6 +191,7 @@ impl LogView {
             state,
             source: Source::InPlace(events),
             closers,
+            scan: None,
         }
     }
 
@@ -204,7 +207,21 @@ impl LogView {
             state,
             source: Source::Owned(events),
             closers,
+            scan: None,
         }
+    }
+
+    /// The view with the scan that classified its log (header, commit
+    /// point, cut, closers and the rest), for readers that report on the
+    /// log as well as walk it (`verify`, `stats`).
+    pub(crate) fn with_scan(mut self, scan: crate::scan::Scan) -> LogView {
+        self.scan = Some(Box::new(scan));
+        self
+    }
+
+    /// The scan the backend read the log with, if it attached it.
+    pub(crate) fn scan(&self) -> Option<&crate::scan::Scan> {
+        self.scan.as_deref()
     }
 
     /// Drops the closers (a live session's open turn is not interrupted).

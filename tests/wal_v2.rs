@@ -948,3 +948,51 @@ proptest! {
         prop_assert_eq!(listed.last_activity, Some(loaded.events.last().unwrap().time()));
     }
 }
+
+#[test]
+fn a_forged_record_that_decodes_to_no_event_is_corrupt_in_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Script::new();
+    packable_turn(&mut s, 1);
+    packable_turn(&mut s, 2);
+    let writer = v1_store(dir.path());
+    writer.create(SessionHeader::new(ID, 1)).unwrap();
+    writer.append(ID, &s.events).unwrap();
+    drop(writer);
+    let path = WalBackend::open(dir.path()).unwrap().log_path(ID);
+    let mut bytes = log_bytes(dir.path());
+    // Record seq 1 gets a time past 2^53 - 1, with a checksum that agrees:
+    // only decoding can tell.
+    let (at, head) = heads(&bytes)[1];
+    assert_eq!(head.seq, 1);
+    let field = at as usize + format::REC_TIME_FIELD.at;
+    bytes[field..field + 8].copy_from_slice(&(1i64 << 53).to_le_bytes());
+    reseal(&mut bytes, at as usize, &head);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = store(dir.path());
+    let expect_corrupt = |what: &str, result: Result<(), turnwal::Error>| match result {
+        Err(turnwal::Error::Corrupt(c)) => {
+            assert_eq!(c.offset, at, "{what}: {c}");
+            assert!(
+                c.to_string().contains("is not a safe integer"),
+                "{what}: {c}"
+            );
+        }
+        other => panic!("{what}: expected Corrupt, got {other:?}"),
+    };
+    expect_corrupt("view", store.view(ID).map(drop));
+    expect_corrupt("inspect_view", store.inspect_view(ID).map(drop));
+    expect_corrupt("inspect", store.inspect(ID).map(drop));
+    let report = store.verify(ID).unwrap();
+    assert_eq!(report.state, LogState::Corrupt);
+    assert!(
+        report
+            .problem
+            .as_deref()
+            .unwrap()
+            .contains("is not a safe integer"),
+        "{report:?}"
+    );
+    assert_eq!(log_bytes(dir.path()), bytes, "reads write nothing");
+}

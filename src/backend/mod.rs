@@ -143,11 +143,12 @@ pub trait Backend: Send + Sync {
         Ok(self.load(id)?.map(|stored| {
             let state = stored.scan.state();
             crate::view::LogView::owned(
-                stored.scan.header,
+                stored.scan.header.clone(),
                 state,
                 stored.events,
-                stored.scan.closers,
+                stored.scan.closers.clone(),
             )
+            .with_scan(stored.scan)
         }))
     }
 

@@ -19,6 +19,7 @@
 //! [`suite`] is the run `turnwal bench` makes.
 
 pub mod baselines;
+pub mod cli;
 pub mod fixtures;
 pub mod measure;
 pub mod stats;

@@ -35,6 +35,8 @@ pub struct Config {
     pub tail_reps: usize,
     /// Turns of the session whose bytes at rest are measured.
     pub disk_turns: usize,
+    /// Runs of each `turnwal` command on the large session.
+    pub cli_reps: usize,
 }
 
 impl Config {
@@ -49,6 +51,7 @@ impl Config {
         tail_events: (1_000, 100_000),
         tail_reps: 501,
         disk_turns: 40,
+        cli_reps: 3,
     };
 
     /// `turnwal bench`: the issue's sizes where they fit in about a minute
@@ -63,6 +66,7 @@ impl Config {
         tail_events: (1_000, 1_000_000),
         tail_reps: 1001,
         disk_turns: 400,
+        cli_reps: 3,
     };
 }
 
@@ -145,13 +149,23 @@ pub struct Report {
     /// A full load of the same session compacted (issue 16: ≤ 1.5× its
     /// uncompressed size), and the compacted file's size.
     pub compact_memory: (measure::LoadMemory, u64),
+    /// The `turnwal` command on the large session (empty when the suite
+    /// was not run by the binary).
+    pub cli: Vec<super::cli::CliFigure>,
     /// The machine and the load average at the start.
     pub machine: Value,
 }
 
 /// Runs the suite in `dir` (which it fills with fixtures; the caller
-/// removes it), calling `progress` before each step.
-pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchResult<Report> {
+/// removes it), calling `progress` before each step. With `exe` (the
+/// `turnwal` binary), the operator's commands are timed on the large
+/// session too ([`super::cli`]).
+pub fn run(
+    dir: &Path,
+    config: Config,
+    exe: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> BenchResult<Report> {
     let machine = stats::machine(dir);
     let mut outcomes = Vec::new();
 
@@ -208,6 +222,13 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
     let large = SessionFixture::build(&dir.join("large"), "large", 5, Until::Events(large), false)?;
     progress("tail read");
     let tail = measure::tail_read(&large, &small, 50)?.run(config.tail_reps)?;
+    let cli = match exe {
+        Some(exe) => {
+            progress("the turnwal command on the large session");
+            super::cli::measure(exe, &large.dir, &large.id, large.events, config.cli_reps)?
+        }
+        None => Vec::new(),
+    };
     progress("full load");
     let load_memory = measure::load_memory(&large)?;
     progress("full load, compacted");
@@ -257,6 +278,7 @@ pub fn run(dir: &Path, config: Config, progress: &mut dyn FnMut(&str)) -> BenchR
         at_rest,
         load_memory,
         compact_memory,
+        cli,
         machine,
     })
 }
@@ -337,6 +359,13 @@ impl Report {
         out
     }
 
+    /// Events of the large session (the tail read's, the full load's and
+    /// the command line's).
+    fn load_memory_events(&self) -> String {
+        self.outcome("tail_read")
+            .map_or_else(String::new, |t| t.sides[0].name.clone())
+    }
+
     /// One JSON object: `ratios` (the seven headline ratios and the
     /// [`SQLITE_RATIOS`]), `targets`
     /// (each ratio's target and whether it is met), `scaling`, `tail_read`
@@ -392,6 +421,7 @@ impl Report {
                     "met": c.rss_ratio() <= COMPACT_LOAD_MEMORY_TARGET,
                 },
             },
+            "cli": self.cli.iter().map(super::cli::CliFigure::to_json).collect::<Vec<_>>(),
             "results": self.outcomes.iter().map(Outcome::to_json).collect::<Vec<_>>(),
             "machine": self.machine,
         })
@@ -514,6 +544,40 @@ impl Report {
                 "not met"
             },
         ));
+        if !self.cli.is_empty() {
+            let mut rows = vec![vec![
+                format!(
+                    "turnwal on the {}-event session ({})",
+                    self.load_memory_events(),
+                    measure::size_label(mem.file_bytes)
+                ),
+                "wall (median)".to_owned(),
+                "peak resident".into(),
+                "peak heap".into(),
+                "target".into(),
+            ]];
+            for f in &self.cli {
+                let target = match f.args[0].as_str() {
+                    "tail" => "≤ 50 ms, ≤ 64 MiB resident",
+                    _ if f.met().is_some() => "heap ≤ 64 MiB",
+                    _ => "",
+                };
+                let verdict = match f.met() {
+                    Some(true) => ": met",
+                    Some(false) => ": not met",
+                    None => "",
+                };
+                rows.push(vec![
+                    format!("  {}", f.args.join(" ")),
+                    super::human_duration(f.median),
+                    measure::size_label(f.max_rss),
+                    measure::size_label(f.max_anon),
+                    format!("{target}{verdict}"),
+                ]);
+            }
+            out.push('\n');
+            out.push_str(&super::align(&rows));
+        }
         out
     }
 }

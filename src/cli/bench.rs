@@ -36,7 +36,8 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
             );
         }
     };
-    let report = suite::run(scratch.path(), config, &mut progress)
+    let exe = std::env::current_exe().ok();
+    let report = suite::run(scratch.path(), config, exe.as_deref(), &mut progress)
         .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
     drop(scratch);
     if args.json {

@@ -28,8 +28,17 @@ pub(crate) fn cat(
     if raw {
         write_events(out, &store.read_raw(id, from)?)?;
     } else {
-        let view = store.inspect(id)?;
-        write_events(out, view.events.iter().filter(|e| e.seq() >= from))?;
+        // Read in place and written event by event: the heap holds the
+        // view's index, not the log.
+        let view = store.inspect_view(id)?;
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(view.len());
+        let mut line = Vec::with_capacity(4096);
+        for event in (start..view.len()).filter_map(|i| view.get(i)) {
+            line.clear();
+            event.write_json(&mut line);
+            line.push(b'\n');
+            out.write_all(&line)?;
+        }
     }
     Ok(exit::SUCCESS)
 }

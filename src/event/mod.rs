@@ -475,6 +475,16 @@ fn type_name(event_type: &str) -> TypeName {
     }
 }
 
+/// What [`Event::from_parts`] checks of an event read from storage (its
+/// type name, seq and time), without building it: a reader that borrows
+/// stored events checks them once, up front, so that building one later
+/// cannot fail.
+pub(crate) fn check_stored_parts(event_type: &str, seq: u64, time: i64) -> Result<(), String> {
+    validate_type_name(event_type)?;
+    check_seq(seq)?;
+    check_time(time)
+}
+
 fn validate_type_name(event_type: &str) -> Result<(), String> {
     if event_type.is_empty() {
         return Err("type must be a non-empty string".into());

@@ -606,42 +606,39 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
-        // One entry per kept event, sized up front: a doubling vector would
-        // hold up to twice the entries (each an event when a unit or run
-        // decodes) while it grows.
-        let mut entries =
-            Vec::with_capacity(usize::try_from(classified.scan.stored_len()).unwrap_or(0));
+        let mut entries = view::Entries::with_capacity(
+            usize::try_from(classified.scan.stored_len()).unwrap_or(0),
+        );
         for (at, head) in scan::heads(&map, start, classified.kept_end) {
             if head.is_v2() {
                 // A run's members and a unit's events are rebuilt (or
                 // decompressed) text: held, not borrowed.
-                entries.extend(
-                    scan::decode_at(&map, at, &head, &path)?
-                        .into_iter()
-                        .map(view::Entry::Owned),
-                );
+                entries.hold(scan::decode_at(&map, at, &head, &path)?);
             } else {
-                entries.push(view::Entry::At(at));
+                entries.at(at);
             }
         }
         let scan = classified.scan;
         let state = scan.state();
         view::MappedRecords::new(map, entries)
             .map(|records| {
-                Some(crate::view::LogView::in_place(
-                    scan.header,
-                    state,
-                    Box::new(records),
-                    scan.closers,
-                ))
+                Some(
+                    crate::view::LogView::in_place(
+                        scan.header.clone(),
+                        state,
+                        Box::new(records),
+                        scan.closers.clone(),
+                    )
+                    .with_scan(scan),
+                )
             })
-            .map_err(|at| {
+            .map_err(|(at, reason)| {
                 Error::from(Corruption {
                     path: path.clone(),
                     offset: at,
                     unit: crate::error::Unit::Byte,
                     seq: None,
-                    reason: "record payload is not UTF-8".into(),
+                    reason,
                 })
             })
     }

@@ -323,7 +323,10 @@ mod tests {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x40;
             assert!(clean_end(&damaged, start, 9).is_none(), "byte {at}");
-            assert!(clean_suffix(&damaged, start, 9, 99, 0).is_none(), "byte {at}");
+            assert!(
+                clean_suffix(&damaged, start, 9, 99, 0).is_none(),
+                "byte {at}"
+            );
         }
         // A copy of an earlier record at the end: its seq breaks the chain.
         let mut stale = bytes.clone();

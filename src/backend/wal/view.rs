@@ -6,35 +6,82 @@ use super::format::{self, RecordHead};
 use crate::storage::Mapped;
 use crate::view::{EventRef, InPlace};
 
-/// One event of a view: a validated record read in place, or a chunk
-/// run's member, rebuilt.
-pub(super) enum Entry {
-    /// The single-event record at this offset.
-    At(u64),
-    /// A member of a chunk-run record.
-    Owned(crate::event::Event),
+/// Where each event of a view is, eight bytes an event: the offset of a
+/// single-event record read in place, or (top bit set) the index of an
+/// event held because it was rebuilt (a chunk run's member) or decompressed
+/// (a sealed unit's).
+#[derive(Default)]
+pub(super) struct Entries {
+    slots: Vec<u64>,
+    held: Vec<crate::event::Event>,
 }
 
-/// Validated records of a mapped file, by offset, and run members.
+/// Marks a slot as an index into [`Entries::held`] (offsets never reach it).
+const HELD: u64 = 1 << 63;
+
+impl Entries {
+    /// Room for `n` events, taken up front: a doubling vector would hold up
+    /// to twice the slots while it grows.
+    pub(super) fn with_capacity(n: usize) -> Entries {
+        Entries {
+            slots: Vec::with_capacity(n),
+            held: Vec::new(),
+        }
+    }
+
+    /// The next event is the single-event record at `offset`.
+    pub(super) fn at(&mut self, offset: u64) {
+        debug_assert!(offset < HELD);
+        self.slots.push(offset);
+    }
+
+    /// The next events are these, held.
+    pub(super) fn hold(&mut self, events: Vec<crate::event::Event>) {
+        for event in events {
+            self.slots.push(HELD | self.held.len() as u64);
+            self.held.push(event);
+        }
+    }
+
+    /// The record offsets, in order.
+    fn offsets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slots.iter().copied().filter(|s| s & HELD == 0)
+    }
+}
+
+/// Validated records of a mapped file, by offset, and held events.
 pub(super) struct MappedRecords {
     bytes: Mapped,
-    entries: Vec<Entry>,
+    entries: Entries,
 }
 
 impl MappedRecords {
-    /// The events `entries` name in `bytes`. Every record at an
-    /// [`Entry::At`] offset must have passed the scan (framing, checksum).
-    /// Fails if a payload is not UTF-8 (only possible for damaged bytes that
-    /// still passed the checksum), naming the record's offset.
-    pub(super) fn new(bytes: Mapped, entries: Vec<Entry>) -> Result<MappedRecords, u64> {
-        for entry in &entries {
-            let Entry::At(at) = *entry else { continue };
+    /// The events `entries` name in `bytes`. Every record at an offset
+    /// must have passed the scan (framing, checksum). Fails, naming the
+    /// record's offset and why, where decoding the record would (only
+    /// possible for damaged or forged bytes that still passed the checksum):
+    /// a payload that is not UTF-8, a type name, seq or time no event may
+    /// have, a kind-14 record naming a known type. So every
+    /// [`EventRef::to_event`] of the view succeeds.
+    pub(super) fn new(bytes: Mapped, entries: Entries) -> Result<MappedRecords, (u64, String)> {
+        for at in entries.offsets() {
             let head = head_at(&bytes, at);
             let start = at as usize + format::RECORD_HEADER_LEN;
             let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
             if simdutf8::basic::from_utf8(&bytes[start..end]).is_err() {
-                return Err(at);
+                return Err((at, "record payload is not UTF-8".into()));
             }
+            let event = record_ref(&bytes, at);
+            if event.kind == crate::event::EventKind::Other
+                && crate::event::EventKind::of(event.event_type) != crate::event::EventKind::Other
+            {
+                return Err((
+                    at,
+                    format!("record kind 14 names the known type {:?}", event.event_type),
+                ));
+            }
+            crate::event::check_stored_parts(event.event_type, event.seq, event.time)
+                .map_err(|reason| (at, reason))?;
         }
         Ok(MappedRecords { bytes, entries })
     }
@@ -42,13 +89,15 @@ impl MappedRecords {
 
 impl InPlace for MappedRecords {
     fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.slots.len()
     }
 
     fn get(&self, i: usize) -> EventRef<'_> {
-        match &self.entries[i] {
-            Entry::At(at) => record_ref(&self.bytes, *at),
-            Entry::Owned(event) => EventRef::from(event),
+        let slot = self.entries.slots[i];
+        if slot & HELD == 0 {
+            record_ref(&self.bytes, slot)
+        } else {
+            EventRef::from(&self.entries.held[(slot & !HELD) as usize])
         }
     }
 }
