@@ -1071,25 +1071,190 @@ fn stats_counts_event_types() {
     crashed_session(dir.path());
     let len = fs::metadata(log_path(dir.path(), "s")).unwrap().len();
     let out = run(dir.path(), &["stats", "s", "--json"], "");
+    let mut stats: Value = serde_json::from_str(&out.stdout).unwrap();
+    let created = stats["createdAt"].take();
+    assert!(created.as_u64().is_some(), "{created}");
+    assert_eq!(
+        stats,
+        serde_json::json!({
+            "id": "s", "state": "open-turn", "events": 9, "turns": 2, "bytes": len,
+            "closers": 2, "firstTime": T0, "lastTime": T0 + 12,
+            "types": {"assistant/chunk": 2, "step/end": 1, "step/start": 2, "turn/end": 1,
+                      "turn/start": 2, "user/message": 1},
+            "createdAt": null, "cwd": "/w", "parentSession": null, "durationMs": 12,
+            "interruptedTurns": 0, "outcomes": {"completed": 1},
+            "tokens": {"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0,
+                       "cacheWriteTokens": 0, "reasoningTokens": 0},
+            "models": {}, "tools": {}
+        })
+    );
+}
+
+/// A session with a model's tool calls, one of which fails, then a turn
+/// left open.
+fn tool_session(store: &Path, id: &str) {
+    let t = |n: i64| T0 + n;
+    let events = [
+        ev("turn/start", 0, t(0), r#"{"turn":1}"#),
+        ev(
+            "user/message",
+            1,
+            t(1),
+            r#"{"id":"u1","role":"user","content":[{"type":"text","text":"look at a.txt"}],"source":{"kind":"user"}}"#,
+        ),
+        ev("step/start", 2, t(2), r#"{"turn":1,"step":1}"#),
+        ev(
+            "assistant/message",
+            3,
+            t(3),
+            r#"{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"},{"type":"tool-call","id":"c2","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"ds","model":"v4"}},"usage":{"inputTokens":1200,"outputTokens":40,"cacheReadTokens":300}}"#,
+        ),
+        ev(
+            "tool/call",
+            4,
+            t(4),
+            r#"{"turn":1,"step":1,"callId":"c1","name":"read","arguments":"{}"}"#,
+        ),
+        ev(
+            "tool/call",
+            5,
+            t(5),
+            r#"{"turn":1,"step":1,"callId":"c2","name":"bash","arguments":"{}"}"#,
+        ),
+        ev(
+            "tool/result",
+            6,
+            t(6),
+            r#"{"turn":1,"step":1,"message":{"id":"r1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","isError":false,"content":[{"type":"text","text":"hello"}]}]}}"#,
+        ),
+        ev(
+            "tool/result",
+            7,
+            t(7),
+            r#"{"turn":1,"step":1,"message":{"id":"r2","role":"user","source":{"kind":"tool","callId":"c2"},"content":[{"type":"tool-result","toolCallId":"c2","isError":true,"content":[{"type":"text","text":"exit 1"}]}]}}"#,
+        ),
+        ev("step/end", 8, t(8), r#"{"turn":1,"step":1}"#),
+        ev(
+            "turn/end",
+            9,
+            t(1500),
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+        ev("turn/start", 10, t(2000), r#"{"turn":2}"#),
+        ev("step/start", 11, t(2001), r#"{"turn":2,"step":1}"#),
+    ];
+    let out = run(
+        store,
+        &["append", id, "--create", "--cwd", "/w", "-q"],
+        &lines(&events),
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn stats_reads_tokens_models_tools_and_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    tool_session(dir.path(), "tools");
+    let len = fs::metadata(log_path(dir.path(), "tools")).unwrap().len();
+    let out = run(dir.path(), &["stats", "tools"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let text: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("created"))
+        .collect();
+    assert_eq!(
+        text.join("\n"),
+        format!(
+            "session      tools\n\
+             state        open-turn\n\
+             cwd          /w\n\
+             parent       -\n\
+             events       12\n\
+             turns        2\n\
+             outcomes     completed 1\n\
+             interrupted  0 (and the open turn, on resume)\n\
+             bytes        {len}\n\
+             closers      2\n\
+             first time   2023-11-14T22:13:20.000Z\n\
+             last time    2023-11-14T22:13:22.001Z\n\
+             duration     2.00 s\n\
+             tokens       1200 in, 40 out (cache read 300, cache write 0, reasoning 0)\n\
+             models       ds/v4 1\n\
+             tool calls   2 (1 failed)\n\
+             tools        bash 1 (1 failed), read 1\n\
+             types\n\
+             \x20 assistant/message  1\n\
+             \x20 step/end           1\n\
+             \x20 step/start         2\n\
+             \x20 tool/call          2\n\
+             \x20 tool/result        2\n\
+             \x20 turn/end           1\n\
+             \x20 turn/start         2\n\
+             \x20 user/message       1"
+        )
+    );
+
+    // Store-wide: a line per session in natural order, then the total.
+    crashed_session(dir.path());
+    let out = run(dir.path(), &["stats"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let s_len = fs::metadata(log_path(dir.path(), "s")).unwrap().len();
     assert_eq!(
         out.stdout,
         format!(
-            "{{\"id\":\"s\",\"state\":\"open-turn\",\"events\":9,\"turns\":2,\"bytes\":{len},\"closers\":2,\
-             \"firstTime\":{T0},\"lastTime\":{},\"types\":{{\"assistant/chunk\":2,\"step/end\":1,\
-             \"step/start\":2,\"turn/end\":1,\"turn/start\":2,\"user/message\":1}}}}\n",
-            T0 + 12
+            "SESSION             STATE      EVENTS  TURNS  INTERRUPTED  TOKENS IN  TOKENS OUT  TOOL CALLS  FAILED\n\
+             s                   open-turn       9      2            0          0           0           0       0\n\
+             tools               open-turn      12      2            0       1200          40           2       1\n\
+             total (2 sessions)                 21      4            0       1200          40           2       1\n\
+             bytes       {}\n\
+             models      ds/v4 1\n\
+             tools       bash 1 (1 failed), read 1\n",
+            len + s_len
         )
     );
-    let out = run(dir.path(), &["stats", "s"], "");
+    let out = run(dir.path(), &["stats", "--json"], "");
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
     assert_eq!(
-        out.stdout,
-        format!(
-            "session     s\nstate       open-turn\nevents      9\nturns       2\nbytes       {len}\n\
-             closers     2\nfirst time  2023-11-14T22:13:20.000Z\nlast time   2023-11-14T22:13:20.012Z\n\
-             types\n  assistant/chunk  2\n  step/end         1\n  step/start       2\n  turn/end         1\n\
-             \x20 turn/start       2\n  user/message     1\n"
-        )
+        (lines[0]["id"].as_str(), lines[1]["id"].as_str()),
+        (Some("s"), Some("tools"))
     );
+    let total = &lines[2]["total"];
+    assert_eq!(
+        (
+            total["sessions"].as_u64(),
+            total["events"].as_u64(),
+            total["bytes"].as_u64(),
+            total["tokens"]["inputTokens"].as_u64(),
+            total["tools"]["bash"]["failures"].as_u64(),
+        ),
+        (Some(2), Some(21), Some(len + s_len), Some(1200), Some(1))
+    );
+}
+
+#[test]
+fn ls_orders_ids_as_a_person_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["sess-10", "sess-2", "sess-1", "a"] {
+        session_with_turns(dir.path(), id, 1);
+    }
+    let out = run(dir.path(), &["ls", "--json"], "");
+    let ids: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["a", "sess-1", "sess-2", "sess-10"]);
 }
 
 #[test]

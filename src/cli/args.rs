@@ -181,7 +181,8 @@ pub enum Command {
     Recover(RecoverArgs),
     /// List the sessions of the store.
     Ls(LsArgs),
-    /// Show a session's size, turns, event types and time span.
+    /// Show what a session (or every session) holds and cost: turns and how
+    /// they ended, tokens, models, tool calls and failures, time span.
     Stats(StatsArgs),
     /// Copy a session's history (up to a turn boundary) into a new session.
     Fork(ForkArgs),
@@ -407,10 +408,11 @@ pub struct LsArgs {
 /// `turnwal stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// The session id.
+    /// The session; every session and the store's total when omitted.
     #[arg(value_parser = parse_id)]
-    pub session: String,
-    /// One JSON object.
+    pub session: Option<String>,
+    /// One JSON object per session (and a last `{"total":…}` line for the
+    /// whole store).
     #[arg(long)]
     pub json: bool,
 }

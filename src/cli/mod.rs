@@ -25,11 +25,13 @@ mod bench;
 mod check;
 mod convert;
 mod demo;
+mod digest;
 mod location;
 mod output;
 mod progress;
 mod read;
 mod sessions;
+mod stats;
 
 use std::fmt;
 use std::io::{self, BufWriter, Write};
@@ -219,7 +221,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         }
         Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, a.salvage, out),
         Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
-        Command::Stats(a) => sessions::stats(&existing()?, &a.session, a.json, out),
+        Command::Stats(a) => stats::stats(&existing()?, a.session.as_deref(), a.json, out),
         Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),
         Command::Compact(a) => sessions::compact(&existing()?, &a, out),
         Command::Fork(a) => sessions::fork(&existing()?, &a.session, &a.child, a.at, out),

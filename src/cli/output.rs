@@ -2,7 +2,6 @@
 //! below, since scripts read them), aligned text tables, times and cuts.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
@@ -179,23 +178,6 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
             problem: s.problem.as_deref(),
         }
     }
-}
-
-/// `stats` in JSON.
-#[derive(Serialize)]
-pub(crate) struct StatsJson<'a> {
-    #[serde(serialize_with = "id_json")]
-    pub id: &'a str,
-    pub state: &'static str,
-    pub events: u64,
-    pub turns: u64,
-    pub bytes: u64,
-    pub closers: usize,
-    #[serde(rename = "firstTime")]
-    pub first_time: Option<i64>,
-    #[serde(rename = "lastTime")]
-    pub last_time: Option<i64>,
-    pub types: BTreeMap<&'a str, u64>,
 }
 
 /// An aligned text table: a header row, then rows; numeric columns are

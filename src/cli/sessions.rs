@@ -1,20 +1,61 @@
 //! `turnwal ls`, `turnwal stats`, `turnwal fork` and `turnwal rm`: whole
 //! sessions.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
-use super::output::{SessionJson, StatsJson, Table, display_id, iso_utc, json_line};
-use super::{Failure, Outcome, exit};
-use crate::event::Event;
-use crate::scan::LogState;
+use super::output::{SessionJson, Table, display_id, iso_utc, json_line};
+use super::{Outcome, exit};
 use crate::store::Store;
+
+/// Sorts session ids as a person counts: runs of digits by their value, so
+/// `sess-2` comes before `sess-10`.
+pub(crate) fn sort_natural(ids: &mut [String]) {
+    ids.sort_by(|a, b| natural_cmp(a, b));
+}
+
+/// Natural order: digit runs compare by value (then by length, so `01`
+/// after `1`), everything else byte by byte; ties fall back to byte order,
+/// so distinct ids never compare equal.
+pub(crate) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        if x[i].is_ascii_digit() && y[j].is_ascii_digit() {
+            let run = |s: &[u8], k: usize| s[k..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let (m, n) = (run(x, i), run(y, j));
+            let (p, q) = (&x[i..i + m], &y[j..j + n]);
+            let trim = |d: &[u8]| {
+                let z = d.iter().take_while(|&&c| c == b'0').count();
+                d[z..].to_vec()
+            };
+            let (tp, tq) = (trim(p), trim(q));
+            let by_value = tp.len().cmp(&tq.len()).then_with(|| tp.cmp(&tq));
+            if by_value != Ordering::Equal {
+                return by_value;
+            }
+            let by_len = m.cmp(&n);
+            if by_len != Ordering::Equal {
+                return by_len;
+            }
+            i += m;
+            j += n;
+        } else {
+            if x[i] != y[j] {
+                return x[i].cmp(&y[j]);
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (x.len() - i).cmp(&(y.len() - j)).then_with(|| x.cmp(y))
+}
 
 /// Lists the sessions, sorted by id: an aligned table with a header row, or
 /// one JSON object per line.
 pub(crate) fn ls(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
     let mut sessions = store.list()?;
-    sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    sessions.sort_by(|a, b| natural_cmp(&a.id, &b.id));
     super::check::report_foreign(store)?;
     if json {
         for s in &sessions {
@@ -47,65 +88,6 @@ pub(crate) fn ls(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
     }
     table.write(out)?;
     Ok(exit::SUCCESS)
-}
-
-/// Prints a session's state, size, turns, closers pending, the time span and
-/// the count of each event type, all of stored events (closers excluded).
-pub(crate) fn stats(store: &Store, id: &str, json: bool, out: &mut dyn Write) -> Outcome {
-    let view = store.inspect(id)?;
-    let report = store.verify(id)?;
-    if report.state == LogState::Corrupt {
-        let problem = report.problem.unwrap_or_default();
-        return Err(Failure::Corrupt(format!(
-            "session {id:?} is corrupt: {problem}"
-        )));
-    }
-    let stored = &view.events[..view.stored as usize];
-    let mut types: BTreeMap<&str, u64> = BTreeMap::new();
-    for event in stored {
-        *types.entry(event.event_type()).or_default() += 1;
-    }
-    let stats = StatsJson {
-        id,
-        state: report.state.code(),
-        events: view.stored,
-        turns: report.turns,
-        bytes: report.bytes,
-        closers: report.closers,
-        first_time: stored.first().map(Event::time),
-        last_time: stored.last().map(Event::time),
-        types,
-    };
-    if json {
-        json_line(out, &stats)?;
-    } else {
-        stats_text(&stats, out)?;
-    }
-    Ok(exit::SUCCESS)
-}
-
-fn stats_text(s: &StatsJson<'_>, out: &mut dyn Write) -> std::io::Result<()> {
-    let time = |t: Option<i64>| t.map_or_else(|| "-".to_owned(), iso_utc);
-    let mut table = Table::headless(&[false, false]);
-    for (key, value) in [
-        ("session", display_id(s.id).into_owned()),
-        ("state", s.state.to_owned()),
-        ("events", s.events.to_string()),
-        ("turns", s.turns.to_string()),
-        ("bytes", s.bytes.to_string()),
-        ("closers", s.closers.to_string()),
-        ("first time", time(s.first_time)),
-        ("last time", time(s.last_time)),
-    ] {
-        table.row(vec![key.to_owned(), value]);
-    }
-    table.write(out)?;
-    writeln!(out, "types")?;
-    let mut types = Table::headless(&[false, true]);
-    for (name, count) in &s.types {
-        types.row(vec![format!("  {name}"), count.to_string()]);
-    }
-    types.write(out)
 }
 
 /// Forks `id` into `child` (events `0..=at`, by default all) and prints the
@@ -153,4 +135,58 @@ pub(crate) fn rm(store: &Store, id: &str, out: &mut dyn Write) -> Outcome {
     store.delete(id)?;
     writeln!(out, "deleted {}", display_id(id))?;
     Ok(exit::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order_counts_digit_runs_and_never_ties_distinct_ids() {
+        let mut ids: Vec<String> = [
+            "sess-10",
+            "sess-2",
+            "sess-1",
+            "sess-01",
+            "s",
+            "sess-2a",
+            "sess-2-3",
+            "b9",
+            "b10",
+            "99999999999999999999999",
+            "100000000000000000000000",
+            "",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        sort_natural(&mut ids);
+        assert_eq!(
+            ids,
+            [
+                "",
+                "99999999999999999999999",
+                "100000000000000000000000",
+                "b9",
+                "b10",
+                "s",
+                "sess-1",
+                "sess-01",
+                "sess-2",
+                "sess-2-3",
+                "sess-2a",
+                "sess-10",
+            ]
+        );
+        for a in &ids {
+            for b in &ids {
+                assert_eq!(
+                    natural_cmp(a, b) == std::cmp::Ordering::Equal,
+                    a == b,
+                    "{a} {b}"
+                );
+                assert_eq!(natural_cmp(a, b), natural_cmp(b, a).reverse(), "{a} {b}");
+            }
+        }
+    }
 }
