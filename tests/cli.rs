@@ -1584,3 +1584,195 @@ fn short_help_is_short() {
         out.stdout
     );
 }
+
+// ---------------------------------------------------------------- show
+
+#[test]
+fn show_prints_the_transcript_as_text_and_markdown() {
+    let dir = tempfile::tempdir().unwrap();
+    tool_session(dir.path(), "tools");
+    let out = run(dir.path(), &["show", "tools"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let (first, rest) = out.stdout.split_once('\n').unwrap();
+    assert!(
+        first.starts_with("session tools · cwd /w · created "),
+        "{first}"
+    );
+    assert!(first.ends_with(" · open-turn"), "{first}");
+    // Not a terminal: no colour codes.
+    assert_eq!(
+        rest,
+        "\nTurn 1 · 2023-11-14T22:13:20.000Z · completed · 1.50 s\n\
+         \x20 user:\n\
+         \x20   look at a.txt\n\
+         \x20 assistant: (step 1, ds/v4, 1200 in / 40 out tokens)\n\
+         \x20 → call read (c1) {}\n\
+         \x20 → call bash (c2) {}\n\
+         \x20 ← result read (c1)\n\
+         \x20   hello\n\
+         \x20 ✗ failed bash (c2)\n\
+         \x20   exit 1\n\
+         \n\
+         Turn 2 · 2023-11-14T22:13:22.000Z · open (a crash); recovery closes it as interrupted\n\
+         \x20 [recovery] step/end\n\
+         \x20 [recovery] turn/end, interrupted\n"
+    );
+    let out = run(
+        dir.path(),
+        &["show", "tools", "--turn", "2", "--format", "markdown"],
+        "",
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let body = out.stdout.split_once("- state: open-turn\n").unwrap().1;
+    assert_eq!(
+        body,
+        "\n## Turn 2 · 2023-11-14T22:13:22.000Z · open (a crash); recovery closes it as interrupted\n\n\
+         *[recovery] step/end*\n\n\
+         *[recovery] turn/end, interrupted*\n\n"
+    );
+    assert!(
+        out.stdout
+            .starts_with("# Session `tools`\n\n- cwd: `/w`\n- created: ")
+    );
+    let out = run(dir.path(), &["show", "tools", "--turn", "7"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (4, "turnwal: session \"tools\" has no turn 7\n")
+    );
+}
+
+#[test]
+fn show_joins_the_streamed_chunks_of_a_step_no_message_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunk = |seq, text: &str| {
+        ev(
+            "assistant/chunk",
+            seq,
+            T0 + seq as i64,
+            &format!(
+                r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}"#
+            ),
+        )
+    };
+    let events = [
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        ev("step/start", 1, T0 + 1, r#"{"turn":1,"step":1}"#),
+        chunk(2, "Hel"),
+        chunk(3, "lo ```"),
+        chunk(4, " <b>"),
+        ev("step/end", 5, T0 + 5, r#"{"turn":1,"step":1}"#),
+        ev(
+            "turn/end",
+            6,
+            T0 + 6,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    let out = run(
+        dir.path(),
+        &["append", "c", "--create", "-q"],
+        &lines(&events),
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let out = run(dir.path(), &["show", "c", "--format", "markdown"], "");
+    let body = out.stdout.split_once("- state: clean\n").unwrap().1;
+    assert_eq!(
+        body,
+        "\n## Turn 1 · 2023-11-14T22:13:20.000Z · completed · 6.00 ms\n\n\
+         **Assistant** (step 1, streamed, never completed):\n\n\
+         Hello ``` <b>\n\n"
+    );
+}
+
+/// Renders `html` in headless Chromium (Debian's `chromium`; .ci/run
+/// installs it) and returns the DOM after its scripts ran.
+fn rendered(html: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("page.html");
+    fs::write(&page, html).unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("Debian's chromium on PATH (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn show_html_is_one_self_contained_page_that_chromium_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    tool_session(dir.path(), "tools");
+    // A message that would be markup if it were not escaped.
+    let hostile = [
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        ev(
+            "user/message",
+            1,
+            T0 + 1,
+            r#"{"id":"u1","role":"user","content":[{"type":"text","text":"<script>document.title='owned'</script></script><img src=x>"}],"source":{"kind":"user"}}"#,
+        ),
+        ev(
+            "turn/end",
+            2,
+            T0 + 2,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    let out = run(
+        dir.path(),
+        &["append", "h", "--create", "-q"],
+        &lines(&hostile),
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+
+    let out = run(dir.path(), &["show", "tools", "--format", "html"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let html = out.stdout;
+    // Self-contained: nothing is fetched.
+    for external in ["://", "src=", "<link", "@import", "url("] {
+        assert!(!html.contains(external), "{external} in the page");
+    }
+    let dom = rendered(&html);
+    // The page's script drew the timeline: one bar per turn, the failed
+    // and the interrupted one marked.
+    assert!(
+        dom.contains(r#"<nav id="timeline" aria-label="turns" data-turns="2">"#),
+        "{dom}"
+    );
+    assert!(dom.contains(r##"<a href="#turn-1" class="turn failed" title="turn 1: completed · 1.50 s" data-turn="1""##), "{dom}");
+    assert!(
+        dom.contains(r##"<a href="#turn-2" class="turn interrupted""##),
+        "{dom}"
+    );
+    assert!(dom.contains("<title>turnwal: tools</title>"));
+    assert!(dom.contains(r#"<div class="result failed"><span class="role">Failed</span> <code>bash (c2)</code><pre>exit 1</pre></div>"#), "{dom}");
+    assert!(dom.contains(r#"<div class="recovery">[recovery] turn/end, interrupted</div>"#));
+
+    let out = run(dir.path(), &["show", "h", "--format", "html"], "");
+    let dom = rendered(&out.stdout);
+    // The text is shown as text: its script never ran, no image appeared.
+    assert!(dom.contains("<title>turnwal: h</title>"), "{dom}");
+    assert!(
+        dom.contains(
+            "&lt;script&gt;document.title='owned'&lt;/script&gt;&lt;/script&gt;&lt;img src=x&gt;"
+        ),
+        "{dom}"
+    );
+    assert!(!dom.contains("<img"), "{dom}");
+}

@@ -188,6 +188,19 @@ pub enum Command {
     Fork(ForkArgs),
     /// Print the last stored events; with --follow, keep printing new ones.
     Tail(TailArgs),
+    /// Show a session as a readable transcript: turns, messages, tool calls
+    /// and results, failures, models and tokens (text, Markdown or HTML).
+    #[command(
+        long_about = "Show a session as a person reads it: each turn with its outcome and \
+        duration; user and assistant text (a step's streamed chunks joined where no complete \
+        message replaced them); tool calls with their arguments and results, failures marked; \
+        the model and tokens of each assistant message; for a session a crash left open, the \
+        closers recovery would add, marked [recovery]. Writes nothing.\n\n\
+        --format text (the default; coloured on a terminal unless NO_COLOR is set), markdown, \
+        or html: one self-contained page (no network, no external assets) with a per-turn \
+        timeline, e.g. `turnwal show S --format html > s.html`."
+    )]
+    Show(ShowArgs),
     /// Delete a session and everything stored of it.
     #[command(
         long_about = "Delete a session and everything stored of it (its log file, or its \
@@ -415,6 +428,31 @@ pub struct StatsArgs {
     /// whole store).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `turnwal show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The session id.
+    #[arg(value_parser = parse_id)]
+    pub session: String,
+    /// Only this turn.
+    #[arg(long, value_name = "N")]
+    pub turn: Option<u64>,
+    /// How to write it.
+    #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+    pub format: ShowFormat,
+}
+
+/// The `--format` values of `show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShowFormat {
+    /// Plain text (coloured on a terminal).
+    Text,
+    /// Markdown.
+    Markdown,
+    /// One self-contained HTML page.
+    Html,
 }
 
 /// `turnwal fork`.

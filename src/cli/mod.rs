@@ -31,6 +31,7 @@ mod output;
 mod progress;
 mod read;
 mod sessions;
+mod show;
 mod stats;
 
 use std::fmt;
@@ -216,6 +217,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Cat(a) if a.salvage => read::salvage(&existing()?, &a.session, a.from, out),
         Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
         Command::Tail(a) => read::tail(&existing()?, &a, out),
+        Command::Show(a) => show::show(&existing()?, &a, out),
         Command::Verify(a) => {
             check::verify(&existing()?, a.session.as_deref(), a.json, a.deep, out)
         }
