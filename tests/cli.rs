@@ -1776,3 +1776,92 @@ fn show_html_is_one_self_contained_page_that_chromium_renders() {
     );
     assert!(!dom.contains("<img"), "{dom}");
 }
+
+// ---------------------------------------------------------------- grep
+
+#[test]
+fn grep_searches_every_session_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    tool_session(dir.path(), "tools");
+    crashed_session(dir.path());
+    let out = run(dir.path(), &["grep", "a.txt"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.stdout,
+        // 40 bytes of context before the match, 80 after.
+        "tools:1: turn 1 user/message: …ontent\":[{\"type\":\"text\",\"text\":\"look at a.txt\"}],\"source\":{\"kind\":\"user\"}}\n"
+    );
+    // Every session, natural order; --type with a prefix; case folded.
+    let out = run(
+        dir.path(),
+        &["grep", "-i", "TURN\":2", "--type", "step/*"],
+        "",
+    );
+    assert_eq!(
+        out.stdout,
+        "s:7: turn 2 step/start: {\"turn\":2,\"step\":1}\n\
+         tools:11: turn 2 step/start: {\"turn\":2,\"step\":1}\n"
+    );
+    // --errors needs no pattern; -F takes the pattern as text.
+    let out = run(dir.path(), &["grep", "--errors", "--json"], "");
+    let hits: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(hits.len(), 1, "{}", out.stdout);
+    assert_eq!(
+        (
+            hits[0]["session"].as_str(),
+            hits[0]["seq"].as_u64(),
+            hits[0]["turn"].as_u64(),
+            hits[0]["type"].as_str(),
+            hits[0]["time"].as_i64()
+        ),
+        (
+            Some("tools"),
+            Some(7),
+            Some(1),
+            Some("tool/result"),
+            Some(T0 + 7)
+        )
+    );
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("exit 1"));
+    let out = run(
+        dir.path(),
+        &[
+            "grep",
+            "-F",
+            "{}",
+            "--session",
+            "tools",
+            "--type",
+            "tool/call",
+        ],
+        "",
+    );
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    // --since: nothing of these 2023 sessions is from the last week.
+    let out = run(dir.path(), &["grep", ".", "--since", "7d"], "");
+    assert_eq!((out.status, out.stdout.as_str()), (1, ""));
+    let out = run(
+        dir.path(),
+        &["grep", "turn", "--since", "2023-11-14T22:13:22Z"],
+        "",
+    );
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    // Nothing found: exit 1, as grep. Bad input: usage errors.
+    let out = run(dir.path(), &["grep", "no such text"], "");
+    assert_eq!((out.status, out.stdout.as_str()), (1, ""));
+    let out = run(dir.path(), &["grep"], "");
+    assert_eq!(out.status, 64);
+    let out = run(dir.path(), &["grep", "("], "");
+    assert_eq!(out.status, 64);
+    assert!(
+        out.stderr.starts_with("turnwal: bad PATTERN: "),
+        "{}",
+        out.stderr
+    );
+    let out = run(dir.path(), &["grep", "x", "--since", "yesterday"], "");
+    assert_eq!(out.status, 64);
+}

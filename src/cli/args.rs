@@ -201,6 +201,21 @@ pub enum Command {
         timeline, e.g. `turnwal show S --format html > s.html`."
     )]
     Show(ShowArgs),
+    /// Search the stored events of every session for a pattern.
+    #[command(
+        long_about = "Search the stored events of every session (or of --session ones) for \
+        PATTERN, a regular expression (Rust's regex syntax; -F for a plain string, -i to \
+        ignore case) matched against each event's data as stored (JSON text). Prints a line \
+        per hit, SESSION:SEQ: turn N TYPE: snippet, sessions in natural order, as it reads \
+        them.\n\n\
+        --type T keeps events of type T (tool/* for every type starting with tool/; \
+        repeatable); --errors keeps failed tool results and turns that ended in an error (no \
+        PATTERN needed); --since keeps events from a time on (2h, 7d, 2026-12-01, \
+        2026-12-01T08:30:00Z; UTC).\n\n\
+        Exit status: 0 when something matched, 1 when nothing did (as grep), 2 or 4 when a \
+        session could not be read (it is named on stderr and the others are searched)."
+    )]
+    Grep(GrepArgs),
     /// Delete a session and everything stored of it.
     #[command(
         long_about = "Delete a session and everything stored of it (its log file, or its \
@@ -426,6 +441,34 @@ pub struct StatsArgs {
     pub session: Option<String>,
     /// One JSON object per session (and a last `{"total":…}` line for the
     /// whole store).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal grep`.
+#[derive(Debug, Args)]
+pub struct GrepArgs {
+    /// The regular expression (or, with -F, the text) to find.
+    pub pattern: Option<String>,
+    /// Only events of this type (`tool/*`: every type that starts so).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// Only failed tool results and turns that ended in an error.
+    #[arg(long)]
+    pub errors: bool,
+    /// Only this session (repeatable).
+    #[arg(long = "session", value_name = "SESSION", value_parser = parse_id)]
+    pub sessions: Vec<String>,
+    /// Only events from this time on: 2h, 7d, 2026-12-01, 2026-12-01T08:30Z.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// PATTERN is plain text, not a regular expression.
+    #[arg(short = 'F', long)]
+    pub fixed_strings: bool,
+    /// Ignore case.
+    #[arg(short, long)]
+    pub ignore_case: bool,
+    /// One JSON object per hit.
     #[arg(long)]
     pub json: bool,
 }

@@ -26,6 +26,7 @@ mod check;
 mod convert;
 mod demo;
 mod digest;
+mod grep;
 mod location;
 mod output;
 mod progress;
@@ -33,6 +34,7 @@ mod read;
 mod sessions;
 mod show;
 mod stats;
+mod when;
 
 use std::fmt;
 use std::io::{self, BufWriter, Write};
@@ -218,6 +220,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
         Command::Tail(a) => read::tail(&existing()?, &a, out),
         Command::Show(a) => show::show(&existing()?, &a, out),
+        Command::Grep(a) => grep::grep(&existing()?, &a, out),
         Command::Verify(a) => {
             check::verify(&existing()?, a.session.as_deref(), a.json, a.deep, out)
         }
