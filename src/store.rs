@@ -696,6 +696,29 @@ impl Store {
         Ok(last(self.read_from(id, 0)?))
     }
 
+    /// The first `n` stored events as stored (no read-time normalization),
+    /// read from the start of the log: where the WAL is concerned, the
+    /// records up to the `n`th, whatever the log's length.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("user/message", 1, 6, r#"{"id":"u"}"#).unwrap(),
+    /// ]).unwrap();
+    /// assert_eq!(store.read_first("s", 1).unwrap()[0].event_type(), "turn/start");
+    /// ```
+    pub fn read_first(&self, id: &str, n: usize) -> Result<Vec<Event>> {
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+            return Err(Error::NotFound { id: id.to_owned() });
+        }
+        self.backend
+            .read_first(id, n)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
     /// One session's entry of [`Store::list`] (header, length, size, last
     /// activity, state), read as `list` reads it: the WAL reads the log's
     /// header and last record, SQLite the session's row.

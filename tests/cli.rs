@@ -1011,6 +1011,15 @@ fn recover_dry_run_changes_nothing_then_recover_repairs() {
 
 // ------------------------------------------------------ ls, stats, fork
 
+/// `ms` as `date -u` prints it to the minute: what `ls` shows under TZ=UTC.
+fn utc_minute(ms: u64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", ms / 1000), "+%Y-%m-%d %H:%M"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 #[test]
 fn ls_lists_sessions_as_a_table_and_as_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -1023,25 +1032,141 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
     );
     let out = run(store, &["ls", "--json"], "");
     assert_eq!(out.status, 0);
+    let mut lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let created: Vec<u64> = lines
+        .iter_mut()
+        .map(|l| l["createdAt"].take().as_u64().unwrap())
+        .collect();
+    let line = |id: &str, events: u64, bytes: u64, last: i64, state: &str, title: &str| {
+        serde_json::json!({
+            "id": id, "events": events, "turns": 2, "bytes": bytes, "lastActivity": last,
+            "state": state, "checked": "tail", "problem": null, "createdAt": null,
+            "cwd": "/w", "parentSession": null, "seedLength": null, "origin": null,
+            "delegationDepth": null, "agentPreset": null, "title": title
+        })
+    };
+    assert_eq!(
+        lines,
+        [
+            line("beta", 12, beta, T0 + 205, "clean", "hello 1"),
+            line("s", 9, s, T0 + 12, "open-turn", "hello 1"),
+        ]
+    );
+    let out = run_cmd(
+        Command::new(BIN)
+            .env("TZ", "UTC")
+            .args(["--store", store.to_str().unwrap(), "ls"]),
+        "",
+    );
+    let size = |n: u64| match n {
+        0..1024 => format!("{n} B"),
+        _ => format!("{:.1} KiB", n as f64 / 1024.0),
+    };
     assert_eq!(
         out.stdout,
         format!(
-            "{{\"id\":\"beta\",\"events\":12,\"turns\":2,\"bytes\":{beta},\"lastActivity\":{},\"state\":\"clean\",\"checked\":\"tail\",\"problem\":null}}\n\
-             {{\"id\":\"s\",\"events\":9,\"turns\":2,\"bytes\":{s},\"lastActivity\":{},\"state\":\"open-turn\",\"checked\":\"tail\",\"problem\":null}}\n",
-            T0 + 205,
-            T0 + 12
+            "ID    STATE      EVENTS  TURNS     SIZE  LAST ACTIVITY     CREATED           CWD  TITLE    CHECKED\n\
+             beta  clean          12      2  {:>7}  2023-11-14 22:13  {}  /w   hello 1  tail\n\
+             s     open-turn       9      2  {:>7}  2023-11-14 22:13  {}  /w   hello 1  tail\n",
+            size(beta),
+            utc_minute(created[0]),
+            size(s),
+            utc_minute(created[1]),
         )
     );
-    let out = run(store, &["ls"], "");
-    let w = beta.to_string().len().max(5);
+    // Filters, sorting and a limit.
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["ls", "--json"];
+        all.extend_from_slice(args);
+        run(store, &all, "")
+            .stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(ids(&["--state", "open-turn"]), ["s"]);
+    assert_eq!(
+        ids(&["--state", "clean", "--state", "open-turn"]),
+        ["beta", "s"]
+    );
+    assert_eq!(ids(&["--sort", "activity"]), ["beta", "s"]);
+    assert_eq!(ids(&["--sort", "events", "--limit", "1"]), ["beta"]);
+    assert_eq!(
+        ids(&["--sort", "size"]),
+        if beta >= s {
+            ["beta", "s"]
+        } else {
+            ["s", "beta"]
+        }
+    );
+    assert_eq!(ids(&["--cwd", "/w"]), ["beta", "s"]);
+    assert_eq!(ids(&["--cwd", "/w/sub"]), Vec::<String>::new());
+    assert_eq!(ids(&["--cwd", "/"]), ["beta", "s"]);
+    assert_eq!(ids(&["--since", "2023-11-14T22:13:20.100Z"]), ["beta"]);
+    assert_eq!(ids(&["--since", "1d"]), Vec::<String>::new());
+    let out = run(store, &["ls", "--state", "fine"], "");
+    assert_eq!(out.status, 64);
+}
+
+#[test]
+fn head_prints_the_stored_header() {
+    let dir = tempfile::tempdir().unwrap();
+    crashed_session(dir.path());
+    let out = run(dir.path(), &["head", "s", "--json"], "");
+    assert_eq!(out.status, 0);
+    let header: Value = serde_json::from_str(&out.stdout).unwrap();
+    let created = header["createdAt"].as_u64().unwrap();
+    assert_eq!(
+        header,
+        serde_json::json!({"version": 0, "id": "s", "createdAt": created, "cwd": "/w"})
+    );
+    let out = run_cmd(
+        Command::new(BIN).env("TZ", "UTC").args([
+            "--store",
+            dir.path().to_str().unwrap(),
+            "head",
+            "s",
+        ]),
+        "",
+    );
+    let iso = {
+        let out = Command::new("date")
+            .args([
+                "-u",
+                "-d",
+                &format!("@{}", created / 1000),
+                "+%Y-%m-%dT%H:%M:%S",
+            ])
+            .output()
+            .unwrap();
+        format!(
+            "{}.{:03}Z",
+            String::from_utf8(out.stdout).unwrap().trim(),
+            created % 1000
+        )
+    };
     assert_eq!(
         out.stdout,
         format!(
-            "ID    EVENTS  TURNS  {:>w$}  LAST ACTIVITY             STATE      CHECKED\n\
-             beta      12      2  {beta:>w$}  2023-11-14T22:13:20.205Z  clean      tail\n\
-             s          9      2  {s:>w$}  2023-11-14T22:13:20.012Z  open-turn  tail\n",
-            "BYTES"
+            "id                s\nversion           0\ncreated           {iso} ({})\ncwd               /w\n\
+             parent            -\nseed length       -\norigin            -\ndelegation depth  -\n\
+             agent preset      -\n",
+            utc_minute(created)
         )
+    );
+    let out = run(dir.path(), &["head", "nope"], "");
+    assert_eq!(
+        (out.status, out.stderr.as_str()),
+        (4, "turnwal: session \"nope\" not found\n")
     );
 }
 

@@ -1038,6 +1038,11 @@ fn read_from_edges<F: Fixture>() {
         assert_eq!(store.read_last(id, 9).unwrap(), all);
         assert_eq!(store.read_last(id, 1000).unwrap(), all);
         assert_not_found(store.read_last("absent", 2), "absent");
+        // The first events, read from the start.
+        assert_eq!(store.read_first(id, 0).unwrap(), []);
+        assert_eq!(store.read_first(id, 3).unwrap(), all[..3]);
+        assert_eq!(store.read_first(id, 1000).unwrap(), all);
+        assert_not_found(store.read_first("absent", 2), "absent");
         let summary = store.summary(id).unwrap();
         let listed = store
             .list()

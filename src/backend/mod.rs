@@ -87,6 +87,18 @@ pub trait Backend: Send + Sync {
         Ok(self.list()?.into_iter().find(|s| s.id == id))
     }
 
+    /// The first `n` stored events (fewer if the log holds fewer), read
+    /// from the log's start without classifying the log: what a listing
+    /// shows of a session (its first prompt). Nothing is repaired or
+    /// checked beyond each record read. `None` when the session does not
+    /// exist. The default reads the stored events whole.
+    fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
+        Ok(self.read_from(id, 0)?.map(|mut events| {
+            events.truncate(n);
+            events
+        }))
+    }
+
     /// A cheap estimate of where a session's stored events end (the seq
     /// after the last one), read from the log's end, so that its last events
     /// can be read without its prefix; `None` when the backend cannot tell

@@ -179,8 +179,16 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Repair a crashed session: cut torn bytes, close an open turn.
     Recover(RecoverArgs),
-    /// List the sessions of the store.
+    /// List the sessions of the store: state, size, activity, cwd, title.
+    #[command(
+        long_about = "List the sessions of the store, read from headers and log ends (and \
+        each log's first events, for its title: the first user message, cut), in natural \
+        order of ids unless --sort says otherwise. Sizes are human (KiB, MiB), times local; \
+        --json gives exact figures, unix-ms times and every header field."
+    )]
     Ls(LsArgs),
+    /// Print a session's header: id, cwd, creation time, lineage, origin.
+    Head(HeadArgs),
     /// Show what a session (or every session) holds and cost: turns and how
     /// they ended, tokens, models, tool calls and failures, time span.
     Stats(StatsArgs),
@@ -428,7 +436,50 @@ pub struct RecoverArgs {
 /// `turnwal ls`.
 #[derive(Debug, Args)]
 pub struct LsArgs {
-    /// One JSON object per session (lastActivity in unix ms).
+    /// One JSON object per session: the listing's figures and every header
+    /// field (times in unix ms).
+    #[arg(long)]
+    pub json: bool,
+    /// Order (newest, largest, most first)
+    #[arg(long, value_enum, default_value_t = LsSort::Id)]
+    pub sort: LsSort,
+    /// Only sessions in this state: clean, open-turn, torn or corrupt
+    /// (repeatable).
+    #[arg(long, value_name = "STATE")]
+    pub state: Vec<String>,
+    /// Only sessions active from this time on: 2h, 7d, 2026-12-01 (UTC).
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only sessions whose cwd is DIR or inside it.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// At most N sessions (after sorting and filtering).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+/// `ls --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LsSort {
+    /// Natural order of ids.
+    Id,
+    /// Last activity, newest first.
+    Activity,
+    /// Creation time, newest first.
+    Created,
+    /// Bytes stored, largest first.
+    Size,
+    /// Events stored, most first.
+    Events,
+}
+
+/// `turnwal head`.
+#[derive(Debug, Args)]
+pub struct HeadArgs {
+    /// The session id.
+    #[arg(value_parser = parse_id)]
+    pub session: String,
+    /// The header as the JSON object the log stores.
     #[arg(long)]
     pub json: bool,
 }

@@ -162,7 +162,15 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         "ls",
         "the crashed session's last turn is still open (state open-turn).",
     )?;
-    sessions::ls(&store, false, out)?;
+    let args = super::args::LsArgs {
+        json: false,
+        sort: super::args::LsSort::Id,
+        state: Vec::new(),
+        since: None,
+        cwd: None,
+        limit: None,
+    };
+    sessions::ls(&store, &args, out)?;
     step(
         out,
         "verify",

@@ -225,7 +225,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             check::verify(&existing()?, a.session.as_deref(), a.json, a.deep, out)
         }
         Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, a.salvage, out),
-        Command::Ls(a) => sessions::ls(&existing()?, a.json, out),
+        Command::Ls(a) => sessions::ls(&existing()?, &a, out),
+        Command::Head(a) => sessions::head(&existing()?, &a, out),
         Command::Stats(a) => stats::stats(&existing()?, a.session.as_deref(), a.json, out),
         Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),
         Command::Compact(a) => sessions::compact(&existing()?, &a, out),

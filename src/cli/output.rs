@@ -149,24 +149,34 @@ pub(crate) fn gap_text(gap: &crate::scan::Gap) -> String {
     )
 }
 
-/// An `ls` line in JSON.
+/// An `ls` line in JSON: the listing's figures and every header field.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct SessionJson<'a> {
     #[serde(serialize_with = "id_json")]
     id: &'a str,
     events: u64,
     turns: u64,
     bytes: u64,
-    #[serde(rename = "lastActivity")]
     last_activity: Option<i64>,
     state: &'static str,
     /// How much of the log `state` was judged from: `tail` or `full`.
     checked: &'static str,
     problem: Option<&'a str>,
+    created_at: Option<u64>,
+    cwd: Option<&'a str>,
+    parent_session: Option<&'a str>,
+    seed_length: Option<u64>,
+    origin: Option<&'a str>,
+    delegation_depth: Option<u64>,
+    agent_preset: Option<&'a str>,
+    /// The first user message, cut (set by `ls`).
+    pub title: Option<String>,
 }
 
 impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
     fn from(s: &'a SessionSummary) -> SessionJson<'a> {
+        let h = s.header.as_ref();
         SessionJson {
             id: &s.id,
             events: s.events,
@@ -176,8 +186,50 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
             state: s.state.code(),
             checked: s.checked.code(),
             problem: s.problem.as_deref(),
+            created_at: h.map(|h| h.created_at),
+            cwd: h.and_then(|h| h.cwd.as_deref()),
+            parent_session: h.and_then(|h| h.parent_session.as_deref()),
+            seed_length: h.and_then(|h| h.seed_length),
+            origin: h.and_then(|h| h.origin.as_deref()),
+            delegation_depth: h.and_then(|h| h.delegation_depth),
+            agent_preset: h.and_then(|h| h.agent_preset.as_deref()),
+            title: None,
         }
     }
+}
+
+/// A byte count as people read it: `316 B`, `1.4 KiB`, `12.3 MiB`.
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Unix milliseconds as this machine's local time, to the minute
+/// (`2026-12-05 09:03`), from the C library's time zone rules (`TZ`).
+pub(crate) fn local_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    // SAFETY: an all-zero `tm` is a valid value for localtime_r to fill;
+    // both pointers are valid for the call.
+    let offset = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        let t: libc::time_t = secs as libc::time_t;
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            0
+        } else {
+            tm.tm_gmtoff as i64
+        }
+    };
+    let local = iso_utc((secs + offset) * 1000);
+    format!("{} {}", &local[..10], &local[11..16])
 }
 
 /// An aligned text table: a header row, then rows; numeric columns are
@@ -316,6 +368,16 @@ mod tests {
         assert_eq!(iso_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
         assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso_utc(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(1_500_000), "1.4 MiB");
+        assert_eq!(human_bytes(5 << 40), "5.0 TiB");
+        assert_eq!(human_bytes(u64::MAX), "16384.0 PiB");
     }
 
     #[test]

@@ -91,6 +91,20 @@ fn text_of(blocks: Option<&Value>, kind: &str) -> String {
     out
 }
 
+/// A user message's text: its `text` content blocks joined; in the legacy
+/// shapes upstream still reads, a top-level `content` or `text` string.
+pub(crate) fn message_text(data: &Value) -> String {
+    match data.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        Some(blocks @ Value::Array(_)) => text_of(Some(blocks), "text"),
+        _ => data
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
 impl Builder {
     fn turn(&mut self) -> &mut Turn {
         if self.turns.is_empty() {
@@ -159,7 +173,7 @@ impl Builder {
                 self.stream.step = data.get("step").and_then(Value::as_u64).unwrap_or(0);
             }
             EventKind::UserMessage => {
-                let text = text_of(data.get("content"), "text");
+                let text = message_text(&data);
                 self.turn().items.push(Item::User(text));
             }
             EventKind::AssistantChunk => {

@@ -716,6 +716,22 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            row.header
+                .check_version()
+                .map_err(|detail| Error::Unsupported {
+                    path: path.clone(),
+                    detail,
+                })?;
+            scan::read_first(conn, path, &row, n).map(Some)
+        })
+    }
+
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {

@@ -648,6 +648,45 @@ pub(super) fn read_from(
     Ok(c.events.into_iter().filter(|e| e.seq() >= from).collect())
 }
 
+/// The first `n` stored events of a session, from its first rows: each
+/// row decoded and its events checked against the turn contract; the first
+/// row that does not decode or events that break the contract end the read
+/// (what a scan would cut is never served).
+pub(super) fn read_first(
+    conn: &Connection,
+    path: &Path,
+    row: &SessionRow,
+    n: usize,
+) -> Result<Vec<Event>> {
+    let rows = query_rows(
+        conn,
+        path,
+        &format!(
+            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= 0 \
+             ORDER BY seq LIMIT ?2"
+        ),
+        rusqlite::params![row.header.id, i64::try_from(n).unwrap_or(i64::MAX)],
+    )?;
+    let mut tracker = crate::contract::Tracker::new(row.policy());
+    let mut events: Vec<Event> = Vec::new();
+    'rows: for r in &rows {
+        let Ok(decoded) = codec::decode_row(r) else {
+            break;
+        };
+        for event in decoded {
+            if event.seq() != events.len() as u64 || tracker.accept(&event).is_err() {
+                break 'rows;
+            }
+            events.push(event);
+        }
+        if events.len() >= n {
+            break;
+        }
+    }
+    events.truncate(n);
+    Ok(events)
+}
+
 /// A listing row: the header, and the state from the rows after the commit
 /// row (a session that cannot be read is listed as corrupt, with why).
 pub(super) fn summarize(conn: &Connection, path: &Path, row: &SessionRow) -> SessionSummary {

@@ -565,6 +565,34 @@ impl Backend for WalBackend {
         Ok(Some(self.summarize(&name)))
     }
 
+    fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
+        let Some((map, meta, path)) = self.map_with_header(id)? else {
+            return Ok(None);
+        };
+        // Records from the start, each checked (frame, checksum, the next
+        // seq) before it is decoded, and its events against the turn
+        // contract: the first that fails ends the read, so what a scan
+        // would cut (torn bytes, debris) is never served.
+        let mut events: Vec<Event> = Vec::new();
+        let mut tracker = crate::contract::Tracker::new(meta.policy);
+        let mut at = meta.records_start;
+        'records: while events.len() < n && at < map.len() as u64 {
+            let next = events.last().map_or(0, |e| e.seq() + 1);
+            let Ok(head) = scan::check_at(&map, at, Some(next), meta.salt) else {
+                break;
+            };
+            for event in scan::decode_at(&map, at, &head, &path)? {
+                if tracker.accept(&event).is_err() {
+                    break 'records;
+                }
+                events.push(event);
+            }
+            at += head.record_len();
+        }
+        events.truncate(n);
+        Ok(Some(events))
+    }
+
     fn end_hint(&self, id: &str) -> Result<Option<u64>> {
         // The header and the last record: two small reads.
         Ok(self.summary(id)?.map(|s| s.events))
