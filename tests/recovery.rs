@@ -451,7 +451,7 @@ fn check_recovers(dir: &Path, log: &Log, image: &[u8], n: usize, reason: CutReas
             "read_last {k}: {}",
             ctx()
         );
-        let first = store.read_first(ID, k as usize).unwrap();
+        let first = store.read_first(ID, k).unwrap();
         assert_eq!(first, kept[..k.min(n)], "read_first {k}: {}", ctx());
     }
     assert_bytes(&fs::read(&path).unwrap(), image, "inspect wrote nothing");
