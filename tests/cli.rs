@@ -914,7 +914,8 @@ fn verify_exit_codes_clean_recoverable_corrupt() {
         "{problem}"
     );
 
-    // Every session at once: one line each, sorted, the worst status wins.
+    // Every session at once: one line each, sorted, the worst status wins,
+    // then a summary.
     let out = run(store, &["verify"], "");
     assert_eq!(out.status, 2);
     let ids: Vec<&str> = out
@@ -922,8 +923,31 @@ fn verify_exit_codes_clean_recoverable_corrupt() {
         .lines()
         .map(|l| l.split(':').next().unwrap())
         .collect();
-    assert_eq!(ids, ["clean", "corrupt", "torn"]);
+    assert_eq!(ids, ["clean", "corrupt", "torn", "3 sessions"]);
+    assert_eq!(
+        out.stdout.lines().last(),
+        Some("3 sessions: 1 clean, 0 open-turn, 1 torn, 1 corrupt")
+    );
     assert_eq!(out.stderr, "", "no progress output when stderr is piped");
+    // Only the problems, still summed up; as JSON, the summary last.
+    let out = run(store, &["verify", "--problems-only"], "");
+    let ids: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        (out.status, ids),
+        (2, vec!["corrupt", "torn", "3 sessions"])
+    );
+    let out = run(store, &["verify", "--json", "--problems-only"], "");
+    let last: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        last,
+        serde_json::json!({"summary": {"sessions": 3, "clean": 1, "openTurn": 0, "torn": 1,
+                                        "corrupt": 1, "unreadable": 0}})
+    );
+    assert_eq!(out.stdout.lines().count(), 3);
     // A command that meets the corruption exits 2 as well.
     let out = run(store, &["cat", "corrupt"], "");
     assert_eq!(out.status, 2);
@@ -1563,7 +1587,12 @@ fn demo_crashes_a_writer_and_recovers_it() {
         );
     }
     let out = run(&store, &["verify"], "");
-    assert_eq!((out.status, out.stdout.lines().count()), (0, 4));
+    // Four sessions, then the summary.
+    assert_eq!((out.status, out.stdout.lines().count()), (0, 5));
+    assert_eq!(
+        out.stdout.lines().last(),
+        Some("4 sessions: 4 clean, 0 open-turn, 0 torn, 0 corrupt")
+    );
     // A store that is not empty is left alone.
     let again = run_cmd(Command::new(BIN).arg("--store").arg(&store).arg("demo"), "");
     assert_eq!(again.status, 0);
@@ -1989,4 +2018,47 @@ fn grep_searches_every_session_and_filters() {
     );
     let out = run(dir.path(), &["grep", "x", "--since", "yesterday"], "");
     assert_eq!(out.status, 64);
+}
+
+#[test]
+fn recover_all_repairs_every_session_that_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "beta", 2);
+    crashed_session(dir.path());
+    let before = fs::read(log_path(dir.path(), "s")).unwrap();
+    let out = run(dir.path(), &["recover", "--all", "--dry-run"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert!(
+        out.stdout
+            .starts_with("session s: open-turn before recovery\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.ends_with(
+            "written: no (dry run)\n2 sessions: 1 clean, 1 to recover (dry run), 0 not recovered\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(fs::read(log_path(dir.path(), "s")).unwrap(), before);
+    let out = run(dir.path(), &["recover", "--all"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert!(
+        out.stdout
+            .ends_with("written: yes\n2 sessions: 1 clean, 1 recovered, 0 not recovered\n"),
+        "{}",
+        out.stdout
+    );
+    let mut expected = crashed_events();
+    expected.extend(closers());
+    assert_eq!(cat(dir.path(), "s"), lines(&expected));
+    let out = run(dir.path(), &["verify", "--problems-only"], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "2 sessions: 2 clean, 0 open-turn, 0 torn, 0 corrupt\n")
+    );
+    // A session and --all are one or the other.
+    assert_eq!(run(dir.path(), &["recover", "s", "--all"], "").status, 64);
+    assert_eq!(run(dir.path(), &["recover"], "").status, 64);
 }

@@ -81,7 +81,10 @@ fn a_flipped_bit_in_a_one_batch_session_is_corruption_never_a_tear() {
 
     let out = on(store, &["verify"], "");
     assert_eq!(out.status, 2, "{}", out.stderr);
-    assert_eq!(out.stdout, format!("s: corrupt: {refusal}\n"));
+    assert_eq!(
+        out.stdout,
+        format!("s: corrupt: {refusal}\n1 session: 0 clean, 0 open-turn, 0 torn, 1 corrupt\n")
+    );
     for args in [
         &["recover", "s"][..],
         &["recover", "s", "--dry-run"],
@@ -229,21 +232,27 @@ fn salvage_reads_every_intact_event_and_repairs_with_a_quarantine() {
         (
             0,
             format!(
-                "s: clean, 8 events, 2 turns, {} bytes\nquarantined: {}\n",
+                "s: clean, 8 events, 2 turns, {} bytes\nquarantined: {}\n\
+                 1 session: 1 clean, 0 open-turn, 0 torn, 0 corrupt\n",
                 fs::metadata(&path).unwrap().len(),
                 quarantine[0].display()
             )
         )
     );
     let verify = on(store, &["verify", "--json"], "");
-    let last: serde_json::Value =
-        serde_json::from_str(verify.stdout.lines().last().unwrap()).unwrap();
+    let lines_of: Vec<serde_json::Value> = verify
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(
-        (verify.status, verify.stdout.lines().count(), last),
+        (verify.status, lines_of.len(), &lines_of[1], &lines_of[2]),
         (
             0,
-            2,
-            serde_json::json!({ "quarantined": quarantine[0].to_str().unwrap() })
+            3,
+            &serde_json::json!({ "quarantined": quarantine[0].to_str().unwrap() }),
+            &serde_json::json!({ "summary": { "sessions": 1, "clean": 1, "openTurn": 0,
+                                              "torn": 0, "corrupt": 0, "unreadable": 0 } })
         )
     );
     let mut kept: Vec<String> = events[..7].to_vec();

@@ -123,28 +123,67 @@ fn append_cat_tail_ls_stats_and_verify() {
 
     let bytes = data_bytes(&events);
     let out = on(&db, &["ls", "--json"], "");
+    let mut listed = json(&out.stdout);
+    assert!(listed["createdAt"].take().as_u64().is_some());
     assert_eq!(
-        json(&out.stdout),
+        listed,
         json(&format!(
-            r#"{{"id":"s","events":12,"turns":2,"bytes":{bytes},"lastActivity":{},"state":"clean","checked":"full","problem":null}}"#,
+            r#"{{"id":"s","events":12,"turns":2,"bytes":{bytes},"lastActivity":{},"state":"clean","checked":"full","problem":null,
+            "createdAt":null,"cwd":"/w","parentSession":null,"seedLength":null,"origin":null,
+            "delegationDepth":null,"agentPreset":null,"title":"hi 1"}}"#,
             T0 + 105
         ))
     );
     let out = on(&db, &["ls"], "");
+    let header = out.stdout.lines().next().unwrap();
     assert_eq!(
-        out.stdout,
-        format!(
-            "ID  EVENTS  TURNS  BYTES  LAST ACTIVITY             STATE  CHECKED\n\
-             s       12      2  {bytes:>5}  2023-11-14T22:13:20.105Z  clean  full\n"
+        header,
+        "ID  STATE  EVENTS  TURNS   SIZE  LAST ACTIVITY     CREATED           CWD  TITLE  CHECKED"
+    );
+    let row: Vec<&str> = out
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        (
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4].trim(),
+            row[7],
+            row[8],
+            row[9]
+        ),
+        (
+            "s",
+            "clean",
+            "12",
+            "2",
+            format!("{bytes} B").as_str(),
+            "/w",
+            "hi 1",
+            "full"
         )
     );
     let out = on(&db, &["stats", "s", "--json"], "");
+    let mut stats = json(&out.stdout);
+    assert!(stats["createdAt"].take().as_u64().is_some());
     assert_eq!(
-        json(&out.stdout),
+        stats,
         json(&format!(
             r#"{{"id":"s","state":"clean","events":12,"turns":2,"bytes":{bytes},"closers":0,
             "firstTime":{T0},"lastTime":{},"types":{{"assistant/chunk":2,"step/end":2,
-            "step/start":2,"turn/end":2,"turn/start":2,"user/message":2}}}}"#,
+            "step/start":2,"turn/end":2,"turn/start":2,"user/message":2}},
+            "createdAt":null,"cwd":"/w","parentSession":null,"durationMs":105,
+            "interruptedTurns":0,"outcomes":{{"completed":2}},
+            "tokens":{{"inputTokens":0,"outputTokens":0,"cacheReadTokens":0,
+            "cacheWriteTokens":0,"reasoningTokens":0}},"models":{{}},"tools":{{}}}}"#,
             T0 + 105
         ))
     );

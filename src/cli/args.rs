@@ -413,14 +413,22 @@ pub struct VerifyArgs {
     /// indexes, the freelist). Damage found exits 2.
     #[arg(long)]
     pub deep: bool,
+    /// Print only the sessions that are not clean (the summary still counts
+    /// every session).
+    #[arg(long)]
+    pub problems_only: bool,
 }
 
 /// `turnwal recover`.
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
     /// The session id.
-    #[arg(value_parser = parse_id)]
-    pub session: String,
+    #[arg(value_parser = parse_id, required_unless_present = "all")]
+    pub session: Option<String>,
+    /// Every session that is not clean (a corrupt one is refused and
+    /// named, unless --salvage, and the others are still recovered).
+    #[arg(long, conflicts_with = "session")]
+    pub all: bool,
     /// Show what would be cut and appended; write nothing.
     #[arg(long)]
     pub dry_run: bool,

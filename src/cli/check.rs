@@ -2,61 +2,83 @@
 
 use std::io::Write;
 
-use super::output::{VerifyJson, cut_text, display_id, json_line, verify_text, write_events};
+use super::args::VerifyArgs;
+use super::output::{
+    VerifyJson, count, cut_text, display_id, json_line, verify_text, write_events,
+};
 use super::progress::Progress;
 use super::{Failure, Outcome, exit};
+use crate::scan::LogState;
 use crate::store::Store;
 
-/// Verifies one session, or every session of the store (sorted by id), and
-/// prints a line for each. Returns the worst status: 0 clean, 1 recoverable
-/// tail, 2 corrupt; when checking every session, a session that cannot be
-/// read is reported on stderr and the others are still checked.
-pub(crate) fn verify(
-    store: &Store,
-    only: Option<&str>,
-    json: bool,
-    deep: bool,
-    out: &mut dyn Write,
-) -> Outcome {
+/// Verifies one session, or every session of the store (in natural order),
+/// and prints a line for each. Returns the worst status: 0 clean, 1
+/// recoverable tail, 2 corrupt; when checking every session, a session
+/// that cannot be read is reported on stderr and the others are still
+/// checked, on every core (the lines still come out in order), and a
+/// summary ends the output.
+pub(crate) fn verify(store: &Store, args: &VerifyArgs, out: &mut dyn Write) -> Outcome {
+    let only = args.session.as_deref();
     let ids = match only {
         Some(id) => vec![id.to_owned()],
         None => {
             report_foreign(store)?;
             let mut ids: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
-            ids.sort();
+            super::sessions::sort_natural(&mut ids);
             ids
         }
     };
     let progress = Progress::new("verifying", only.is_none(), ids.len());
     let mut worst = exit::SUCCESS;
-    for (i, id) in ids.iter().enumerate() {
-        progress.show(i, id);
-        let report = match store.verify(id) {
-            Ok(report) => report,
-            Err(e) if only.is_none() => {
-                progress.clear();
-                let failure = Failure::from(e);
-                eprintln!("turnwal: {failure}");
-                worst = worst.max(failure.exit_status());
-                continue;
+    let mut summary = Summary::default();
+    let mut failure = None;
+    in_order(
+        &ids,
+        |id| store.verify(id),
+        |i, result| {
+            if failure.is_some() {
+                return Ok(());
             }
-            Err(e) => return Err(e.into()),
-        };
-        progress.clear();
-        if json {
-            json_line(out, &VerifyJson::from(&report))?;
-        } else {
-            writeln!(out, "{}", verify_text(&report))?;
-        }
-        if progress.active {
-            out.flush()?;
-        }
-        worst = worst.max(report.exit_code());
-    }
+            progress.show(i, &ids[i]);
+            let report = match result {
+                Ok(report) => report,
+                Err(e) if only.is_none() => {
+                    progress.clear();
+                    let f = Failure::from(e);
+                    eprintln!("turnwal: {f}");
+                    worst = worst.max(f.exit_status());
+                    summary.unreadable += 1;
+                    return Ok(());
+                }
+                Err(e) => {
+                    failure = Some(Failure::from(e));
+                    return Ok(());
+                }
+            };
+            progress.clear();
+            summary.count(report.state);
+            worst = worst.max(report.exit_code());
+            if args.problems_only && report.state == LogState::Clean {
+                return Ok(());
+            }
+            if args.json {
+                json_line(out, &VerifyJson::from(&report))?;
+            } else {
+                writeln!(out, "{}", verify_text(&report))?;
+            }
+            if progress.active {
+                out.flush()?;
+            }
+            Ok(())
+        },
+    )?;
     progress.clear();
-    if deep {
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if args.deep {
         for problem in store.deep_check()? {
-            if json {
+            if args.json {
                 json_line(out, &serde_json::json!({ "deep": problem }))?;
             } else {
                 writeln!(out, "deep: {problem}")?;
@@ -66,7 +88,7 @@ pub(crate) fn verify(
     }
     // What earlier repairs cut is still here: say where.
     for path in store.quarantined()? {
-        if json {
+        if args.json {
             json_line(
                 out,
                 &serde_json::json!({ "quarantined": path.to_string_lossy() }),
@@ -75,6 +97,148 @@ pub(crate) fn verify(
             writeln!(out, "quarantined: {}", path.display())?;
         }
     }
+    if only.is_none() {
+        if args.json {
+            json_line(out, &serde_json::json!({ "summary": summary }))?;
+        } else {
+            writeln!(out, "{}", summary.text())?;
+        }
+    }
+    Ok(worst)
+}
+
+/// How many sessions a store-wide verify found in each state.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Summary {
+    sessions: u64,
+    clean: u64,
+    open_turn: u64,
+    torn: u64,
+    corrupt: u64,
+    /// Sessions that could not be read at all (named on stderr).
+    unreadable: u64,
+}
+
+impl Summary {
+    fn count(&mut self, state: LogState) {
+        self.sessions += 1;
+        match state {
+            LogState::Clean => self.clean += 1,
+            LogState::OpenTurn => self.open_turn += 1,
+            LogState::Torn => self.torn += 1,
+            LogState::Corrupt => self.corrupt += 1,
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut text = format!(
+            "{}: {} clean, {} open-turn, {} torn, {} corrupt",
+            count(self.sessions + self.unreadable, "session"),
+            self.clean,
+            self.open_turn,
+            self.torn,
+            self.corrupt
+        );
+        if self.unreadable > 0 {
+            text.push_str(&format!(", {} unreadable", self.unreadable));
+        }
+        text
+    }
+}
+
+/// Runs `work` on every item on up to four threads (one per core) and hands
+/// each result to `emit` in the items' order, as soon as the results before
+/// it are in. A failure of `emit` (stdout gone) stops the work.
+fn in_order<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> R + Sync,
+    mut emit: impl FnMut(usize, R) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4)
+        .min(items.len());
+    if workers <= 1 {
+        for (i, item) in items.iter().enumerate() {
+            emit(i, work(item))?;
+        }
+        return Ok(());
+    }
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop, work) = (&next, &stop, &work);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    if tx.send((i, work(item))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut due = 0;
+        for (i, result) in rx {
+            waiting.insert(i, result);
+            while let Some(result) = waiting.remove(&due) {
+                if let Err(e) = emit(due, result) {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+                due += 1;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `recover --all`: every session that is not clean, in natural order, as
+/// `recover` does one; a session that cannot be recovered is named on
+/// stderr and the others are still recovered. Returns the worst status.
+pub(crate) fn recover_all(
+    store: &Store,
+    dry_run: bool,
+    salvage: bool,
+    out: &mut dyn Write,
+) -> Outcome {
+    report_foreign(store)?;
+    let mut sessions = store.list()?;
+    sessions.sort_by(|a, b| super::sessions::natural_cmp(&a.id, &b.id));
+    let mut worst = exit::SUCCESS;
+    let (mut recovered, mut failed, mut clean) = (0u64, 0u64, 0u64);
+    for s in &sessions {
+        if s.state == LogState::Clean {
+            clean += 1;
+            continue;
+        }
+        match recover(store, &s.id, dry_run, salvage, out) {
+            Ok(_) => recovered += 1,
+            Err(Failure::Output(e)) => return Err(Failure::Output(e)),
+            Err(f) => {
+                eprintln!("turnwal: {f}");
+                worst = worst.max(f.exit_status());
+                failed += 1;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "{}: {clean} clean, {recovered} {}, {failed} not recovered",
+        count(clean + recovered + failed, "session"),
+        if dry_run {
+            "to recover (dry run)"
+        } else {
+            "recovered"
+        },
+    )?;
     Ok(worst)
 }
 

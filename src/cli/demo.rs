@@ -15,6 +15,14 @@ use crate::header::SessionHeader;
 use crate::scan::LogState;
 use crate::store::{Store, now_ms};
 
+/// `turnwal verify`, every session, as text.
+const VERIFY_ALL: super::args::VerifyArgs = super::args::VerifyArgs {
+    session: None,
+    json: false,
+    deep: false,
+    problems_only: false,
+};
+
 /// The session whose writer is killed.
 const CRASHED: &str = "refactor-parser";
 const CRASHED_CWD: &str = "/home/dev/turnwal";
@@ -177,10 +185,7 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         "every committed record checks out; the crashed session has a recoverable tail, \
          so verify exits 1.",
     )?;
-    expect_status(
-        check::verify(&store, None, false, false, out)?,
-        exit::RECOVERABLE,
-    )?;
+    expect_status(check::verify(&store, &VERIFY_ALL, out)?, exit::RECOVERABLE)?;
     step(
         out,
         &format!("recover {CRASHED}"),
@@ -200,10 +205,7 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
         "verify",
         "every session is clean again, so verify exits 0.",
     )?;
-    expect_status(
-        check::verify(&store, None, false, false, out)?,
-        exit::SUCCESS,
-    )?;
+    expect_status(check::verify(&store, &VERIFY_ALL, out)?, exit::SUCCESS)?;
     writeln!(out)?;
     writeln!(
         out,

@@ -221,10 +221,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Tail(a) => read::tail(&existing()?, &a, out),
         Command::Show(a) => show::show(&existing()?, &a, out),
         Command::Grep(a) => grep::grep(&existing()?, &a, out),
-        Command::Verify(a) => {
-            check::verify(&existing()?, a.session.as_deref(), a.json, a.deep, out)
-        }
-        Command::Recover(a) => check::recover(&existing()?, &a.session, a.dry_run, a.salvage, out),
+        Command::Verify(a) => check::verify(&existing()?, &a, out),
+        Command::Recover(a) => match &a.session {
+            Some(id) => check::recover(&existing()?, id, a.dry_run, a.salvage, out),
+            None => check::recover_all(&existing()?, a.dry_run, a.salvage, out),
+        },
         Command::Ls(a) => sessions::ls(&existing()?, &a, out),
         Command::Head(a) => sessions::head(&existing()?, &a, out),
         Command::Stats(a) => stats::stats(&existing()?, a.session.as_deref(), a.json, out),
