@@ -1327,7 +1327,7 @@ fn stats_reads_tokens_models_tools_and_outcomes() {
              closers      2\n\
              first time   2023-11-14T22:13:20.000Z\n\
              last time    2023-11-14T22:13:22.001Z\n\
-             duration     2.00 s\n\
+             duration     2.0 s\n\
              tokens       1200 in, 40 out (cache read 300, cache write 0, reasoning 0)\n\
              models       ds/v4 1\n\
              tool calls   2 (1 failed)\n\
@@ -1756,7 +1756,7 @@ fn show_prints_the_transcript_as_text_and_markdown() {
     // Not a terminal: no colour codes.
     assert_eq!(
         rest,
-        "\nTurn 1 · 2023-11-14T22:13:20.000Z · completed · 1.50 s\n\
+        "\nTurn 1 · 2023-11-14T22:13:20.000Z · completed · 1.5 s\n\
          \x20 user:\n\
          \x20   look at a.txt\n\
          \x20 assistant: (step 1, ds/v4, 1200 in / 40 out tokens)\n\
@@ -1832,7 +1832,7 @@ fn show_joins_the_streamed_chunks_of_a_step_no_message_completed() {
     let body = out.stdout.split_once("- state: clean\n").unwrap().1;
     assert_eq!(
         body,
-        "\n## Turn 1 · 2023-11-14T22:13:20.000Z · completed · 6.00 ms\n\n\
+        "\n## Turn 1 · 2023-11-14T22:13:20.000Z · completed · 6 ms\n\n\
          **Assistant** (step 1, streamed, never completed):\n\n\
          Hello ``` <b>\n\n"
     );
@@ -1909,7 +1909,7 @@ fn show_html_is_one_self_contained_page_that_chromium_renders() {
         dom.contains(r#"<nav id="timeline" aria-label="turns" data-turns="2">"#),
         "{dom}"
     );
-    assert!(dom.contains(r##"<a href="#turn-1" class="turn failed" title="turn 1: completed · 1.50 s" data-turn="1""##), "{dom}");
+    assert!(dom.contains(r##"<a href="#turn-1" class="turn failed" title="turn 1: completed · 1.5 s" data-turn="1""##), "{dom}");
     assert!(
         dom.contains(r##"<a href="#turn-2" class="turn interrupted""##),
         "{dom}"

@@ -198,6 +198,19 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
     }
 }
 
+/// A span of event time (milliseconds) as people read it: `850 ms`,
+/// `12.5 s`, `3 min 20 s`, `2 h 05 min`, `3 d 4 h`.
+pub(crate) fn human_ms(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {:02} s", ms / 60_000, ms / 1000 % 60),
+        3_600_000..86_400_000 => format!("{} h {:02} min", ms / 3_600_000, ms / 60_000 % 60),
+        _ => format!("{} d {} h", ms / 86_400_000, ms / 3_600_000 % 24),
+    }
+}
+
 /// A byte count as people read it: `316 B`, `1.4 KiB`, `12.3 MiB`.
 pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -368,6 +381,16 @@ mod tests {
         assert_eq!(iso_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
         assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso_utc(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn human_spans() {
+        assert_eq!(human_ms(-5), "0 ms");
+        assert_eq!(human_ms(999), "999 ms");
+        assert_eq!(human_ms(1_500), "1.5 s");
+        assert_eq!(human_ms(200_000), "3 min 20 s");
+        assert_eq!(human_ms(7_500_000), "2 h 05 min");
+        assert_eq!(human_ms(273_600_000), "3 d 4 h");
     }
 
     #[test]

@@ -319,10 +319,7 @@ impl Title {
 /// `completed · 1.50 s`, `open, closed as interrupted by recovery`, …
 fn turn_status(t: &Turn) -> String {
     let duration = match (t.start, t.end) {
-        (Some(a), Some(b)) if !t.recovered => format!(
-            " · {}",
-            crate::bench::human_duration(std::time::Duration::from_millis((b - a).max(0) as u64))
-        ),
+        (Some(a), Some(b)) if !t.recovered => format!(" · {}", super::output::human_ms(b - a)),
         _ => String::new(),
     };
     match (&t.outcome, t.recovered) {

@@ -278,12 +278,8 @@ fn session_text(r: &Read, out: &mut dyn Write) -> std::io::Result<()> {
         ("last time", time(d.last_time)),
         (
             "duration",
-            d.duration_ms().map_or_else(
-                || "-".into(),
-                |ms| {
-                    crate::bench::human_duration(std::time::Duration::from_millis(ms.max(0) as u64))
-                },
-            ),
+            d.duration_ms()
+                .map_or_else(|| "-".into(), super::output::human_ms),
         ),
         (
             "tokens",
