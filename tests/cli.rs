@@ -2062,3 +2062,183 @@ fn recover_all_repairs_every_session_that_needs_it() {
     assert_eq!(run(dir.path(), &["recover", "s", "--all"], "").status, 64);
     assert_eq!(run(dir.path(), &["recover"], "").status, 64);
 }
+
+// ------------------------------------------------------ du, prune, export
+
+#[test]
+fn du_sizes_sessions_largest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "small", 1);
+    session_with_turns(dir.path(), "big", 3);
+    let size = |id| fs::metadata(log_path(dir.path(), id)).unwrap().len();
+    let (small, big) = (size("small"), size("big"));
+    assert!(big > small);
+    let out = run(dir.path(), &["du", "--json"], "");
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{{\"id\":\"big\",\"bytes\":{big},\"events\":18}}\n\
+             {{\"id\":\"small\",\"bytes\":{small},\"events\":6}}\n\
+             {{\"total\":{{\"bytes\":{},\"sessions\":2}}}}\n",
+            big + small
+        )
+    );
+    let out = run(dir.path(), &["du"], "");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(
+        lines[0].ends_with(&format!("  {big}  big")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[2].ends_with(&format!("  {}  total (2 sessions)", big + small)),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn prune_removes_old_sessions_and_dry_run_removes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sessions whose events are from 2023: older than a week.
+    session_with_turns(dir.path(), "old-1", 1);
+    session_with_turns(dir.path(), "old-2", 2);
+    let out = run(
+        dir.path(),
+        &["prune", "--older-than", "7d", "--dry-run"],
+        "",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with("would remove old-1 ("),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[1].starts_with("would remove old-2 ("),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[2].starts_with("would remove 2 sessions, "),
+        "{}",
+        out.stdout
+    );
+    assert!(log_path(dir.path(), "old-1").exists());
+    // --keep 1 keeps the most recently active (old-2's last event is later).
+    let out = run(dir.path(), &["prune", "--keep", "1"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert!(out.stdout.starts_with("removed old-1 ("), "{}", out.stdout);
+    assert!(!log_path(dir.path(), "old-1").exists());
+    assert!(log_path(dir.path(), "old-2").exists());
+    // Nothing is newer than 100 weeks ago... in 2023 terms: all of it is older.
+    let out = run(dir.path(), &["prune", "--older-than", "5200w"], "");
+    assert_eq!(out.stdout, "removed 0 sessions, 0 B\n");
+    for bad in [
+        &["prune"][..],
+        &["prune", "--keep", "1", "--older-than", "1d"],
+        &["prune", "--older-than", "1y"],
+    ] {
+        assert_eq!(run(dir.path(), bad, "").status, 64, "{bad:?}");
+    }
+}
+
+#[test]
+fn export_and_import_move_a_session_between_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, db) = (dir.path().join("wal"), dir.path().join("other.sqlite"));
+    tool_session(&wal, "tools");
+    let file = dir.path().join("tools.export");
+    let out = run(&wal, &["export", "tools", "-o", file.to_str().unwrap()], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "", "")
+    );
+    let text = fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The opening line, 12 stored events and 2 closers, the closing line.
+    assert_eq!(lines.len(), 16);
+    let opening: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (
+            &opening["turnwalExport"],
+            &opening["policy"],
+            &opening["events"],
+            &opening["header"]["id"],
+            &opening["header"]["cwd"]
+        ),
+        (
+            &Value::from(1),
+            &Value::from("strict"),
+            &Value::from(14),
+            &Value::from("tools"),
+            &Value::from("/w")
+        )
+    );
+    assert_eq!(lines[15], "{\"turnwalExportEnd\":14}");
+    // Stdout carries the same bytes.
+    assert_eq!(run(&wal, &["export", "tools"], "").stdout, text);
+
+    let out = on(&db, &["import", file.to_str().unwrap()], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "imported tools (14 events)\n", "")
+    );
+    assert_eq!(cat(&db, "tools"), cat(&wal, "tools"));
+    let header = |store: &Path| run(store, &["head", "tools", "--json"], "").stdout;
+    assert_eq!(header(&db), header(&wal));
+    // Never over an existing session; under another id it goes in.
+    let out = on(&db, &["import", file.to_str().unwrap()], "");
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    let out = on(&db, &["import", file.to_str().unwrap(), "--as", "copy"], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "imported copy (14 events)\n")
+    );
+    // A truncated or altered file is refused, and nothing is created.
+    let short = dir.path().join("short.export");
+    fs::write(&short, lines[..10].join("\n") + "\n").unwrap();
+    let out = on(
+        &db,
+        &["import", short.to_str().unwrap(), "--as", "short"],
+        "",
+    );
+    assert_eq!(
+        (out.status, out.stderr),
+        (
+            2,
+            format!(
+                "turnwal: {}: line 11: the file ends after 9 of its 14 events (truncated)\n",
+                short.display()
+            )
+        )
+    );
+    let mut altered = lines.clone();
+    altered[15] = "{\"turnwalExportEnd\":13}";
+    fs::write(&short, altered.join("\n") + "\n").unwrap();
+    let out = on(
+        &db,
+        &["import", short.to_str().unwrap(), "--as", "short"],
+        "",
+    );
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    let mut newer = lines.clone();
+    let bumped = lines[0].replace("\"turnwalExport\":1", "\"turnwalExport\":2");
+    newer[0] = &bumped;
+    fs::write(&short, newer.join("\n") + "\n").unwrap();
+    let out = on(
+        &db,
+        &["import", short.to_str().unwrap(), "--as", "short"],
+        "",
+    );
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    assert!(out.stderr.contains("export format 2"), "{}", out.stderr);
+    assert_eq!(
+        run(&db, &["cat", "short"], "").status,
+        4,
+        "nothing was created"
+    );
+}

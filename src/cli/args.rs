@@ -189,6 +189,35 @@ pub enum Command {
     Ls(LsArgs),
     /// Print a session's header: id, cwd, creation time, lineage, origin.
     Head(HeadArgs),
+    /// Show the bytes each session takes, largest first, and the total.
+    Du(DuArgs),
+    /// Remove sessions not active for a while, or all but the most recent.
+    #[command(
+        long_about = "Remove the sessions last active (or, with no event, created) more than \
+        DURATION ago (--older-than 30d), or all but the N most recently active (--keep N). \
+        Each is removed as `rm` removes one, under its writer lock: a session another writer \
+        holds is named on stderr and left. --dry-run names them and removes nothing. There is \
+        no undo: export what you may want back first."
+    )]
+    Prune(PruneArgs),
+    /// Write a session (header, policy, events) as one self-describing file.
+    #[command(
+        long_about = "Write a session as one self-describing file of JSON lines: an opening \
+        line with the header, the policy and the event count, the events as `cat` shows them \
+        (a crashed session's closers included), and a closing line repeating the count. On \
+        stdout, or with -o FILE into FILE, written whole or not at all (a temporary file, \
+        fsynced, renamed). `turnwal import` reads it into any store, on any machine."
+    )]
+    Export(ExportArgs),
+    /// Create a session from a file `turnwal export` wrote.
+    #[command(
+        long_about = "Create the session a `turnwal export` file holds, in this store (any \
+        backend), with its header and policy, in one atomic batch, fsynced. A file that is \
+        truncated, altered into something that is not an export, or of a newer export format \
+        is refused (exit 2 or 4) and nothing is created; a session the store already holds is \
+        never overwritten (exit 4; --as ID imports it under another id). FILE - reads stdin."
+    )]
+    Import(ImportArgs),
     /// Show what a session (or every session) holds and cost: turns and how
     /// they ended, tokens, models, tool calls and failures, time span.
     Stats(StatsArgs),
@@ -479,6 +508,49 @@ pub enum LsSort {
     Size,
     /// Events stored, most first.
     Events,
+}
+
+/// `turnwal du`.
+#[derive(Debug, Args)]
+pub struct DuArgs {
+    /// One JSON object per session, and a last `{"total":…}` line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `turnwal prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Remove sessions last active longer ago than this: 90m, 12h, 30d, 2w.
+    #[arg(long, value_name = "DURATION", conflicts_with = "keep")]
+    pub older_than: Option<String>,
+    /// Keep the N most recently active sessions, remove the rest.
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Name what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `turnwal export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The session id.
+    #[arg(value_parser = parse_id)]
+    pub session: String,
+    /// Write into this file (whole or not at all) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+}
+
+/// `turnwal import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The export file (`-`: stdin).
+    pub file: std::path::PathBuf,
+    /// Import under this id instead of the file's.
+    #[arg(long = "as", value_name = "ID", value_parser = parse_id)]
+    pub as_id: Option<String>,
 }
 
 /// `turnwal head`.

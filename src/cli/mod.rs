@@ -34,6 +34,8 @@ mod read;
 mod sessions;
 mod show;
 mod stats;
+mod transfer;
+mod upkeep;
 mod when;
 
 use std::fmt;
@@ -228,6 +230,12 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         },
         Command::Ls(a) => sessions::ls(&existing()?, &a, out),
         Command::Head(a) => sessions::head(&existing()?, &a, out),
+        Command::Du(a) => upkeep::du(&existing()?, &a, out),
+        Command::Prune(a) => upkeep::prune(&existing()?, &a, out),
+        Command::Export(a) => transfer::export(&existing()?, &a, out),
+        Command::Import(a) => {
+            transfer::import(&open(SyncMode::default(), IfMissing::Create)?, &a, out)
+        }
         Command::Stats(a) => stats::stats(&existing()?, a.session.as_deref(), a.json, out),
         Command::Rm(a) => sessions::rm(&existing()?, &a.session, out),
         Command::Compact(a) => sessions::compact(&existing()?, &a, out),

@@ -1,0 +1,226 @@
+//! `turnwal export` and `turnwal import`: a session, header and policy
+//! included, as one self-describing file that moves between stores and
+//! machines (docs/CLI.md, "Moving a session").
+//!
+//! The file is JSON lines: a first line naming the format, the header, the
+//! policy and the event count; the events, one envelope per line (the
+//! session as `cat` shows it: a crashed session's closers included, torn
+//! bytes left out); a last line repeating the count, so a truncated file is
+//! refused rather than imported short.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::args::{ExportArgs, ImportArgs};
+use super::output::display_id;
+use super::{Failure, Outcome, exit};
+use crate::contract::Policy;
+use crate::error::Error;
+use crate::event::Event;
+use crate::header::SessionHeader;
+use crate::store::Store;
+
+/// The version of the export format this turnwal writes and reads.
+const EXPORT_VERSION: u64 = 1;
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Opening<'a> {
+    turnwal_export: u64,
+    #[serde(borrow)]
+    header: &'a RawValue,
+    policy: String,
+    events: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Closing {
+    turnwal_export_end: u64,
+}
+
+fn policy_named(name: &str) -> Option<Policy> {
+    [Policy::Strict, Policy::Lenient, Policy::Permissive]
+        .into_iter()
+        .find(|p| p.to_string() == name)
+}
+
+/// `turnwal export SESSION [-o FILE]`.
+pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> Outcome {
+    let id = &args.session;
+    let policy = store
+        .backend()
+        .policy(id)?
+        .ok_or_else(|| Error::NotFound { id: id.clone() })?;
+    let view = store.inspect_view(id)?;
+    let header = view.header().to_json();
+    let opening = Opening {
+        turnwal_export: EXPORT_VERSION,
+        header: &RawValue::from_string(header).map_err(std::io::Error::from)?,
+        policy: policy.to_string(),
+        events: view.len() as u64,
+    };
+    let write = |w: &mut dyn Write| -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, &opening)?;
+        w.write_all(b"\n")?;
+        let mut line = Vec::with_capacity(4096);
+        for event in view.iter() {
+            line.clear();
+            event.write_json(&mut line);
+            line.push(b'\n');
+            w.write_all(&line)?;
+        }
+        serde_json::to_writer(
+            &mut *w,
+            &Closing {
+                turnwal_export_end: view.len() as u64,
+            },
+        )?;
+        w.write_all(b"\n")
+    };
+    match &args.output {
+        None => write(out)?,
+        Some(path) => write_file(path, write)?,
+    }
+    Ok(exit::SUCCESS)
+}
+
+/// Writes `path` whole or not at all: a temporary file beside it, fsynced,
+/// renamed over it, the directory fsynced.
+fn write_file(
+    path: &Path,
+    write: impl Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    let io =
+        |what: &str, e: std::io::Error| Failure::Other(format!("{what} {}: {e}", path.display()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Failure::Usage(format!("{} names no file", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        let mut w = std::io::BufWriter::new(file);
+        write(&mut w)?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("write", e));
+    }
+    Ok(())
+}
+
+/// `turnwal import FILE [--as ID]`: the session the file holds, created in
+/// the store in one atomic batch, as `convert` copies one.
+pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> Outcome {
+    let name = args.file.display().to_string();
+    let reader: Box<dyn Read> = if name == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(&args.file)
+                .map_err(|e| Failure::Other(format!("open {name}: {e}")))?,
+        )
+    };
+    let bad = |line: usize, why: String| Failure::Corrupt(format!("{name}: line {line}: {why}"));
+    let mut lines = BufReader::new(reader).lines().enumerate();
+    let mut next = || -> Result<Option<(usize, String)>, Failure> {
+        match lines.next() {
+            None => Ok(None),
+            Some((i, Ok(line))) => Ok(Some((i + 1, line))),
+            Some((i, Err(e))) => Err(Failure::Other(format!("read {name}: line {}: {e}", i + 1))),
+        }
+    };
+    let (_, first) = next()?.ok_or_else(|| bad(1, "empty: not a turnwal export".into()))?;
+    let opening: Opening<'_> = serde_json::from_str(&first)
+        .map_err(|e| bad(1, format!("not a turnwal export opening line: {e}")))?;
+    if opening.turnwal_export != EXPORT_VERSION {
+        return Err(Failure::Store(Error::Unsupported {
+            path: args.file.clone(),
+            detail: format!(
+                "export format {} (this turnwal reads {EXPORT_VERSION})",
+                opening.turnwal_export
+            ),
+        }));
+    }
+    let mut header = SessionHeader::from_json_any_version(opening.header.get())
+        .map_err(|e| bad(1, format!("header: {e}")))?;
+    let policy = policy_named(&opening.policy).ok_or_else(|| {
+        bad(
+            1,
+            format!("policy {:?} is not one turnwal knows", opening.policy),
+        )
+    })?;
+    let count = opening.events;
+    let mut events = Vec::new();
+    let closing = loop {
+        let Some((n, line)) = next()? else {
+            return Err(bad(
+                events.len() + 2,
+                format!(
+                    "the file ends after {} of its {count} events (truncated)",
+                    events.len()
+                ),
+            ));
+        };
+        if events.len() as u64 == count {
+            break (n, line);
+        }
+        let event = Event::from_json(line.as_bytes()).map_err(|e| bad(n, e.to_string()))?;
+        events.push(event);
+    };
+    let (n, closing_line) = closing;
+    match serde_json::from_str::<Closing>(&closing_line) {
+        Ok(c) if c.turnwal_export_end == count => {}
+        _ => {
+            return Err(bad(
+                n,
+                format!("expected the closing line {{\"turnwalExportEnd\":{count}}}"),
+            ));
+        }
+    }
+    if let Some((n, _)) = next()? {
+        return Err(bad(n, "text after the closing line".into()));
+    }
+    if let Some(id) = &args.as_id {
+        header.id = id.clone();
+    }
+    let id = header.id.clone();
+    if store.backend().exists(&id)? {
+        return Err(Error::AlreadyExists { id, on_disk: true }.into());
+    }
+    store.create_with_policy(header, policy)?;
+    let written = (|| -> Result<(), Error> {
+        if !events.is_empty() {
+            store.append(&id, &events)?;
+        }
+        store.flush(&id)?;
+        store.close(&id)
+    })();
+    if let Err(e) = written {
+        // Nothing half-imported stays behind.
+        let _ = store.delete(&id);
+        return Err(e.into());
+    }
+    writeln!(
+        out,
+        "imported {} ({} events)",
+        display_id(&id),
+        events.len()
+    )?;
+    Ok(exit::SUCCESS)
+}

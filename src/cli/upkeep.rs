@@ -1,0 +1,202 @@
+//! Whole-store upkeep: `turnwal du` (what the sessions take) and `turnwal
+//! prune` (remove the old ones).
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::args::{DuArgs, PruneArgs};
+use super::output::{Table, count, display_id, human_bytes, id_json, json_line, local_time};
+use super::sessions::natural_cmp;
+use super::{Failure, Outcome, exit, when};
+use crate::scan::SessionSummary;
+use crate::store::Store;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DuJson<'a> {
+    #[serde(serialize_with = "id_json")]
+    id: &'a str,
+    bytes: u64,
+    events: u64,
+}
+
+/// `turnwal du`: bytes per session, largest first, and the total.
+pub(crate) fn du(store: &Store, args: &DuArgs, out: &mut dyn Write) -> Outcome {
+    super::check::report_foreign(store)?;
+    let mut sessions = store.list()?;
+    sessions.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| natural_cmp(&a.id, &b.id))
+    });
+    let total: u64 = sessions.iter().map(|s| s.bytes).sum();
+    if args.json {
+        for s in &sessions {
+            json_line(
+                out,
+                &DuJson {
+                    id: &s.id,
+                    bytes: s.bytes,
+                    events: s.events,
+                },
+            )?;
+        }
+        json_line(
+            out,
+            &serde_json::json!({ "total": { "sessions": sessions.len(), "bytes": total } }),
+        )?;
+        return Ok(exit::SUCCESS);
+    }
+    let mut table = Table::headless(&[true, true, false]);
+    for s in &sessions {
+        table.row(vec![
+            human_bytes(s.bytes),
+            s.bytes.to_string(),
+            display_id(&s.id).into_owned(),
+        ]);
+    }
+    table.row(vec![
+        human_bytes(total),
+        total.to_string(),
+        format!("total ({})", count(sessions.len() as u64, "session")),
+    ]);
+    table.write(out)?;
+    Ok(exit::SUCCESS)
+}
+
+/// The sessions `prune` removes: those last active before the cutoff, or
+/// all but the `keep` most recently active (a session with no event counts
+/// as its creation time).
+fn doomed(
+    mut sessions: Vec<SessionSummary>,
+    args: &PruneArgs,
+    now: i64,
+) -> Result<Vec<SessionSummary>, Failure> {
+    let active = |s: &SessionSummary| {
+        s.last_activity.or_else(|| {
+            s.header
+                .as_ref()
+                .and_then(|h| i64::try_from(h.created_at).ok())
+        })
+    };
+    match (&args.older_than, args.keep) {
+        (Some(age), None) => {
+            let age = when::parse_duration(age).map_err(Failure::Usage)?;
+            let cutoff = now - age.as_millis() as i64;
+            sessions.retain(|s| active(s).is_some_and(|t| t < cutoff));
+        }
+        (None, Some(keep)) => {
+            sessions.sort_by(|a, b| {
+                active(b)
+                    .cmp(&active(a))
+                    .then_with(|| natural_cmp(&a.id, &b.id))
+            });
+            sessions.drain(..keep.min(sessions.len()));
+        }
+        _ => {
+            return Err(Failure::Usage(
+                "prune needs --older-than DURATION or --keep N".into(),
+            ));
+        }
+    }
+    sessions.sort_by(|a, b| natural_cmp(&a.id, &b.id));
+    Ok(sessions)
+}
+
+/// `turnwal prune`: removes old sessions (each under its writer lock, as
+/// `rm` does), or with `--dry-run` names them.
+pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Outcome {
+    super::check::report_foreign(store)?;
+    let doomed = doomed(store.list()?, args, when::now_ms())?;
+    let (mut removed, mut bytes, mut worst) = (0u64, 0u64, exit::SUCCESS);
+    for s in &doomed {
+        let when = s
+            .last_activity
+            .map_or_else(|| "never".to_owned(), local_time);
+        let line = format!(
+            "{} ({}, last active {when})",
+            display_id(&s.id),
+            human_bytes(s.bytes)
+        );
+        if args.dry_run {
+            writeln!(out, "would remove {line}")?;
+        } else if let Err(e) = store.delete(&s.id) {
+            // A session a writer holds is left alone; the others go.
+            let f = Failure::from(e);
+            eprintln!("turnwal: {f}");
+            worst = worst.max(f.exit_status());
+            continue;
+        } else {
+            writeln!(out, "removed {line}")?;
+        }
+        removed += 1;
+        bytes += s.bytes;
+    }
+    writeln!(
+        out,
+        "{} {}, {}",
+        if args.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        },
+        count(removed, "session"),
+        human_bytes(bytes)
+    )?;
+    Ok(worst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::SessionHeader;
+
+    fn summary(id: &str, last: Option<i64>, created: u64) -> SessionSummary {
+        SessionSummary::from_tail(SessionHeader::new(id, created), 10, 1, 1, last, false)
+    }
+
+    fn ids(v: &[SessionSummary]) -> Vec<&str> {
+        v.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    #[test]
+    fn prune_picks_by_age_or_by_rank() {
+        let now = 10 * 86_400_000;
+        let all = || {
+            vec![
+                summary("a", Some(now - 3 * 86_400_000), 0),
+                summary("b", Some(now - 86_400_000 / 2), 0),
+                summary("c", None, (now - 9 * 86_400_000) as u64),
+                summary("d", Some(now - 5 * 86_400_000), 0),
+            ]
+        };
+        let args = |older: Option<&str>, keep: Option<usize>| PruneArgs {
+            older_than: older.map(str::to_owned),
+            keep,
+            dry_run: true,
+        };
+        assert_eq!(
+            ids(&doomed(all(), &args(Some("2d"), None), now).unwrap()),
+            ["a", "c", "d"]
+        );
+        assert_eq!(
+            ids(&doomed(all(), &args(Some("4d"), None), now).unwrap()),
+            ["c", "d"]
+        );
+        assert_eq!(
+            ids(&doomed(all(), &args(None, Some(2)), now).unwrap()),
+            ["c", "d"]
+        );
+        assert_eq!(
+            ids(&doomed(all(), &args(None, Some(9)), now).unwrap()),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            ids(&doomed(all(), &args(None, Some(0)), now).unwrap()),
+            ["a", "b", "c", "d"]
+        );
+        assert!(doomed(all(), &args(None, None), now).is_err());
+        assert!(doomed(all(), &args(Some("soon"), None), now).is_err());
+    }
+}
