@@ -850,7 +850,7 @@ impl Store {
         if let Some(turn) = tracker.open_turn() {
             return Err(Error::OpenTurn {
                 id: id.to_owned(),
-                reason: format!("fork boundary seq {at} is inside open turn {turn}"),
+                reason: fork_refusal(&view.events, policy, at, turn),
             });
         }
         let mut header = SessionHeader::new(child, now_ms());
@@ -1378,6 +1378,39 @@ fn check_start(id: &str, tracker: &Tracker, events: &[Event]) -> Result<()> {
 fn suffix(mut events: Vec<Event>, from_seq: u64) -> Vec<Event> {
     let start = usize::try_from(from_seq).map_or(events.len(), |n| n.min(events.len()));
     events.split_off(start)
+}
+
+/// Why seq `at` is no fork point, and which seqs are: those after which no
+/// turn is open (a closing `turn/end`, or an event between turns).
+fn fork_refusal(events: &[Event], policy: Policy, at: u64, turn: u64) -> String {
+    let mut tracker = Tracker::new(policy);
+    let mut points = Vec::new();
+    let mut started = None;
+    for event in events {
+        let Ok(placement) = tracker.accept(event) else {
+            break;
+        };
+        if event.kind() == EventKind::TurnStart && event.seq() <= at {
+            started = Some(event.seq());
+        }
+        if !placement.in_turn {
+            points.push(event.seq());
+        }
+    }
+    let before = points.iter().rev().find(|&&p| p < at);
+    let after = points.iter().find(|&&p| p > at);
+    let nearest = match (before, after) {
+        (Some(b), Some(a)) => format!("the nearest are {b} and {a}"),
+        (Some(b), None) => format!("the nearest is {b}"),
+        (None, Some(a)) => format!("the nearest is {a}"),
+        (None, None) => "this session has none".to_owned(),
+    };
+    let since = started.map_or_else(String::new, |s| format!(", started at seq {s}"));
+    format!(
+        "fork boundary seq {at} is inside turn {turn}{since}; a fork ends at a seq after which no \
+         turn is open (a turn's closing turn/end): {nearest} ({} in all)",
+        points.len()
+    )
 }
 
 fn view_of(stored: crate::backend::Stored) -> SessionView {

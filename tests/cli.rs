@@ -1415,7 +1415,7 @@ fn fork_copies_history_and_refuses_an_open_turn() {
         (out.status, out.stderr.as_str()),
         (
             4,
-            "turnwal: session \"s\": fork boundary seq 7 is inside open turn 2\n"
+            "turnwal: session \"s\": fork boundary seq 7 is inside turn 2, started at seq 6; a fork ends at a seq after which no turn is open (a turn's closing turn/end): the nearest are 5 and 10 (2 in all)\n"
         )
     );
     let out = run(dir.path(), &["fork", "s", "child", "--at", "5"], "");

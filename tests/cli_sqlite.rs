@@ -363,7 +363,7 @@ fn fork_copies_history_into_the_same_database() {
         (out.status, out.stderr.as_str()),
         (
             4,
-            "turnwal: session \"s\": fork boundary seq 3 is inside open turn 1\n"
+            "turnwal: session \"s\": fork boundary seq 3 is inside turn 1, started at seq 0; a fork ends at a seq after which no turn is open (a turn's closing turn/end): the nearest is 5 (2 in all)\n"
         )
     );
     let out = on(&db, &["ls", "--json"], "");

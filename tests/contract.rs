@@ -1677,7 +1677,10 @@ fn fork_boundary<F: Fixture>() {
         Err(Error::OpenTurn { id, reason }) => {
             assert_eq!(
                 (id.as_str(), reason.as_str()),
-                ("parent", "fork boundary seq 3 is inside open turn 1")
+                (
+                    "parent",
+                    "fork boundary seq 3 is inside turn 1, started at seq 0; a fork ends at a seq after which no turn is open (a turn's closing turn/end): the nearest is 5 (2 in all)"
+                )
             );
         }
         other => panic!("expected OpenTurn, got {other:?}"),
@@ -1707,7 +1710,11 @@ fn fork_boundary<F: Fixture>() {
     store.append("parent", &log.batch()).unwrap();
     match store.fork("parent", None, "mid-turn") {
         Err(Error::OpenTurn { reason, .. }) => {
-            assert_eq!(reason, "fork boundary seq 21 is inside open turn 3");
+            assert_eq!(
+                reason,
+                "fork boundary seq 21 is inside turn 3, started at seq 20; a fork ends at a seq \
+                 after which no turn is open (a turn's closing turn/end): the nearest is 19 (2 in all)"
+            );
         }
         other => panic!("expected OpenTurn, got {other:?}"),
     }
