@@ -556,6 +556,54 @@ impl Store {
         ))
     }
 
+    /// The events of [`Store::inspect`] with seq >= `from_seq` (stored ones,
+    /// then the closers a crashed log would get), read from the log's end
+    /// where the backend can seek (the WAL walks back from its end as
+    /// [`Store::read_from`] does), so `turnwal cat --from` costs what it
+    /// prints. Sessions whose reads are normalized are inspected whole.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("user/message", 1, 6, r#"{"id":"u"}"#).unwrap(),
+    /// ]).unwrap();
+    /// drop(store); // a crash with the turn open
+    /// let store = Store::open(dir.path()).unwrap();
+    /// let from = store.inspect_from("s", 1).unwrap();
+    /// let whole = store.inspect("s").unwrap().events;
+    /// assert_eq!(from, whole[1..]); // the stored seq 1 and the closer
+    /// ```
+    pub fn inspect_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
+        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        let seekable = cold
+            && !self.backend.normalizes_reads()
+            && !self.options.require_known_types
+            && matches!(
+                self.backend.policy(id)?,
+                Some(Policy::Strict | Policy::Lenient)
+            );
+        if seekable {
+            let header = self
+                .backend
+                .header(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            self.check_version_of(&header)?;
+            let (mut events, closers) = self
+                .backend
+                .inspect_from(id, from_seq)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            events.extend(closers.into_iter().filter(|e| e.seq() >= from_seq));
+            return Ok(events);
+        }
+        let mut view = self.inspect(id)?;
+        view.events.retain(|e| e.seq() >= from_seq);
+        Ok(view.events)
+    }
+
     /// Loads a session: commits its repair once (cut torn bytes, append the
     /// closers, fsync) and returns the balanced log. The session stays open
     /// for appends in this store.

@@ -1038,6 +1038,18 @@ fn read_from_edges<F: Fixture>() {
         assert_eq!(store.read_last(id, 9).unwrap(), all);
         assert_eq!(store.read_last(id, 1000).unwrap(), all);
         assert_not_found(store.read_last("absent", 2), "absent");
+        // The inspect view from a seq on: the open turn is live in the
+        // writer's store (no closers) and crashed for the cold reader.
+        let view = store.inspect(id).unwrap().events;
+        for from in [0, 3, 8, 9, 12] {
+            let tail: Vec<Event> = view.iter().filter(|e| e.seq() >= from).cloned().collect();
+            assert_eq!(
+                store.inspect_from(id, from).unwrap(),
+                tail,
+                "inspect_from {from}"
+            );
+        }
+        assert_not_found(store.inspect_from("absent", 0), "absent");
         // The first events, read from the start.
         assert_eq!(store.read_first(id, 0).unwrap(), []);
         assert_eq!(store.read_first(id, 3).unwrap(), all[..3]);

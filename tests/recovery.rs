@@ -453,6 +453,14 @@ fn check_recovers(dir: &Path, log: &Log, image: &[u8], n: usize, reason: CutReas
         );
         let first = store.read_first(ID, k).unwrap();
         assert_eq!(first, kept[..k.min(n)], "read_first {k}: {}", ctx());
+        // The inspect view from seq k: read from the end, closers included.
+        let from = store.inspect_from(ID, k as u64).unwrap();
+        assert_eq!(
+            from,
+            expected[k.min(expected.len())..],
+            "inspect_from {k}: {}",
+            ctx()
+        );
     }
     assert_bytes(&fs::read(&path).unwrap(), image, "inspect wrote nothing");
     drop(store);

@@ -99,6 +99,22 @@ pub trait Backend: Send + Sync {
         }))
     }
 
+    /// The inspect view from `from_seq` on, without reading the events
+    /// before it where the backend can seek: the stored events with seq >=
+    /// `from_seq`, and the closers recovery would append (all of them,
+    /// whatever their seqs). `None` when the session does not exist. The
+    /// default loads the log.
+    fn inspect_from(&self, id: &str, from_seq: u64) -> Result<Option<(Vec<Event>, Vec<Event>)>> {
+        Ok(self.load(id)?.map(|stored| {
+            let events = stored
+                .events
+                .into_iter()
+                .filter(|e| e.seq() >= from_seq)
+                .collect();
+            (events, stored.scan.closers)
+        }))
+    }
+
     /// A cheap estimate of where a session's stored events end (the seq
     /// after the last one), read from the log's end, so that its last events
     /// can be read without its prefix; `None` when the backend cannot tell

@@ -27,6 +27,9 @@ pub(crate) fn cat(
     let from = from.unwrap_or(0);
     if raw {
         write_events(out, &store.read_raw(id, from)?)?;
+    } else if from > 0 {
+        // A suffix: read from the log's end, not the log.
+        write_events(out, &store.inspect_from(id, from)?)?;
     } else {
         // Read in place and written event by event: the heap holds the
         // view's index, not the log.

@@ -740,6 +740,15 @@ impl Backend for WalBackend {
         writer::read_from(&map, &meta, from_seq, &path, proven).map(Some)
     }
 
+    fn inspect_from(&self, id: &str, from_seq: u64) -> Result<Option<(Vec<Event>, Vec<Event>)>> {
+        let proof = self.proof_bytes(&self.log_path(id))?;
+        let Some((map, meta, path)) = self.map_with_header(id)? else {
+            return Ok(None);
+        };
+        let proven = Self::proven(&proof, &map, &path);
+        writer::read_from_scanned(&map, &meta, from_seq, &path, proven).map(Some)
+    }
+
     fn read_suffix(&self, id: &str, from_seq: u64) -> Result<Option<(Option<Policy>, Vec<Event>)>> {
         let proof = self.proof_bytes(&self.log_path(id))?;
         let Some((map, meta, path)) = self.map_with_header(id)? else {

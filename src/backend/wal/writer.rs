@@ -725,6 +725,18 @@ pub(super) fn read_from(
     path: &std::path::Path,
     proven: u64,
 ) -> Result<Vec<Event>> {
+    read_from_scanned(bytes, meta, from_seq, path, proven).map(|(events, _)| events)
+}
+
+/// [`read_from`], and the closers recovery would append to the log (those
+/// the scan that vouched for its end found).
+pub(super) fn read_from_scanned(
+    bytes: &[u8],
+    meta: &FileHeader,
+    from_seq: u64,
+    path: &std::path::Path,
+    proven: u64,
+) -> Result<(Vec<Event>, Vec<Event>)> {
     if proven <= bytes.len() as u64
         && let Some(found) =
             probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq, proven)
@@ -737,7 +749,7 @@ pub(super) fn read_from(
             }
             _ => tail_scan(bytes, meta, path, proven)?,
         };
-        if clean.is_some() {
+        if let Some(scan) = clean {
             let mut events = Vec::new();
             for f in &found {
                 events.extend(
@@ -746,11 +758,12 @@ pub(super) fn read_from(
                         .filter(|e| e.seq() >= from_seq),
                 );
             }
-            return Ok(events);
+            return Ok((events, scan.closers));
         }
     }
     let classified = scan_log_proven(bytes, path, proven)?;
-    decode_kept(bytes, &classified, from_seq, path)
+    let events = decode_kept(bytes, &classified, from_seq, path)?;
+    Ok((events, classified.scan.closers))
 }
 
 /// Decodes the kept records with seq >= `from_seq`.
