@@ -312,7 +312,12 @@ fn a_fifo_named_like_a_log_is_skipped_by_ls_and_verify_and_named_by_cat() {
     let out = bounded(&store, &["verify"]);
     assert_eq!(
         (out.status, out.stdout.as_str(), &out.stderr),
-        (0, "s: clean, 6 events, 1 turn, 591 bytes\n", &skipped)
+        (
+            0,
+            "s: clean, 6 events, 1 turn, 591 bytes\n\
+             1 session: 1 clean, 0 open-turn, 0 torn, 0 corrupt\n",
+            &skipped
+        )
     );
     for args in [&["cat", "x"][..], &["verify", "x"], &["stats", "x"]] {
         let out = bounded(&store, args);
@@ -432,7 +437,8 @@ fn a_copied_log_is_listed_and_verified_as_a_name_collision() {
             2,
             format!(
                 "s: clean, 6 events, 1 turn, 591 bytes\nt: corrupt: {}: corrupt at byte 0: \
-                 file holds session \"s\", not \"t\" (a file name collision)\n",
+                 file holds session \"s\", not \"t\" (a file name collision)\n\
+                 2 sessions: 1 clean, 0 open-turn, 0 torn, 1 corrupt\n",
                 copy.display()
             )
         )

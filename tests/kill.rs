@@ -1578,8 +1578,18 @@ fn soak_round(seed: u64, round: u64, root: &Path, soak: &mut SoakState, stats: &
         "seed {seed:#x} round {round}: turnwal verify\n{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Every session's line; then the files earlier repairs quarantined.
-    let sessions = stdout.lines().filter(|l| !l.starts_with("quarantined: "));
+    // Every session's line; then the files earlier repairs quarantined,
+    // and the summary.
+    let summary = format!(
+        "{} session{}: {} clean, 0 open-turn, 0 torn, 0 corrupt",
+        soak.expected.len(),
+        if soak.expected.len() == 1 { "" } else { "s" },
+        soak.expected.len()
+    );
+    assert_eq!(stdout.lines().last(), Some(summary.as_str()), "{stdout}");
+    let sessions = stdout
+        .lines()
+        .filter(|l| !l.starts_with("quarantined: ") && *l != summary);
     assert_eq!(sessions.count(), soak.expected.len(), "{stdout}");
     for (id, n) in soak.expected.iter() {
         assert!(

@@ -164,8 +164,8 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
                 .and_then(|h| i64::try_from(h.created_at).ok())
                 .map_or_else(|| "-".to_owned(), local_time),
             header
-                .and_then(|h| h.cwd.clone())
-                .unwrap_or_else(|| "-".to_owned()),
+                .and_then(|h| h.cwd.as_deref())
+                .map_or_else(|| "-".to_owned(), |c| display_id(c).into_owned()),
             title(store, &s.id).unwrap_or_else(|| "-".to_owned()),
             s.checked.code().to_owned(),
         ]);

@@ -51,10 +51,18 @@ fn policy_named(name: &str) -> Option<Policy> {
 /// `turnwal export SESSION [-o FILE]`.
 pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
-    let policy = store
-        .backend()
-        .policy(id)?
-        .ok_or_else(|| Error::NotFound { id: id.clone() })?;
+    // A JSONL root records no policy: its sessions read as the scan reads
+    // them (upstream's reader's).
+    let policy = match store.backend().policy(id)? {
+        Some(policy) => policy,
+        None => {
+            store
+                .backend()
+                .scan(id)?
+                .ok_or_else(|| Error::NotFound { id: id.clone() })?
+                .policy
+        }
+    };
     let view = store.inspect_view(id)?;
     let header = view.header().to_json();
     let opening = Opening {
