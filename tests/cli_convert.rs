@@ -1067,12 +1067,14 @@ fn operator_commands_read_an_upstream_written_root() {
         .sum();
     assert_eq!(du.last().unwrap()["total"]["bytes"].as_u64(), Some(files));
     let wal = tmp.path().join("moved");
+    let db = tmp.path().join("moved.sqlite");
     for (id, line) in ids.iter().zip(&listed) {
         let id = id.as_str();
         let raw = cat(&store, id, true);
         let stored = raw.lines().count() as u64;
         // stats counts what `cat --raw` prints, and what ls listed.
         let stats: Value = without_id(&on(&store, &["stats", id, "--json"], "").stdout);
+        let reference_stats = stats.clone();
         assert_eq!(stats["events"].as_u64(), Some(stored), "{id}");
         assert_eq!(stats["turns"], line["turns"], "{id}");
         let types: u64 = stats["types"]
@@ -1123,6 +1125,40 @@ fn operator_commands_read_an_upstream_written_root() {
         let imported = on(&wal, &["import", file.to_str().unwrap()], "");
         assert_eq!(imported.status, 0, "{id}: {}", imported.stderr);
         assert_eq!(cat(&wal, id, false), cat(&store, id, false), "{id}");
+        // Into SQLite too (a lone-surrogate id has no place there): every
+        // command answers alike on the three stores.
+        let mut stores = vec![&wal];
+        if !id.contains(r"\ud800") {
+            let imported = on(&db, &["import", file.to_str().unwrap()], "");
+            assert_eq!(imported.status, 0, "{id}: {}", imported.stderr);
+            stores.push(&db);
+        }
+        for other in stores {
+            for args in [
+                &["show", id, "--format", "markdown"][..],
+                &["grep", "--session", id, "--json", "."],
+                &["cat", id],
+                &["tail", id, "-n", "3"],
+            ] {
+                assert_eq!(
+                    on(other, args, "").stdout,
+                    on(&store, args, "").stdout,
+                    "{id} {args:?} on {}",
+                    other.display()
+                );
+            }
+            let stats = without_id(&on(other, &["stats", id, "--json"], "").stdout);
+            for key in [
+                "events", "turns", "types", "tokens", "tools", "outcomes", "models",
+            ] {
+                assert_eq!(
+                    stats[key],
+                    reference_stats[key],
+                    "{id} {key} on {}",
+                    other.display()
+                );
+            }
+        }
     }
 }
 
