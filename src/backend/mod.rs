@@ -6,6 +6,8 @@
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod wal;

@@ -1,0 +1,59 @@
+//! The PostgreSQL store (docs/POSTGRES.md): sessions in a database every
+//! harness host reaches, so a session outlives and moves between hosts.
+//!
+//! Built so far: the connection, and the schema, created by turnwal in one
+//! transaction and checked on every open (a newer or a foreign schema is
+//! refused untouched). The backend behind [`crate::Store`] follows the
+//! design in docs/POSTGRES.md.
+
+mod schema;
+
+pub use schema::{SCHEMA_VERSION, ensure_schema};
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// A connection string without its password, for messages: what
+/// [`Error`]s name as the store's location.
+///
+/// ```
+/// use turnwal::backend::postgres::location_of;
+/// assert_eq!(
+///     location_of("postgres://app:secret@db.internal:5432/turnwal"),
+///     "postgres://app@db.internal:5432/turnwal"
+/// );
+/// assert_eq!(location_of("host=/tmp/pg user=me password=x"), "host=/tmp/pg user=me");
+/// ```
+pub fn location_of(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (auth, host) = rest.rsplit_once('@').unwrap_or(("", rest));
+        let user = auth.split(':').next().unwrap_or("");
+        let at = if user.is_empty() { "" } else { "@" };
+        return format!("{scheme}://{user}{at}{host}");
+    }
+    url.split_whitespace()
+        .filter(|kv| !kv.starts_with("password="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A PostgreSQL error as a turnwal [`Error`], naming the store.
+pub(crate) fn pg_error(op: &'static str, location: &str, e: postgres::Error) -> Error {
+    Error::io(
+        op,
+        PathBuf::from(location),
+        std::io::Error::other(e.to_string()),
+    )
+}
+
+/// Connects to the database at `url` (`postgres://…`, `postgresql://…`, or
+/// key=value pairs; a `host` that is a directory is a Unix socket there),
+/// without TLS, and checks or creates turnwal's schema ([`ensure_schema`]).
+pub fn connect(url: &str) -> Result<postgres::Client> {
+    let location = location_of(url);
+    let mut client = postgres::Client::connect(url, postgres::NoTls)
+        .map_err(|e| pg_error("connect", &location, e))?;
+    ensure_schema(&mut client, &location)?;
+    Ok(client)
+}

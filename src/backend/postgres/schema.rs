@@ -1,0 +1,202 @@
+//! turnwal's tables in a PostgreSQL database (docs/POSTGRES.md, "Schema"):
+//! created in one transaction when the database holds none of them,
+//! checked column by column on every open, refused untouched when they are
+//! newer or foreign.
+
+use std::path::PathBuf;
+
+use super::pg_error;
+use crate::error::{Error, Result};
+
+/// The schema version this turnwal creates and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The tables, as created.
+const CREATE: &str = "
+CREATE TABLE turnwal_schema (
+  singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version    integer NOT NULL,
+  store_id   text    NOT NULL
+);
+CREATE TABLE turnwal_sessions (
+  session_id       text    PRIMARY KEY,
+  header           text    NOT NULL,
+  policy           text    NOT NULL,
+  next_seq         bigint  NOT NULL,
+  revision         bigint  NOT NULL,
+  writer_epoch     bigint  NOT NULL,
+  writer_holder    text,
+  writer_heartbeat timestamptz
+);
+CREATE TABLE turnwal_events (
+  session_id        text    NOT NULL,
+  seq               bigint  NOT NULL,
+  members           integer NOT NULL,
+  type              text    NOT NULL,
+  time              bigint  NOT NULL,
+  data              text    NOT NULL,
+  source_event_seqs text,
+  surface_op        text,
+  ignorable         boolean,
+  in_turn           boolean NOT NULL,
+  PRIMARY KEY (session_id, seq)
+);
+";
+
+/// Every column of turnwal's tables, as `information_schema.columns` names
+/// them: `(table, column, data_type, is_nullable)`, in table and column
+/// order.
+const COLUMNS: &[(&str, &str, &str, &str)] = &[
+    ("turnwal_events", "session_id", "text", "NO"),
+    ("turnwal_events", "seq", "bigint", "NO"),
+    ("turnwal_events", "members", "integer", "NO"),
+    ("turnwal_events", "type", "text", "NO"),
+    ("turnwal_events", "time", "bigint", "NO"),
+    ("turnwal_events", "data", "text", "NO"),
+    ("turnwal_events", "source_event_seqs", "text", "YES"),
+    ("turnwal_events", "surface_op", "text", "YES"),
+    ("turnwal_events", "ignorable", "boolean", "YES"),
+    ("turnwal_events", "in_turn", "boolean", "NO"),
+    ("turnwal_schema", "singleton", "boolean", "NO"),
+    ("turnwal_schema", "version", "integer", "NO"),
+    ("turnwal_schema", "store_id", "text", "NO"),
+    ("turnwal_sessions", "session_id", "text", "NO"),
+    ("turnwal_sessions", "header", "text", "NO"),
+    ("turnwal_sessions", "policy", "text", "NO"),
+    ("turnwal_sessions", "next_seq", "bigint", "NO"),
+    ("turnwal_sessions", "revision", "bigint", "NO"),
+    ("turnwal_sessions", "writer_epoch", "bigint", "NO"),
+    ("turnwal_sessions", "writer_holder", "text", "YES"),
+    (
+        "turnwal_sessions",
+        "writer_heartbeat",
+        "timestamp with time zone",
+        "YES",
+    ),
+];
+
+fn unsupported(location: &str, detail: String) -> Error {
+    Error::Unsupported {
+        path: PathBuf::from(location),
+        detail,
+    }
+}
+
+/// Checks turnwal's schema in the connected database, creating it (in one
+/// transaction, with a random store id) when the database holds no table
+/// of turnwal's. Refused, with nothing changed: a database that is not
+/// UTF-8 (`data` must hold any JSON text), a schema version newer than
+/// [`SCHEMA_VERSION`], and tables named `turnwal_*` that are not exactly
+/// turnwal's (a foreign or damaged schema).
+pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<()> {
+    let err = |op| move |e| pg_error(op, location, e);
+    let encoding: String = client
+        .query_one("SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()", &[])
+        .map_err(err("read the database encoding"))?
+        .get(0);
+    if encoding != "UTF8" {
+        return Err(unsupported(
+            location,
+            format!(
+                "the database's encoding is {encoding}; turnwal needs UTF8 (CREATE DATABASE … ENCODING 'UTF8')"
+            ),
+        ));
+    }
+    let found: Vec<(String, String, String, String)> = client
+        .query(
+            "SELECT table_name::text, column_name::text, data_type::text, is_nullable::text \
+             FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name LIKE 'turnwal\\_%' \
+             ORDER BY table_name, ordinal_position",
+            &[],
+        )
+        .map_err(err("read the schema"))?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    if found.is_empty() {
+        let mut tx = client.transaction().map_err(err("begin"))?;
+        tx.batch_execute(CREATE).map_err(err("create the schema"))?;
+        let store_id = format!("{:016x}{:016x}", random_u64(), random_u64());
+        tx.execute(
+            "INSERT INTO turnwal_schema (version, store_id) VALUES ($1, $2)",
+            &[&SCHEMA_VERSION, &store_id],
+        )
+        .map_err(err("create the schema"))?;
+        tx.commit().map_err(err("commit the schema"))?;
+        return Ok(());
+    }
+    // The version first: a newer turnwal may have changed the tables.
+    let has_version_table = found
+        .iter()
+        .any(|(t, c, _, _)| t == "turnwal_schema" && c == "version");
+    if has_version_table {
+        let versions: Vec<i32> = client
+            .query("SELECT version FROM turnwal_schema", &[])
+            .map_err(err("read the schema version"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if let [version] = versions[..]
+            && version > SCHEMA_VERSION
+        {
+            return Err(unsupported(
+                location,
+                format!(
+                    "the database holds turnwal schema version {version}, newer than the \
+                     {SCHEMA_VERSION} this turnwal reads: upgrade turnwal"
+                ),
+            ));
+        }
+    }
+    let expected: Vec<(String, String, String, String)> = COLUMNS
+        .iter()
+        .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
+        .collect();
+    if found != expected {
+        let first = found
+            .iter()
+            .zip(&expected)
+            .find(|(f, e)| f != e)
+            .map(|(f, _)| format!("{}.{} ({}, nullable {})", f.0, f.1, f.2, f.3))
+            .or_else(|| {
+                found
+                    .get(expected.len())
+                    .map(|f| format!("{}.{}", f.0, f.1))
+            })
+            .unwrap_or_else(|| "a missing column".to_owned());
+        return Err(unsupported(
+            location,
+            format!(
+                "tables named turnwal_* that are not turnwal's schema version {SCHEMA_VERSION} \
+                 (first difference: {first}); refusing a foreign schema, nothing was changed"
+            ),
+        ));
+    }
+    let version: i32 = client
+        .query_one("SELECT version FROM turnwal_schema", &[])
+        .map_err(err("read the schema version"))?
+        .get(0);
+    if version != SCHEMA_VERSION {
+        return Err(unsupported(
+            location,
+            format!("turnwal schema version {version}; this turnwal reads {SCHEMA_VERSION}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A random 64-bit value from the OS.
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` is valid for 8 bytes of writes.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != 8 {
+        // getrandom cannot fail for 8 bytes once the pool is ready; fall
+        // back to the clock rather than abort.
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    }
+    u64::from_le_bytes(bytes)
+}

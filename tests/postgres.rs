@@ -1,0 +1,274 @@
+//! The PostgreSQL store against a real server (docs/POSTGRES.md): each test
+//! starts a throwaway cluster of Debian's PostgreSQL in a temporary
+//! directory, listening only on a Unix socket there, as a non-root user,
+//! and stops it when done.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use turnwal::Error;
+use turnwal::backend::postgres::{SCHEMA_VERSION, connect, location_of};
+
+/// A running throwaway cluster; stopped and removed on drop.
+struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    /// The user the server runs as, when the tests run as root.
+    run_as: Option<(u32, u32)>,
+    user: String,
+}
+
+/// The newest PostgreSQL server installed the Debian way.
+fn pg_bin() -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("Debian's postgresql installed (.ci/run installs it)")
+        .map(|e| e.unwrap().path().join("bin"))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop().expect("a PostgreSQL server with initdb")
+}
+
+/// Who runs the server: PostgreSQL refuses root, so as root the tests use
+/// the `postgres` system user (or `nobody`), else the current user.
+fn server_user() -> (Option<(u32, u32)>, String) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let name = std::env::var("USER").unwrap_or_else(|_| "postgres".into());
+        return (None, name);
+    }
+    for name in ["postgres", "nobody"] {
+        let cname = std::ffi::CString::new(name).unwrap();
+        // SAFETY: a valid C string; the result is read before any other call.
+        let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
+        if !pw.is_null() {
+            // SAFETY: non-null, as getpwnam returned it.
+            let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+            return (Some((uid, gid)), name.to_owned());
+        }
+    }
+    panic!("running as root and no postgres or nobody user to run the server as");
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let bin = pg_bin();
+        let (run_as, user) = server_user();
+        let dir = tempfile::Builder::new()
+            .prefix("turnwal-pg-")
+            .tempdir()
+            .unwrap();
+        if let Some((uid, gid)) = run_as {
+            let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
+            // SAFETY: a valid path.
+            assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
+        }
+        let cluster = Cluster {
+            dir,
+            bin,
+            run_as,
+            user,
+        };
+        let data = cluster.data();
+        let out = cluster
+            .command("initdb")
+            .args(["-D", data.to_str().unwrap(), "-U", &cluster.user])
+            .args(["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on",
+            cluster.dir.path().display()
+        );
+        let out = cluster
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &options,
+            ])
+            .args([
+                "-l",
+                cluster.dir.path().join("server.log").to_str().unwrap(),
+                "start",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(cluster.dir.path().join("server.log")).unwrap_or_default()
+        );
+        cluster
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.stdin(Stdio::null()).current_dir(self.dir.path());
+        if let Some((uid, gid)) = self.run_as {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd
+    }
+
+    /// A connection string for database `db` over the cluster's socket.
+    fn url(&self, db: &str) -> String {
+        format!(
+            "host={} user={} dbname={db}",
+            self.dir.path().display(),
+            self.user
+        )
+    }
+
+    /// Runs SQL as the superuser, outside turnwal.
+    fn sql(&self, db: &str, sql: &str) {
+        let mut client = postgres::Client::connect(&self.url(db), postgres::NoTls).unwrap();
+        client.batch_execute(sql).unwrap();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                self.data().to_str().unwrap(),
+                "-w",
+                "-m",
+                "fast",
+                "stop",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn unsupported(result: turnwal::Result<postgres::Client>) -> String {
+    match result {
+        Err(Error::Unsupported { detail, .. }) => detail,
+        Err(other) => panic!("expected Unsupported, got {other}"),
+        Ok(_) => panic!("expected Unsupported, got a connection"),
+    }
+}
+
+/// Every turnwal table and column, as the database lists them.
+fn tables(cluster: &Cluster, db: &str) -> Vec<(String, String)> {
+    let mut client = postgres::Client::connect(&cluster.url(db), postgres::NoTls).unwrap();
+    client
+        .query(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns \
+             WHERE table_name LIKE 'turnwal%' ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[test]
+fn the_schema_is_created_once_and_checked_on_every_open() {
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let mut client = connect(&url).unwrap();
+    let (version, store_id): (i32, String) = {
+        let row = client
+            .query_one("SELECT version, store_id FROM turnwal_schema", &[])
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((version, store_id.len()), (SCHEMA_VERSION, 32));
+    let created = tables(&cluster, "postgres");
+    assert_eq!(created.len(), 21, "{created:?}");
+    drop(client);
+    // A second open finds it and changes nothing.
+    let mut again = connect(&url).unwrap();
+    let id: String = again
+        .query_one("SELECT store_id FROM turnwal_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(id, store_id);
+    assert_eq!(tables(&cluster, "postgres"), created);
+}
+
+#[test]
+fn a_newer_or_foreign_schema_or_a_non_utf8_database_is_refused_untouched() {
+    let cluster = Cluster::start();
+    // Newer.
+    cluster.sql("postgres", "CREATE DATABASE newer");
+    connect(&cluster.url("newer")).unwrap();
+    cluster.sql("newer", "UPDATE turnwal_schema SET version = 2");
+    let detail = unsupported(connect(&cluster.url("newer")));
+    assert_eq!(
+        detail,
+        "the database holds turnwal schema version 2, newer than the 1 this turnwal reads: \
+         upgrade turnwal"
+    );
+    // Foreign: a table named like turnwal's with other columns.
+    cluster.sql("postgres", "CREATE DATABASE foreign_db");
+    cluster.sql("foreign_db", "CREATE TABLE turnwal_events (id integer)");
+    let before = tables(&cluster, "foreign_db");
+    let detail = unsupported(connect(&cluster.url("foreign_db")));
+    assert!(
+        detail.starts_with("tables named turnwal_* that are not turnwal's schema version 1"),
+        "{detail}"
+    );
+    assert!(detail.contains("turnwal_events.id (integer"), "{detail}");
+    assert_eq!(tables(&cluster, "foreign_db"), before, "nothing changed");
+    // A column turnwal's schema lacks.
+    cluster.sql("postgres", "CREATE DATABASE altered");
+    connect(&cluster.url("altered")).unwrap();
+    cluster.sql(
+        "altered",
+        "ALTER TABLE turnwal_events ALTER COLUMN data TYPE jsonb USING data::jsonb",
+    );
+    let detail = unsupported(connect(&cluster.url("altered")));
+    assert!(detail.contains("turnwal_events.data (jsonb"), "{detail}");
+    // Not UTF-8.
+    cluster.sql(
+        "postgres",
+        "CREATE DATABASE latin TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'",
+    );
+    let detail = unsupported(connect(&cluster.url("latin")));
+    assert!(
+        detail.starts_with("the database's encoding is LATIN1"),
+        "{detail}"
+    );
+    assert!(tables(&cluster, "latin").is_empty(), "nothing created");
+}
+
+#[test]
+fn messages_name_the_store_without_its_password() {
+    assert_eq!(
+        location_of("postgresql://turnwal:s3cret@10.0.0.7/sessions?sslmode=require"),
+        "postgresql://turnwal@10.0.0.7/sessions?sslmode=require"
+    );
+    let cluster = Cluster::start();
+    let url = format!("{} password=s3cret", cluster.url("no_such_db"));
+    match connect(&url) {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("no_such_db"), "{text}");
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+        Ok(_) => panic!("connected to a database that does not exist"),
+    }
+}
