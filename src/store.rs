@@ -518,6 +518,23 @@ impl Store {
         })
     }
 
+    /// Whether `id`'s inspect view is its stored events as they are (plus
+    /// closers), so a reader may take them straight from the backend, in
+    /// place or from the log's end: a cold session whose reads nothing
+    /// rewrites or vets (not [`Policy::Permissive`], whose reads run
+    /// upstream's migrations; not a store that normalizes reads or
+    /// requires known types).
+    fn read_as_stored(&self, id: &str) -> Result<bool> {
+        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        Ok(cold
+            && !self.backend.normalizes_reads()
+            && !self.options.require_known_types
+            && matches!(
+                self.backend.policy(id)?,
+                Some(Policy::Strict | Policy::Lenient)
+            ))
+    }
+
     /// [`Store::inspect`] as a [`crate::view::LogView`]: the same events,
     /// read in place ([`Store::view`]) where nothing has to be rewritten at
     /// read time, so a reader that walks them (`turnwal cat`) holds an index
@@ -535,15 +552,7 @@ impl Store {
     /// assert_eq!(view.iter().map(|e| e.to_event()).collect::<Vec<_>>(), inspected.events);
     /// ```
     pub fn inspect_view(&self, id: &str) -> Result<crate::view::LogView> {
-        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
-        let in_place = cold
-            && !self.backend.normalizes_reads()
-            && !self.options.require_known_types
-            && matches!(
-                self.backend.policy(id)?,
-                Some(Policy::Strict | Policy::Lenient)
-            );
-        if in_place {
+        if self.read_as_stored(id)? {
             return self.view(id);
         }
         let mut view = self.inspect(id)?;
@@ -578,15 +587,7 @@ impl Store {
     /// assert_eq!(from, whole[1..]); // the stored seq 1 and the closer
     /// ```
     pub fn inspect_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
-        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
-        let seekable = cold
-            && !self.backend.normalizes_reads()
-            && !self.options.require_known_types
-            && matches!(
-                self.backend.policy(id)?,
-                Some(Policy::Strict | Policy::Lenient)
-            );
-        if seekable {
+        if self.read_as_stored(id)? {
             let header = self
                 .backend
                 .header(id)?

@@ -581,6 +581,32 @@ pub(crate) fn encode(batch: &[Event]) -> Result<Vec<RowOut>> {
     codec::encode_batch(batch).map_err(|e: EventError| Error::Event(e))
 }
 
+impl SqliteBackend {
+    /// Reads some of a session's events with `read` in one read transaction;
+    /// `None` when the session does not exist. A foreign header version is
+    /// refused first: these reads have no header for `Store` to check, so
+    /// the backend refuses it, as the file backends do.
+    fn read_events(
+        &self,
+        id: &str,
+        read: impl FnOnce(&rusqlite::Connection, &std::path::PathBuf, &SessionRow) -> Result<Vec<Event>>,
+    ) -> Result<Option<Vec<Event>>> {
+        let path = &self.shared.path;
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            row.header
+                .check_version()
+                .map_err(|detail| Error::Unsupported {
+                    path: path.clone(),
+                    detail,
+                })?;
+            read(conn, path, &row).map(Some)
+        })
+    }
+}
+
 impl Backend for SqliteBackend {
     fn location(&self) -> String {
         self.shared.path.display().to_string()
@@ -717,36 +743,12 @@ impl Backend for SqliteBackend {
     }
 
     fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
-        let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
-            let Some(row) = read_session(conn, path, id)? else {
-                return Ok(None);
-            };
-            row.header
-                .check_version()
-                .map_err(|detail| Error::Unsupported {
-                    path: path.clone(),
-                    detail,
-                })?;
-            scan::read_first(conn, path, &row, n).map(Some)
-        })
+        self.read_events(id, |conn, path, row| scan::read_first(conn, path, row, n))
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
-            let Some(row) = read_session(conn, path, id)? else {
-                return Ok(None);
-            };
-            // `Store::read_from` has no header to check: refuse a foreign
-            // version here, as the file backends do.
-            row.header
-                .check_version()
-                .map_err(|detail| Error::Unsupported {
-                    path: path.clone(),
-                    detail,
-                })?;
-            scan::read_from(conn, path, &row, from_seq).map(Some)
+        self.read_events(id, |conn, path, row| {
+            scan::read_from(conn, path, row, from_seq)
         })
     }
 
