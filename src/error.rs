@@ -79,6 +79,23 @@ pub enum Error {
         /// this process is named).
         holder: Option<u32>,
     },
+    /// Another writer took the session over (a newer writer epoch, in a
+    /// store shared by several hosts): this writer's batches are refused,
+    /// and nothing of them was written.
+    #[error(
+        "session {id:?} was taken over by another writer ({holder}, writer epoch {epoch}); this \
+         writer (epoch {stale}) may no longer append: open the session again"
+    )]
+    Superseded {
+        /// Session id.
+        id: String,
+        /// Who holds the session now, as it named itself.
+        holder: String,
+        /// The session's writer epoch now.
+        epoch: i64,
+        /// The epoch this writer held.
+        stale: i64,
+    },
     /// An operation that needs a balanced log met an open turn.
     #[error("session {id:?}: {reason}")]
     OpenTurn {

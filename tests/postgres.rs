@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use turnwal::Error;
+use turnwal::backend::postgres::epoch::{self, Row};
 use turnwal::backend::postgres::{SCHEMA_VERSION, connect, location_of};
 
 /// A running throwaway cluster; stopped and removed on drop.
@@ -270,5 +271,192 @@ fn messages_name_the_store_without_its_password() {
             assert!(!text.contains("s3cret"), "{text}");
         }
         Ok(_) => panic!("connected to a database that does not exist"),
+    }
+}
+
+fn row(seq: i64, event_type: &str, data: &str, in_turn: bool) -> Row {
+    Row {
+        seq,
+        members: 1,
+        event_type: event_type.to_owned(),
+        time: 1_700_000_000_000 + seq,
+        data: data.to_owned(),
+        source_event_seqs: None,
+        surface_op: None,
+        ignorable: None,
+        in_turn,
+    }
+}
+
+/// The rows of `id`, as stored: `(seq, type, data)`.
+fn stored(cluster: &Cluster, id: &str) -> Vec<(i64, String, String)> {
+    let mut client = postgres::Client::connect(&cluster.url("postgres"), postgres::NoTls).unwrap();
+    client
+        .query(
+            "SELECT seq, type, data FROM turnwal_events WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+#[test]
+fn a_writer_whose_session_was_taken_over_can_never_append_again() {
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    // Two "hosts", each with its own connection and identity.
+    let (mut a, mut b) = (connect(&url).unwrap(), connect(&url).unwrap());
+    let location = location_of(&url);
+    let header = r#"{"version":0,"id":"s","createdAt":1,"cwd":"/w"}"#;
+    let mut held_a =
+        epoch::create(&mut a, &location, "s", header, "strict", "host-a pid 1").unwrap();
+    assert_eq!(
+        held_a,
+        epoch::Hold {
+            epoch: 1,
+            next_seq: 0,
+            revision: 0
+        }
+    );
+    // Exact bytes: a number spelling and key order jsonb would rewrite.
+    let turn1 = [
+        row(0, "turn/start", r#"{"turn":1}"#, true),
+        row(
+            1,
+            "user/message",
+            r#"{"id":"u1","n":1e+21,"z":0,"a":"\ud800"}"#,
+            true,
+        ),
+    ];
+    epoch::append(&mut a, &location, "s", &mut held_a, &turn1).unwrap();
+    assert_eq!((held_a.next_seq, held_a.revision), (2, 1));
+    // A second host takes the session (host A paused, or cut off).
+    let mut held_b = epoch::take(&mut b, &location, "s", "host-b pid 2")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        held_b,
+        epoch::Hold {
+            epoch: 2,
+            next_seq: 2,
+            revision: 1
+        }
+    );
+    // A comes back: refused, naming B; nothing of it is written.
+    let late = [row(
+        2,
+        "turn/end",
+        r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        false,
+    )];
+    match epoch::append(&mut a, &location, "s", &mut held_a, &late) {
+        Err(e @ Error::Superseded { .. }) => assert_eq!(
+            e.to_string(),
+            "session \"s\" was taken over by another writer (host-b pid 2, writer epoch 2); \
+             this writer (epoch 1) may no longer append: open the session again"
+        ),
+        other => panic!("expected Superseded, got {other:?}"),
+    }
+    assert_eq!(held_a.next_seq, 2, "a refused batch moves nothing");
+    // B's batch at the same seq goes in; the log holds one writer's events per seq.
+    let by_b = [row(
+        2,
+        "turn/end",
+        r#"{"turn":1,"reason":{"kind":"interrupted"}}"#,
+        false,
+    )];
+    epoch::append(&mut b, &location, "s", &mut held_b, &by_b).unwrap();
+    let rows = stored(&cluster, "s");
+    assert_eq!(
+        rows,
+        [
+            (0, "turn/start".to_owned(), r#"{"turn":1}"#.to_owned()),
+            (
+                1,
+                "user/message".to_owned(),
+                r#"{"id":"u1","n":1e+21,"z":0,"a":"\ud800"}"#.to_owned()
+            ),
+            (
+                2,
+                "turn/end".to_owned(),
+                r#"{"turn":1,"reason":{"kind":"interrupted"}}"#.to_owned()
+            ),
+        ]
+    );
+    // A batch that does not start at the stored next seq is refused too.
+    let mut wrong = held_b;
+    wrong.next_seq = 1;
+    match epoch::append(&mut b, &location, "s", &mut wrong, &late) {
+        Err(Error::SeqMismatch {
+            expected: 3,
+            got: 1,
+            ..
+        }) => {}
+        other => panic!("expected SeqMismatch, got {other:?}"),
+    }
+    // Creating an existing session, or taking a missing one.
+    assert!(matches!(
+        epoch::create(&mut b, &location, "s", header, "strict", "host-b"),
+        Err(Error::AlreadyExists { .. })
+    ));
+    assert_eq!(
+        epoch::take(&mut b, &location, "absent", "host-b").unwrap(),
+        None
+    );
+    assert_eq!(stored(&cluster, "s").len(), 3);
+}
+
+#[test]
+fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let location = location_of(&url);
+    let mut setup = connect(&url).unwrap();
+    epoch::create(&mut setup, &location, "race", "{}", "lenient", "setup").unwrap();
+    // Four hosts, each taking the session and appending as long as it
+    // holds it; every acknowledged batch is remembered.
+    let acked: Vec<Vec<(i64, String)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|h| {
+                let (url, location) = (url.clone(), location.clone());
+                scope.spawn(move || {
+                    let mut client = connect(&url).unwrap();
+                    let mut acked = Vec::new();
+                    for round in 0..25 {
+                        let holder = format!("host-{h}");
+                        let Some(mut hold) =
+                            epoch::take(&mut client, &location, "race", &holder).unwrap()
+                        else {
+                            continue;
+                        };
+                        for i in 0..3 {
+                            let data = format!(r#"{{"host":{h},"round":{round},"i":{i}}}"#);
+                            let batch = [row(hold.next_seq, "plugin/x", &data, false)];
+                            match epoch::append(&mut client, &location, "race", &mut hold, &batch) {
+                                Ok(()) => acked.push((hold.next_seq - 1, data)),
+                                Err(Error::Superseded { .. }) => break,
+                                Err(e) => panic!("host {h}: {e}"),
+                            }
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let rows = stored(&cluster, "race");
+    // Seqs contiguous from 0, each row an acknowledged batch of one host,
+    // and every acknowledged batch stored at its seq.
+    assert!(!rows.is_empty());
+    for (i, (seq, _, _)) in rows.iter().enumerate() {
+        assert_eq!(*seq, i as i64);
+    }
+    let all: std::collections::BTreeMap<i64, String> = acked.into_iter().flatten().collect();
+    assert_eq!(all.len(), rows.len(), "acknowledged exactly what is stored");
+    for (seq, _, data) in &rows {
+        assert_eq!(all.get(seq), Some(data), "seq {seq}");
     }
 }

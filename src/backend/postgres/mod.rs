@@ -1,11 +1,13 @@
 //! The PostgreSQL store (docs/POSTGRES.md): sessions in a database every
 //! harness host reaches, so a session outlives and moves between hosts.
 //!
-//! Built so far: the connection, and the schema, created by turnwal in one
+//! Built so far: the connection; the schema, created by turnwal in one
 //! transaction and checked on every open (a newer or a foreign schema is
-//! refused untouched). The backend behind [`crate::Store`] follows the
-//! design in docs/POSTGRES.md.
+//! refused untouched); and the writer-epoch protocol ([`epoch`]) that keeps
+//! one writer per session across hosts. The backend behind
+//! [`crate::Store`] follows the design in docs/POSTGRES.md.
 
+pub mod epoch;
 mod schema;
 
 pub use schema::{SCHEMA_VERSION, ensure_schema};
