@@ -460,3 +460,200 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
         assert_eq!(all.get(seq), Some(data), "seq {seq}");
     }
 }
+
+impl Cluster {
+    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
+    /// no checkpoint, recovery from its WAL at the next start), then starts
+    /// it again.
+    fn crash_and_restart(&self) {
+        let data = self.data();
+        let out = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let options = format!("-c listen_addresses='' -k {}", self.dir.path().display());
+        let out = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &options,
+            ])
+            .args([
+                "-l",
+                self.dir.path().join("server.log").to_str().unwrap(),
+                "start",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Connects, retrying while the server is down or recovering (up to 60 s).
+fn reconnect(url: &str) -> postgres::Client {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match connect(url) {
+            Ok(client) => return client,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => panic!("the server did not come back: {e}"),
+        }
+    }
+}
+
+/// A writer appending `batches` batches of 3 rows, finding out after every
+/// lost connection whether its last batch committed (the stored next seq
+/// is past it) or not (still at its start) and going on accordingly:
+/// returns every batch it acknowledged, by first seq.
+fn resilient_writer(url: &str, id: &str, batches: i64) -> Vec<(i64, String)> {
+    let location = location_of(url);
+    let mut client = reconnect(url);
+    let mut hold = loop {
+        match epoch::take(&mut client, &location, id, "writer") {
+            Ok(hold) => break hold.unwrap(),
+            Err(Error::Io { .. }) => client = reconnect(url),
+            Err(e) => panic!("take: {e}"),
+        }
+    };
+    let mut acked = Vec::new();
+    let mut b = 0;
+    while b < batches {
+        let start = hold.next_seq;
+        let rows: Vec<Row> = (0..3)
+            .map(|i| {
+                row(
+                    start + i,
+                    "plugin/x",
+                    &format!(r#"{{"batch":{b},"i":{i}}}"#),
+                    false,
+                )
+            })
+            .collect();
+        let mut attempt = hold;
+        match epoch::append(&mut client, &location, id, &mut attempt, &rows) {
+            Ok(()) => {
+                hold = attempt;
+                acked.extend(rows.iter().map(|r| (r.seq, r.data.clone())));
+                b += 1;
+            }
+            Err(Error::Io { .. }) => {
+                // Reconnect and read where the session ends; a connection
+                // killed again meanwhile is simply retried.
+                let now = loop {
+                    client = reconnect(url);
+                    match epoch::current(&mut client, &location, id) {
+                        Ok(now) => break now.unwrap(),
+                        Err(Error::Io { .. }) => continue,
+                        Err(e) => panic!("batch {b}: {e}"),
+                    }
+                };
+                assert_eq!(now.epoch, hold.epoch, "no other writer took the session");
+                if now.next_seq == start + 3 {
+                    // It committed before the connection went: acknowledge.
+                    hold = now;
+                    acked.extend(rows.iter().map(|r| (r.seq, r.data.clone())));
+                    b += 1;
+                } else {
+                    // It did not: send it again.
+                    assert_eq!(now.next_seq, start, "the batch half-committed");
+                }
+            }
+            Err(e) => panic!("batch {b}: {e}"),
+        }
+    }
+    acked
+}
+
+#[test]
+fn a_server_killed_mid_append_loses_nothing_acknowledged_and_duplicates_nothing() {
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let mut setup = connect(&url).unwrap();
+    let location = location_of(&url);
+    epoch::create(&mut setup, &location, "s", "{}", "lenient", "setup").unwrap();
+    drop(setup);
+    let acked = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| resilient_writer(&url, "s", 150));
+        // Power cuts while it writes.
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            cluster.crash_and_restart();
+        }
+        writer.join().unwrap()
+    });
+    let rows = stored(&cluster, "s");
+    assert_eq!(rows.len(), 450, "every batch stored once");
+    let stored_data: Vec<(i64, String)> = rows.into_iter().map(|(s, _, d)| (s, d)).collect();
+    assert_eq!(
+        stored_data, acked,
+        "exactly the acknowledged rows, in order"
+    );
+}
+
+#[test]
+fn connections_killed_mid_transaction_lose_nothing_acknowledged() {
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let mut admin = connect(&url).unwrap();
+    let location = location_of(&url);
+    epoch::create(&mut admin, &location, "s", "{}", "lenient", "setup").unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (acked, killed) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let acked = resilient_writer(&url, "s", 300);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            acked
+        });
+        // pg_terminate_backend of every other connection, at uneven moments.
+        let mut killed = 0u64;
+        let mut wait = 1u64;
+        // Until the writer is done, or gone (a failed writer's panic is
+        // what the join below reports).
+        while !done.load(std::sync::atomic::Ordering::SeqCst) && !writer.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(wait));
+            wait = wait * 7 % 23 + 1;
+            let n: i64 = admin
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                     AND backend_type = 'client backend'",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            killed += n as u64;
+        }
+        (writer.join().unwrap(), killed)
+    });
+    assert!(killed > 0, "no connection was killed");
+    let rows = stored(&cluster, "s");
+    assert_eq!(rows.len(), 900);
+    let stored_data: Vec<(i64, String)> = rows.into_iter().map(|(s, _, d)| (s, d)).collect();
+    assert_eq!(stored_data, acked);
+}

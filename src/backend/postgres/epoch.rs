@@ -97,6 +97,25 @@ pub fn take(client: &mut Client, location: &str, id: &str, holder: &str) -> Resu
     }))
 }
 
+/// The session's writer epoch and where its events end, as stored now:
+/// what a writer reads after a lost connection to learn whether its last
+/// batch committed (`next_seq` past the batch) or not (still at its
+/// start), and whether it still holds the session. `None` when the session
+/// does not exist.
+pub fn current(client: &mut Client, location: &str, id: &str) -> Result<Option<Hold>> {
+    let row = client
+        .query_opt(
+            "SELECT writer_epoch, next_seq, revision FROM turnwal_sessions WHERE session_id = $1",
+            &[&id],
+        )
+        .map_err(|e| pg_error("read session", location, e))?;
+    Ok(row.map(|r| Hold {
+        epoch: r.get(0),
+        next_seq: r.get(1),
+        revision: r.get(2),
+    }))
+}
+
 /// Appends `rows` (seqs from `hold.next_seq` on, contiguous) in one
 /// transaction, acknowledged when it commits: refused with
 /// [`Error::Superseded`] when another writer took the session since
