@@ -657,3 +657,167 @@ fn connections_killed_mid_transaction_lose_nothing_acknowledged() {
     let stored_data: Vec<(i64, String)> = rows.into_iter().map(|(s, _, d)| (s, d)).collect();
     assert_eq!(stored_data, acked);
 }
+
+/// Set in a child process of this test binary: the child is a writer
+/// "host" (see `writer_host`), not a test.
+const HOST_ENV: &str = "TURNWAL_PG_TEST_HOST";
+
+/// A writer host in its own process: takes session `s` as `$HOST_ENV`
+/// names it, then appends one-row batches, printing `acked SEQ DATA` after
+/// each commit, until it has appended `$TURNWAL_PG_TEST_BATCHES` or is
+/// refused (`refused: MESSAGE`). Does nothing when run as a test.
+#[test]
+fn writer_host() {
+    let Ok(host) = std::env::var(HOST_ENV) else {
+        return;
+    };
+    use std::io::Write as _;
+    let url = std::env::var("TURNWAL_PG_TEST_URL").unwrap();
+    let batches: i64 = std::env::var("TURNWAL_PG_TEST_BATCHES")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let location = location_of(&url);
+    let mut client =
+        turnwal::backend::postgres::connect_with(&url, std::time::Duration::from_millis(500))
+            .unwrap();
+    let mut hold = epoch::take(&mut client, &location, "s", &host)
+        .unwrap()
+        .unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "taken {}", hold.epoch).unwrap();
+    out.flush().unwrap();
+    for b in 0..batches {
+        let data = format!(r#"{{"host":"{host}","b":{b}}}"#);
+        let seq = hold.next_seq;
+        match epoch::append(
+            &mut client,
+            &location,
+            "s",
+            &mut hold,
+            &[row(seq, "plugin/x", &data, false)],
+        ) {
+            Ok(()) => writeln!(out, "acked {seq} {data}").unwrap(),
+            Err(e) => {
+                // The kind first: an I/O error here is the server having
+                // ended a transaction this host was paused inside.
+                let kind = match e {
+                    Error::Superseded { .. } => "superseded",
+                    Error::Io { .. } => "io",
+                    _ => "other",
+                };
+                writeln!(out, "refused: {kind}: {e}").unwrap();
+                break;
+            }
+        }
+        out.flush().unwrap();
+    }
+}
+
+/// Starts a writer host process.
+fn spawn_host(url: &str, host: &str, batches: u32) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "writer_host",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(HOST_ENV, host)
+        .env("TURNWAL_PG_TEST_URL", url)
+        .env("TURNWAL_PG_TEST_BATCHES", batches.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_paused_writer_resumed_after_another_host_took_over_is_refused() {
+    use std::io::BufRead as _;
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let location = location_of(&url);
+    epoch::create(
+        &mut connect(&url).unwrap(),
+        &location,
+        "s",
+        "{}",
+        "lenient",
+        "setup",
+    )
+    .unwrap();
+    // Host A writes until it has 20 batches acknowledged, then is paused
+    // (SIGSTOP), wherever it is: maybe inside a transaction.
+    let mut a = spawn_host(&url, "proc-a", 1_000_000);
+    let mut a_out = std::io::BufReader::new(a.stdout.take().unwrap()).lines();
+    let mut acked = Vec::new();
+    for line in a_out.by_ref() {
+        let line = line.unwrap();
+        if let Some(ack) = line.strip_prefix("acked ") {
+            acked.push(ack.to_owned());
+            if acked.len() == 20 {
+                break;
+            }
+        }
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(a.id() as i32, libc::SIGSTOP) };
+    // Host B takes over (waiting at most for the server to end A's idle
+    // transaction) and writes 20 batches.
+    let b = spawn_host(&url, "proc-b", 20);
+    let b_out = b.wait_with_output().unwrap();
+    let b_lines: Vec<String> = String::from_utf8(b_out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    // (libtest's own `test writer_host ...` shares the first line.)
+    assert!(
+        b_lines.iter().any(|l| l.ends_with("taken 3")),
+        "{b_lines:?}"
+    );
+    let b_acked: Vec<String> = b_lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("acked ").map(str::to_owned))
+        .collect();
+    assert_eq!(b_acked.len(), 20, "{b_lines:?}");
+    // A resumes: whatever it was doing, its next batch is refused, naming B.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(a.id() as i32, libc::SIGCONT) };
+    let mut refusal = None;
+    for line in a_out {
+        let line = line.unwrap();
+        if let Some(ack) = line.strip_prefix("acked ") {
+            acked.push(ack.to_owned());
+        } else if let Some(why) = line.strip_prefix("refused: ") {
+            refusal = Some(why.to_owned());
+        }
+    }
+    assert!(a.wait().unwrap().success());
+    let refusal = refusal.expect("host A was refused");
+    // Refused by its epoch; or, if the pause caught it inside a transaction,
+    // by the server, which ended that transaction (rolled back) after the
+    // idle-in-transaction timeout so that B could take over.
+    match refusal.split_once(": ") {
+        Some(("superseded", why)) => assert!(
+            why.contains(
+                "was taken over by another writer (proc-b, writer epoch 3); this writer (epoch \
+                 2) may no longer append"
+            ),
+            "{why}"
+        ),
+        Some(("io", _)) => {}
+        _ => panic!("host A: {refusal}"),
+    }
+    // The log: every acknowledged batch of A (taken before B), then B's;
+    // one writer's row per seq, contiguous.
+    let rows = stored(&cluster, "s");
+    let expected: Vec<String> = acked.iter().chain(&b_acked).cloned().collect();
+    let got: Vec<String> = rows
+        .iter()
+        .map(|(seq, _, data)| format!("{seq} {data}"))
+        .collect();
+    assert_eq!(got, expected);
+}

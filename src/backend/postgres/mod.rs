@@ -49,12 +49,35 @@ pub(crate) fn pg_error(op: &'static str, location: &str, e: postgres::Error) -> 
     )
 }
 
+/// How long a connection of turnwal's may sit inside a transaction without
+/// sending anything before the server ends it
+/// (`idle_in_transaction_session_timeout`): a writer paused mid-batch (a
+/// SIGSTOPped process, a host cut off) would otherwise hold the session's
+/// row lock, and the writer taking over would wait on it for as long as
+/// the pause lasts. A batch sends its statements back to back, so only a
+/// paused writer ever reaches it; its transaction is rolled back, which
+/// is what a stale writer's batch must come to anyway.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Connects to the database at `url` (`postgres://…`, `postgresql://…`, or
 /// key=value pairs; a `host` that is a directory is a Unix socket there),
 /// without TLS, and checks or creates turnwal's schema ([`ensure_schema`]).
 pub fn connect(url: &str) -> Result<postgres::Client> {
+    connect_with(url, IDLE_IN_TRANSACTION_TIMEOUT)
+}
+
+/// [`connect`], with the given [`IDLE_IN_TRANSACTION_TIMEOUT`] (at least
+/// one millisecond).
+pub fn connect_with(
+    url: &str,
+    idle_in_transaction: std::time::Duration,
+) -> Result<postgres::Client> {
     let location = location_of(url);
     let mut client = postgres::Client::connect(url, postgres::NoTls)
+        .map_err(|e| pg_error("connect", &location, e))?;
+    let ms = idle_in_transaction.as_millis().max(1);
+    client
+        .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
         .map_err(|e| pg_error("connect", &location, e))?;
     ensure_schema(&mut client, &location)?;
     Ok(client)
