@@ -32,7 +32,8 @@
 
 pub mod codec;
 mod lock;
-mod scan;
+mod rows;
+pub(crate) mod scan;
 pub mod schema;
 pub mod v14;
 mod writer;
@@ -231,6 +232,16 @@ pub(crate) struct SessionRow {
 impl SessionRow {
     fn policy(&self) -> Policy {
         policy_of(&self.incarnation)
+    }
+
+    /// The session's rows read through `conn`.
+    fn rows<'a>(&'a self, conn: &'a Connection, path: &'a Path) -> rows::SqliteRows<'a> {
+        rows::SqliteRows {
+            conn,
+            path,
+            header: &self.header,
+            policy: self.policy(),
+        }
     }
 }
 
@@ -618,7 +629,7 @@ impl Backend for SqliteBackend {
             Ok(read_sessions(conn, path)?
                 .into_iter()
                 .map(|(id, row)| match row {
-                    Ok(row) => scan::summarize(conn, path, &row),
+                    Ok(row) => scan::summarize(&row.rows(conn, path)),
                     Err(e) => SessionSummary::corrupt(id, 0, e.to_string()),
                 })
                 .collect())
@@ -628,7 +639,7 @@ impl Backend for SqliteBackend {
     fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
-            Ok(read_session(conn, path, id)?.map(|row| scan::summarize(conn, path, &row)))
+            Ok(read_session(conn, path, id)?.map(|row| scan::summarize(&row.rows(conn, path))))
         })
     }
 
@@ -677,7 +688,7 @@ impl Backend for SqliteBackend {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
-            let c = scan::full_scan(conn, path, &row)?;
+            let c = scan::full_scan(&row.rows(conn, path))?;
             Ok(Some(Stored {
                 scan: c.scan,
                 events: c.events,
@@ -693,7 +704,7 @@ impl Backend for SqliteBackend {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
-            scan::salvage(conn, path, &row).map(Some)
+            scan::salvage(&row.rows(conn, path)).map(Some)
         })
     }
 
@@ -743,12 +754,14 @@ impl Backend for SqliteBackend {
     }
 
     fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
-        self.read_events(id, |conn, path, row| scan::read_first(conn, path, row, n))
+        self.read_events(id, |conn, path, row| {
+            scan::read_first(&row.rows(conn, path), n)
+        })
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
         self.read_events(id, |conn, path, row| {
-            scan::read_from(conn, path, row, from_seq)
+            scan::read_from(&row.rows(conn, path), from_seq)
         })
     }
 
@@ -785,7 +798,12 @@ impl Backend for SqliteBackend {
                     on_disk: true,
                 });
             }
-            let next = scan::stored_next_seq(conn, path, id)?;
+            let next = scan::stored_next_seq(&rows::SqliteRows {
+                conn,
+                path,
+                header,
+                policy,
+            })?;
             let first = batch.first().map_or(0, Event::seq);
             if first != next {
                 return Err(Error::SeqMismatch {
@@ -922,7 +940,7 @@ impl SqliteBackend {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
-            let (c, items) = scan::full_scan_items(conn, path, &row)?;
+            let (c, items) = scan::full_scan_items(&row.rows(conn, path))?;
             let stored = items.iter().map(scan::Item::len).sum::<usize>() + c.events.len();
             Ok(Some(StoredRecords {
                 revision: self.shared.revision_of(&row),

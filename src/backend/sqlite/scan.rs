@@ -18,13 +18,11 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
-
-use super::codec::{self, MAX_PACKED_MEMBERS, ROW_COLUMNS, RowIn};
-use super::schema::sql_error;
-use super::{SessionRow, encode};
+use super::codec::{self, MAX_PACKED_MEMBERS, RowIn};
+use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
+use crate::header::SessionHeader;
 use crate::json::Num;
 use crate::scan::{
     Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Salvage, Scan, SessionSummary,
@@ -32,55 +30,51 @@ use crate::scan::{
 };
 use crate::upstream::chunks::{PackedRun, Record};
 
-fn query_rows(
-    conn: &Connection,
-    path: &Path,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> Result<Vec<RowIn>> {
-    let mut stmt = conn
-        .prepare_cached(sql)
-        .map_err(|e| sql_error("read events", path, e))?;
-    stmt.query_map(params, RowIn::from_row)
-        .and_then(|rows| rows.collect())
-        .map_err(|e| sql_error("read events", path, e))
+/// One session's rows, wherever a store of rows keeps them: what every
+/// read of this module asks of the store. The SQLite store
+/// ([`super::rows::SqliteRows`]) and the PostgreSQL store
+/// (`backend::postgres`) answer it from one transaction each, so both
+/// classify a session by the same code.
+pub(crate) trait Rows {
+    /// The store, for messages.
+    fn path(&self) -> &Path;
+    /// The session's header.
+    fn header(&self) -> &SessionHeader;
+    /// The session's policy.
+    fn policy(&self) -> Policy;
+    /// Every row of the session in seq order, rows with a damaged
+    /// (negative) seq first.
+    fn all(&self) -> Result<Vec<RowIn>>;
+    /// The rows whose `seq` column is at least `key`, in seq order.
+    fn at_or_after(&self, key: i64) -> Result<Vec<RowIn>>;
+    /// The packed rows (`ignorable` the packed discriminator) whose `seq`
+    /// column is in `[lo, hi)`, in seq order.
+    fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>>;
+    /// How many rows sort before `key` (a row's position, for messages).
+    fn count_before(&self, key: i64) -> u64;
+    /// Up to `limit` rows of type `turn/end` that are not packed, whose
+    /// `seq` column is below `below` (all when `None`), from the end.
+    fn turn_ends_before(&self, below: Option<i64>, limit: usize) -> Result<Vec<RowIn>>;
+    /// The first `n` rows with a non-negative seq.
+    fn first(&self, n: usize) -> Result<Vec<RowIn>>;
+    /// The last `n` rows, from the end.
+    fn last(&self, n: usize) -> Result<Vec<RowIn>>;
+    /// Bytes of `data` the session's rows hold.
+    fn data_bytes(&self) -> Result<u64>;
 }
 
-/// Every row of `id` with `seq >= start`, in seq order.
-fn rows_from(conn: &Connection, path: &Path, id: &str, start: u64) -> Result<Vec<RowIn>> {
+/// Every row of the session with `seq >= start`, in seq order.
+fn rows_from(src: &dyn Rows, start: u64) -> Result<Vec<RowIn>> {
     if start == 0 {
         // Rows with a damaged (negative) seq sort first and count too.
-        return query_rows(
-            conn,
-            path,
-            &format!("SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 ORDER BY seq"),
-            [id],
-        );
+        return src.all();
     }
-    query_rows(
-        conn,
-        path,
-        &format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq"
-        ),
-        rusqlite::params![id, sql_seq(start)],
-    )
+    src.at_or_after(sql_seq(start))
 }
 
 /// A seq as an SQL integer (seqs past 2^53 are clamped just above it).
-fn sql_seq(seq: u64) -> i64 {
+pub(crate) fn sql_seq(seq: u64) -> i64 {
     seq.min(MAX_SAFE_INTEGER + 1) as i64
-}
-
-/// How many rows of `id` sort before `seq` (the position of the row at
-/// `seq`, for messages).
-fn rows_before(conn: &Connection, id: &str, seq: u64) -> u64 {
-    conn.query_row(
-        "SELECT count(*) FROM events WHERE session_id = ?1 AND seq < ?2",
-        rusqlite::params![id, sql_seq(seq)],
-        |r| r.get::<_, i64>(0),
-    )
-    .map_or(0, |n| n.max(0) as u64)
 }
 
 /// The row a walk stopped at.
@@ -217,7 +211,7 @@ fn commit_row(rows: &[RowIn], cache: &mut [Option<Decoded>]) -> Option<usize> {
 /// A good row read for its storage records: a packed row as stored (when
 /// it is in the canonical spelling) or the events it decodes to.
 #[derive(Debug)]
-pub(super) enum Item {
+pub(crate) enum Item {
     /// A scalar row's event.
     Event(Event),
     /// A packed row decoded (it is not in the canonical spelling).
@@ -250,7 +244,7 @@ impl Item {
         }
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Item::Packed(run) => run.len(),
             other => other.events().len(),
@@ -266,7 +260,7 @@ impl Item {
     }
 
     /// The item as a storage record's source.
-    pub(super) fn records(&self) -> impl Iterator<Item = Record<'_>> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = Record<'_>> {
         let (events, packed) = match self {
             Item::Packed(run) => (&[][..], Some(Record::Packed(run))),
             other => (other.events(), None),
@@ -348,7 +342,7 @@ fn walk_items(rows: Vec<RowIn>) -> (Walk, Vec<Item>) {
 
 /// What a repair deletes and re-inserts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Plan {
+pub(crate) struct Plan {
     /// Rows with `seq >=` this are deleted.
     pub delete_from: i64,
     /// Kept events of a packed row the cut starts inside, inserted again.
@@ -357,7 +351,7 @@ pub(super) struct Plan {
 
 /// A classified span of a session.
 #[derive(Debug)]
-pub(super) struct Classified {
+pub(crate) struct Classified {
     pub scan: Scan,
     /// The kept events from the span's first seq on (after the skipped
     /// ones, when the walk skipped some).
@@ -373,12 +367,12 @@ pub(super) struct Classified {
 /// carry its turn number (a full scan must count the turns).
 fn classify(
     w: Walk,
-    row: &SessionRow,
+    src: &dyn Rows,
     before: Before<'_>,
-    path: &Path,
     on_damage: OnDamage,
 ) -> Result<Option<Classified>> {
-    let policy = row.policy();
+    let policy = src.policy();
+    let path = src.path();
     // Positions relative to `base` count the skipped events; `w.events`
     // starts after them (at the last turn/end when any are skipped).
     let skipped = w.skipped;
@@ -472,7 +466,7 @@ fn classify(
         Outcome::CutDebris => debris.unzip(),
         Outcome::RefuseCorrupt(_) => {
             let b = w.bad.as_ref().expect("a committed bad row");
-            return Err(b.refusal(path, &row.header.id, before));
+            return Err(b.refusal(path, &src.header().id, before));
         }
         Outcome::CutDamaged(_) => {
             let b = w.bad.as_ref().expect("a committed bad row");
@@ -513,7 +507,7 @@ fn classify(
         committed_time: events[..committed_rel - skipped].last().map(Event::time),
     };
     let scan = Scan::new(
-        row.header.clone(),
+        src.header().clone(),
         policy,
         extent,
         tail,
@@ -530,92 +524,71 @@ fn classify(
 }
 
 /// Reads and classifies every row of a session.
-pub(super) fn full_scan(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Classified> {
-    full_scan_for(conn, path, row, false)
+pub(crate) fn full_scan(src: &dyn Rows) -> Result<Classified> {
+    full_scan_for(src, false)
 }
 
-/// [`full_scan`], or with `salvage` the salvage read: a bad committed row
-/// (which [`full_scan`] refuses) is cut with every row after it
-/// ([`CutReason::Damaged`]), keeping the rows before it.
-pub(super) fn full_scan_for(
-    conn: &Connection,
-    path: &Path,
-    row: &SessionRow,
-    salvage: bool,
-) -> Result<Classified> {
-    let id = &row.header.id;
-    let rows = rows_from(conn, path, id, 0)?;
-    let on_damage = if salvage {
-        OnDamage::Salvage
-    } else {
-        OnDamage::Refuse
-    };
-    classify(walk(&rows, 0), row, &|| 0, path, on_damage)?.ok_or_else(|| {
+/// A classification from seq 0, which always classifies.
+fn from_zero(src: &dyn Rows, c: Option<Classified>) -> Result<Classified> {
+    c.ok_or_else(|| {
         Error::io(
             "scan",
-            path,
+            src.path(),
             std::io::Error::other("a scan from seq 0 always classifies"),
         )
     })
 }
 
+/// [`full_scan`], or with `salvage` the salvage read: a bad committed row
+/// (which [`full_scan`] refuses) is cut with every row after it
+/// ([`CutReason::Damaged`]), keeping the rows before it.
+pub(crate) fn full_scan_for(src: &dyn Rows, salvage: bool) -> Result<Classified> {
+    let rows = src.all()?;
+    let on_damage = if salvage {
+        OnDamage::Salvage
+    } else {
+        OnDamage::Refuse
+    };
+    let c = classify(walk(&rows, 0), src, &|| 0, on_damage)?;
+    from_zero(src, c)
+}
+
 /// [`full_scan`] that leaves the good rows before the last `turn/end` as
 /// stored ([`walk_items`]): the classification, and those rows as items
 /// (the kept events after them are the classification's `events`).
-pub(super) fn full_scan_items(
-    conn: &Connection,
-    path: &Path,
-    row: &SessionRow,
-) -> Result<(Classified, Vec<Item>)> {
-    let rows = rows_from(conn, path, &row.header.id, 0)?;
-    let (w, items) = walk_items(rows);
-    let c = classify(w, row, &|| 0, path, OnDamage::Refuse)?.ok_or_else(|| {
-        Error::io(
-            "scan",
-            path,
-            std::io::Error::other("a scan from seq 0 always classifies"),
-        )
-    })?;
-    Ok((c, items))
+pub(crate) fn full_scan_items(src: &dyn Rows) -> Result<(Classified, Vec<Item>)> {
+    let (w, items) = walk_items(src.all()?);
+    let c = classify(w, src, &|| 0, OnDamage::Refuse)?;
+    Ok((from_zero(src, c)?, items))
 }
 
 /// The seq of the last row that decodes to a `turn/end`, reading rows back
-/// from the end of the session.
-fn last_commit_row(conn: &Connection, path: &Path, id: &str) -> Result<Option<u64>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND type = 'turn/end' \
-             AND (ignorable IS NULL OR ignorable <> 0) ORDER BY seq DESC"
-        ))
-        .map_err(|e| sql_error("read events", path, e))?;
-    let mut rows = stmt
-        .query([id])
-        .map_err(|e| sql_error("read events", path, e))?;
-    while let Some(r) = rows.next().map_err(|e| sql_error("read events", path, e))? {
-        let row = RowIn::from_row(r).map_err(|e| sql_error("read events", path, e))?;
-        if let Ok(events) = codec::decode_row(&row)
-            && events[0].kind() == EventKind::TurnEnd
-        {
-            return Ok(Some(events[0].seq()));
+/// from the end of the session a few at a time.
+fn last_commit_row(src: &dyn Rows) -> Result<Option<u64>> {
+    const PAGE: usize = 8;
+    let mut below = None;
+    loop {
+        let page = src.turn_ends_before(below, PAGE)?;
+        for row in &page {
+            if let Ok(events) = codec::decode_row(row)
+                && events[0].kind() == EventKind::TurnEnd
+            {
+                return Ok(Some(events[0].seq()));
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => below = Some(last.seq_key()),
+            _ => return Ok(None),
         }
     }
-    Ok(None)
 }
 
 /// Where a read of the rows holding `from` starts: the earliest packed row
 /// in `[from - 1023, from)` that covers `from` (or is malformed, so the read
 /// fails closed), else `from`.
-fn span_base(conn: &Connection, path: &Path, id: &str, from: u64) -> Result<u64> {
+fn span_base(src: &dyn Rows, from: u64) -> Result<u64> {
     let floor = from.saturating_sub(MAX_PACKED_MEMBERS as u64 - 1);
-    let predecessors = query_rows(
-        conn,
-        path,
-        &format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 \
-             AND ignorable = 0 ORDER BY seq"
-        ),
-        rusqlite::params![id, sql_seq(floor), sql_seq(from)],
-    )?;
+    let predecessors = src.packed_between(sql_seq(floor), sql_seq(from))?;
     let mut base = from;
     for row in &predecessors {
         let start = row.seq_key().max(0) as u64;
@@ -628,23 +601,23 @@ fn span_base(conn: &Connection, path: &Path, id: &str, from: u64) -> Result<u64>
     Ok(base)
 }
 
+/// Classifies the rows from `start` on (a commit row, or earlier), or the
+/// whole session when the span cannot be classified alone.
+fn classify_from(src: &dyn Rows, start: u64) -> Result<Classified> {
+    let rows = rows_from(src, start)?;
+    let before = || src.count_before(sql_seq(start));
+    match classify(walk(&rows, start), src, &before, OnDamage::Refuse)? {
+        Some(c) => Ok(c),
+        None => full_scan(src),
+    }
+}
+
 /// The kept events from `from` on, reading only the rows from the commit
 /// row (or the packed row holding `from`, when earlier) to the end.
-pub(super) fn read_from(
-    conn: &Connection,
-    path: &Path,
-    row: &SessionRow,
-    from: u64,
-) -> Result<Vec<Event>> {
-    let id = &row.header.id;
-    let span = span_base(conn, path, id, from)?;
-    let start = last_commit_row(conn, path, id)?.map_or(0, |c| c.min(span));
-    let rows = rows_from(conn, path, id, start)?;
-    let before = || rows_before(conn, id, start);
-    let c = match classify(walk(&rows, start), row, &before, path, OnDamage::Refuse)? {
-        Some(c) => c,
-        None => full_scan(conn, path, row)?,
-    };
+pub(crate) fn read_from(src: &dyn Rows, from: u64) -> Result<Vec<Event>> {
+    let span = span_base(src, from)?;
+    let start = last_commit_row(src)?.map_or(0, |c| c.min(span));
+    let c = classify_from(src, start)?;
     Ok(c.events.into_iter().filter(|e| e.seq() >= from).collect())
 }
 
@@ -652,22 +625,9 @@ pub(super) fn read_from(
 /// row decoded and its events checked against the turn contract; the first
 /// row that does not decode or events that break the contract end the read
 /// (what a scan would cut is never served).
-pub(super) fn read_first(
-    conn: &Connection,
-    path: &Path,
-    row: &SessionRow,
-    n: usize,
-) -> Result<Vec<Event>> {
-    let rows = query_rows(
-        conn,
-        path,
-        &format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= 0 \
-             ORDER BY seq LIMIT ?2"
-        ),
-        rusqlite::params![row.header.id, i64::try_from(n).unwrap_or(i64::MAX)],
-    )?;
-    let mut tracker = crate::contract::Tracker::new(row.policy());
+pub(crate) fn read_first(src: &dyn Rows, n: usize) -> Result<Vec<Event>> {
+    let rows = src.first(n)?;
+    let mut tracker = crate::contract::Tracker::new(src.policy());
     let mut events: Vec<Event> = Vec::new();
     'rows: for r in &rows {
         let Ok(decoded) = codec::decode_row(r) else {
@@ -689,57 +649,39 @@ pub(super) fn read_first(
 
 /// A listing row: the header, and the state from the rows after the commit
 /// row (a session that cannot be read is listed as corrupt, with why).
-pub(super) fn summarize(conn: &Connection, path: &Path, row: &SessionRow) -> SessionSummary {
-    match tail_summary(conn, path, row) {
+pub(crate) fn summarize(src: &dyn Rows) -> SessionSummary {
+    match tail_summary(src) {
         Ok(summary) => summary,
-        Err(e) => SessionSummary::corrupt(row.header.id.clone(), 0, e.to_string())
-            .with_header(row.header.clone()),
+        Err(e) => SessionSummary::corrupt(src.header().id.clone(), 0, e.to_string())
+            .with_header(src.header().clone()),
     }
 }
 
-fn tail_summary(conn: &Connection, path: &Path, row: &SessionRow) -> Result<SessionSummary> {
-    let id = &row.header.id;
-    let start = last_commit_row(conn, path, id)?.unwrap_or(0);
-    let rows = rows_from(conn, path, id, start)?;
-    let before = || rows_before(conn, id, start);
-    let c = match classify(walk(&rows, start), row, &before, path, OnDamage::Refuse)? {
-        Some(c) => c,
-        None => full_scan(conn, path, row)?,
-    };
-    let bytes: i64 = conn
-        .prepare_cached(
-            "SELECT coalesce(sum(octet_length(data)), 0) FROM events WHERE session_id = ?1",
-        )
-        .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
-        .map_err(|e| sql_error("read events", path, e))?;
+fn tail_summary(src: &dyn Rows) -> Result<SessionSummary> {
+    let start = last_commit_row(src)?.unwrap_or(0);
+    let c = classify_from(src, start)?;
     Ok(SessionSummary::scanned(
-        id.clone(),
+        src.header().id.clone(),
         &c.scan,
         c.valid,
-        bytes.max(0) as u64,
+        src.data_bytes()?,
         c.scan.cut.as_ref().map(|cut| cut.problem("row")),
     ))
 }
 
-/// The seq an append to `id` must start at, from the last two rows and the
-/// packed row within 1023 seqs that may cover them. A tail that does not
-/// decode is refused: appends never start after a torn tail.
-pub(super) fn stored_next_seq(conn: &Connection, path: &Path, id: &str) -> Result<u64> {
-    let tail = query_rows(
-        conn,
-        path,
-        &format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 2"
-        ),
-        [id],
-    )?;
+/// The seq an append to the session must start at, from the last two rows
+/// and the packed row within 1023 seqs that may cover them. A tail that
+/// does not decode is refused: appends never start after a torn tail.
+pub(crate) fn stored_next_seq(src: &dyn Rows) -> Result<u64> {
+    let tail = src.last(2)?;
     let Some(lowest) = tail.last() else {
         return Ok(0);
     };
-    let base = span_base(conn, path, id, lowest.seq_key().max(0) as u64)?;
-    let rows = rows_from(conn, path, id, base)?;
-    let before = || rows_before(conn, id, base);
+    let base = span_base(src, lowest.seq_key().max(0) as u64)?;
+    let rows = rows_from(src, base)?;
+    let before = || src.count_before(sql_seq(base));
     let w = walk(&rows, base);
+    let (path, id) = (src.path(), &src.header().id);
     if let Some(b) = w.bad.as_ref().filter(|b| b.committed) {
         return Err(b.refusal(path, id, &before));
     }
@@ -759,34 +701,13 @@ pub(super) fn stored_next_seq(conn: &Connection, path: &Path, id: &str) -> Resul
     Ok(base + w.events.len() as u64)
 }
 
-/// Deletes what `plan` cuts and inserts its kept events again.
-pub(super) fn apply_plan(conn: &Connection, path: &Path, id: &str, plan: &Plan) -> Result<()> {
-    conn.execute(
-        "DELETE FROM events WHERE session_id = ?1 AND seq >= ?2",
-        rusqlite::params![id, plan.delete_from],
-    )
-    .map_err(|e| sql_error("delete events", path, e))?;
-    if !plan.reinsert.is_empty() {
-        super::insert_rows(conn, path, id, &encode(&plan.reinsert)?)?;
-    }
-    Ok(())
-}
-
-/// The rows `plan` deletes (every row of `id` with `seq >= delete_from`),
-/// one JSON object a line with their columns exactly, for the quarantine
-/// file (docs/SQLITE.md, "Quarantine").
-pub(super) fn cut_rows(conn: &Connection, path: &Path, id: &str, plan: &Plan) -> Result<Vec<u8>> {
-    let rows = query_rows(
-        conn,
-        path,
-        &format!(
-            "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq"
-        ),
-        rusqlite::params![id, plan.delete_from],
-    )?;
+/// The rows `plan` deletes (every row with `seq >= delete_from`), one JSON
+/// object a line with their columns exactly, for the quarantine file
+/// (docs/SQLITE.md, "Quarantine").
+pub(crate) fn cut_rows(src: &dyn Rows, plan: &Plan) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    for row in &rows {
-        out.extend_from_slice(row_json(id, row).as_bytes());
+    for row in &src.at_or_after(plan.delete_from)? {
+        out.extend_from_slice(row_json(&src.header().id, row).as_bytes());
         out.push(b'\n');
     }
     Ok(out)
@@ -795,7 +716,7 @@ pub(super) fn cut_rows(conn: &Connection, path: &Path, id: &str, plan: &Plan) ->
 /// One `events` row as a JSON object, its columns in table order: NULL is
 /// `null`, INTEGER a number, TEXT a string (`{"text_hex":…}` when it is not
 /// UTF-8), BLOB `{"blob_hex":…}`, REAL `{"real":"…"}`.
-pub(super) fn row_json(id: &str, row: &RowIn) -> String {
+pub(crate) fn row_json(id: &str, row: &RowIn) -> String {
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -830,8 +751,8 @@ pub(super) fn row_json(id: &str, row: &RowIn) -> String {
 /// its row (adjacent ones are one gap; offset and length in rows), and a row
 /// whose first seq skips ahead is a gap of the missing seqs (zero rows long
 /// when no bad row sits there).
-pub(super) fn salvage(conn: &Connection, path: &Path, row: &SessionRow) -> Result<Salvage> {
-    let rows = rows_from(conn, path, &row.header.id, 0)?;
+pub(crate) fn salvage(src: &dyn Rows) -> Result<Salvage> {
+    let rows = src.all()?;
     let mut events: Vec<Event> = Vec::new();
     let mut gaps = Vec::new();
     let mut open: Option<Gap> = None;
@@ -892,7 +813,7 @@ pub(super) fn salvage(conn: &Connection, path: &Path, row: &SessionRow) -> Resul
     }
     gaps.extend(open);
     Ok(Salvage {
-        header: row.header.clone(),
+        header: src.header().clone(),
         events,
         gaps,
     })

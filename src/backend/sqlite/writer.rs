@@ -87,7 +87,8 @@ impl SqliteWriter {
         let Some(dir) = self.shared.quarantine_dir() else {
             return Ok(None);
         };
-        let rows = scan::cut_rows(conn, &self.shared.path, &self.id, plan)?;
+        let row = self.own_row(conn)?;
+        let rows = scan::cut_rows(&row.rows(conn, &self.shared.path), plan)?;
         let name = crate::storage::encode_file_name(&self.id);
         let at = quarantine::Placement {
             dir: &dir,
@@ -105,7 +106,7 @@ impl SqliteWriter {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             let row = self.own_row(conn)?;
-            scan::full_scan_for(conn, path, &row, salvage)
+            scan::full_scan_for(&row.rows(conn, path), salvage)
         })
     }
 }
@@ -132,7 +133,7 @@ impl LogWriter for SqliteWriter {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             let row = self.own_row(conn)?;
-            scan::read_from(conn, path, &row, from_seq)
+            scan::read_from(&row.rows(conn, path), from_seq)
         })
     }
 
@@ -164,7 +165,7 @@ impl LogWriter for SqliteWriter {
             .is_some_and(|c| c.reason == CutReason::Damaged);
         let quarantined = self.shared.conn().write(&path, |conn| {
             let row = self.own_row(conn)?;
-            let now = scan::full_scan_for(conn, &path, &row, salvage)?;
+            let now = scan::full_scan_for(&row.rows(conn, &path), salvage)?;
             // Empty closers with a cut: a cut alone (a live writer that
             // adopts the log continues its open turn).
             if now.scan.stored_len() != scan.stored_len()
@@ -184,7 +185,7 @@ impl LogWriter for SqliteWriter {
             let mut quarantined = None;
             if let (Some(plan), Some(cut)) = (&now.plan, &now.scan.cut) {
                 quarantined = self.quarantine(conn, cut, plan)?;
-                scan::apply_plan(conn, &path, &id, plan)?;
+                super::rows::apply_plan(conn, &path, &id, plan)?;
             }
             insert_rows(conn, &path, &id, &closers)?;
             bump_revision(conn, &path, &id)?;
@@ -206,8 +207,8 @@ impl LogWriter for SqliteWriter {
         let path = self.shared.path.clone();
         let id = self.id.clone();
         self.shared.conn().write(&path, |conn| {
-            self.own_row(conn)?;
-            let next = scan::stored_next_seq(conn, &path, &id)?;
+            let row = self.own_row(conn)?;
+            let next = scan::stored_next_seq(&row.rows(conn, &path))?;
             if first.seq() != next {
                 return Err(Error::SeqMismatch {
                     id: id.clone(),
