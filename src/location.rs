@@ -47,7 +47,8 @@ pub enum LocationError {
 /// What this build can open.
 const SUPPORTED: &str = "supported: a directory (native WAL store), a .sqlite or .db file \
                          (SQLite store), jsonl:ROOT (the upstream harness's JSONL root; \
-                         jsonl+zstd:ROOT or jsonl+none:ROOT to name the encoding)";
+                         jsonl+zstd:ROOT or jsonl+none:ROOT to name the encoding), \
+                         postgres://… or postgresql://… (a PostgreSQL database)";
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -64,6 +65,15 @@ pub enum Location {
     /// the one its transcripts use, zstd for a root without any.
     #[cfg(feature = "jsonl")]
     Jsonl(PathBuf, Option<Compression>),
+    /// A PostgreSQL database (docs/POSTGRES.md): its connection string,
+    /// and the same without its password, which messages show.
+    #[cfg(feature = "postgres")]
+    Postgres {
+        /// `postgres://…` or `postgresql://…`.
+        url: String,
+        /// The URL without its password.
+        shown: PathBuf,
+    },
 }
 
 /// What opening a store that does not exist yet does.
@@ -87,7 +97,18 @@ impl Location {
             Location::Sqlite(path) => path,
             #[cfg(feature = "jsonl")]
             Location::Jsonl(path, _) => path,
+            #[cfg(feature = "postgres")]
+            Location::Postgres { shown, .. } => shown,
         }
+    }
+
+    /// Whether this is a PostgreSQL store.
+    pub fn is_postgres(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        if let Location::Postgres { .. } = self {
+            return true;
+        }
+        false
     }
 
     /// Whether this is an SQLite store.
@@ -99,13 +120,24 @@ impl Location {
         false
     }
 
-    /// Whether anything exists at the store's path.
+    /// Whether anything exists at the store's path (a database server is
+    /// asked when the store is opened: always `true`).
     pub fn exists(&self) -> bool {
-        self.path().exists()
+        self.is_postgres() || self.path().exists()
     }
 
-    /// Whether both name the same existing file or directory.
+    /// Whether both name the same existing file or directory, or the same
+    /// database URL.
     pub fn same_place(&self, other: &Location) -> bool {
+        #[cfg(feature = "postgres")]
+        if let (Location::Postgres { url: a, .. }, Location::Postgres { url: b, .. }) =
+            (self, other)
+        {
+            return a == b;
+        }
+        if self.is_postgres() || other.is_postgres() {
+            return false;
+        }
         match (self.path().canonicalize(), other.path().canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
@@ -149,6 +181,11 @@ impl Location {
                     require_known_types: true,
                     ..options
                 };
+                Ok(Store::with_backend(Arc::new(backend), options))
+            }
+            #[cfg(feature = "postgres")]
+            Location::Postgres { url, .. } => {
+                let backend = crate::backend::postgres::PgBackend::open(url)?;
                 Ok(Store::with_backend(Arc::new(backend), options))
             }
         }
@@ -204,6 +241,18 @@ impl Location {
                     )));
                 }
             }
+        }
+        if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(Location::Postgres {
+                url: spec.to_owned(),
+                shown: PathBuf::from(crate::backend::postgres::location_of(spec)),
+            });
+            #[cfg(not(feature = "postgres"))]
+            return Err(LocationError::NotAStore(format!(
+                "--store {}: this build of turnwal has no PostgreSQL support (feature `postgres`)",
+                spec.split('@').next_back().unwrap_or(spec)
+            )));
         }
         let path = Path::new(spec);
         if path.is_dir() {
@@ -296,5 +345,20 @@ mod tests {
         );
         let err = classify("jsonl:").unwrap_err().to_string();
         assert!(err.contains("names no root"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_urls_are_recognised_and_shown_without_a_password() {
+        for url in [
+            "postgres://app:pw@db/turnwal",
+            "postgresql://app:pw@db/turnwal",
+        ] {
+            let location = classify(url).unwrap();
+            assert!(location.is_postgres() && location.exists());
+            assert_eq!(location.path().to_str().unwrap(), url.replace(":pw", ""));
+            assert!(location.same_place(&classify(url).unwrap()));
+            assert!(!location.same_place(&classify("/tmp").unwrap()));
+        }
     }
 }

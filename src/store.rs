@@ -193,6 +193,22 @@ impl Store {
         Ok(Store::with_backend(backend, options))
     }
 
+    /// A store in the PostgreSQL database at `url` (`postgres://…`,
+    /// `postgresql://…` or key=value pairs), its schema created by turnwal
+    /// when the database holds none (docs/POSTGRES.md).
+    ///
+    /// ```no_run
+    /// use turnwal::{Store, StoreOptions};
+    /// let store = Store::open_postgres("postgres://app@db.internal/turnwal", StoreOptions::default())?;
+    /// println!("{} sessions", store.list()?.len());
+    /// # Ok::<(), turnwal::Error>(())
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn open_postgres(url: &str, options: StoreOptions) -> Result<Store> {
+        let backend = crate::backend::postgres::PgBackend::open(url)?;
+        Ok(Store::with_backend(Arc::new(backend), options))
+    }
+
     /// A store in memory (the reference backend).
     pub fn in_memory() -> Store {
         Store::with_backend(Arc::new(MemoryBackend::new()), StoreOptions::default())

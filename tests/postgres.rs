@@ -3,164 +3,15 @@
 //! directory, listening only on a Unix socket there, as a non-root user,
 //! and stops it when done.
 
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+mod support;
+
 use std::process::{Command, Stdio};
+
+use support::pg::Cluster;
 
 use turnwal::Error;
 use turnwal::backend::postgres::epoch::{self, Row};
 use turnwal::backend::postgres::{SCHEMA_VERSION, connect, location_of};
-
-/// A running throwaway cluster; stopped and removed on drop.
-struct Cluster {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    /// The user the server runs as, when the tests run as root.
-    run_as: Option<(u32, u32)>,
-    user: String,
-}
-
-/// The newest PostgreSQL server installed the Debian way.
-fn pg_bin() -> PathBuf {
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("Debian's postgresql installed (.ci/run installs it)")
-        .map(|e| e.unwrap().path().join("bin"))
-        .filter(|p| p.join("initdb").exists())
-        .collect();
-    versions.sort();
-    versions.pop().expect("a PostgreSQL server with initdb")
-}
-
-/// Who runs the server: PostgreSQL refuses root, so as root the tests use
-/// the `postgres` system user (or `nobody`), else the current user.
-fn server_user() -> (Option<(u32, u32)>, String) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        let name = std::env::var("USER").unwrap_or_else(|_| "postgres".into());
-        return (None, name);
-    }
-    for name in ["postgres", "nobody"] {
-        let cname = std::ffi::CString::new(name).unwrap();
-        // SAFETY: a valid C string; the result is read before any other call.
-        let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
-        if !pw.is_null() {
-            // SAFETY: non-null, as getpwnam returned it.
-            let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-            return (Some((uid, gid)), name.to_owned());
-        }
-    }
-    panic!("running as root and no postgres or nobody user to run the server as");
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let bin = pg_bin();
-        let (run_as, user) = server_user();
-        let dir = tempfile::Builder::new()
-            .prefix("turnwal-pg-")
-            .tempdir()
-            .unwrap();
-        if let Some((uid, gid)) = run_as {
-            let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
-            // SAFETY: a valid path.
-            assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
-        }
-        let cluster = Cluster {
-            dir,
-            bin,
-            run_as,
-            user,
-        };
-        let data = cluster.data();
-        let out = cluster
-            .command("initdb")
-            .args(["-D", data.to_str().unwrap(), "-U", &cluster.user])
-            .args(["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let options = format!(
-            "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on",
-            cluster.dir.path().display()
-        );
-        let out = cluster
-            .command("pg_ctl")
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &options,
-            ])
-            .args([
-                "-l",
-                cluster.dir.path().join("server.log").to_str().unwrap(),
-                "start",
-            ])
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl start: {}{}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(cluster.dir.path().join("server.log")).unwrap_or_default()
-        );
-        cluster
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn command(&self, tool: &str) -> Command {
-        let mut cmd = Command::new(self.bin.join(tool));
-        cmd.stdin(Stdio::null()).current_dir(self.dir.path());
-        if let Some((uid, gid)) = self.run_as {
-            cmd.uid(uid).gid(gid);
-        }
-        cmd
-    }
-
-    /// A connection string for database `db` over the cluster's socket.
-    fn url(&self, db: &str) -> String {
-        format!(
-            "host={} user={} dbname={db}",
-            self.dir.path().display(),
-            self.user
-        )
-    }
-
-    /// Runs SQL as the superuser, outside turnwal.
-    fn sql(&self, db: &str, sql: &str) {
-        let mut client = postgres::Client::connect(&self.url(db), postgres::NoTls).unwrap();
-        client.batch_execute(sql).unwrap();
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                self.data().to_str().unwrap(),
-                "-w",
-                "-m",
-                "fast",
-                "stop",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
 
 fn unsupported(result: turnwal::Result<postgres::Client>) -> String {
     match result {
@@ -198,7 +49,18 @@ fn the_schema_is_created_once_and_checked_on_every_open() {
     };
     assert_eq!((version, store_id.len()), (SCHEMA_VERSION, 32));
     let created = tables(&cluster, "postgres");
-    assert_eq!(created.len(), 21, "{created:?}");
+    assert_eq!(created.len(), 27, "{created:?}");
+    let mut names: Vec<&str> = created.iter().map(|(t, _)| t.as_str()).collect();
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "turnwal_events",
+            "turnwal_quarantine",
+            "turnwal_schema",
+            "turnwal_sessions"
+        ]
+    );
     drop(client);
     // A second open finds it and changes nothing.
     let mut again = connect(&url).unwrap();
@@ -274,7 +136,7 @@ fn messages_name_the_store_without_its_password() {
     }
 }
 
-fn row(seq: i64, event_type: &str, data: &str, in_turn: bool) -> Row {
+fn row(seq: i64, event_type: &str, data: &str) -> Row {
     Row {
         seq,
         members: 1,
@@ -284,7 +146,6 @@ fn row(seq: i64, event_type: &str, data: &str, in_turn: bool) -> Row {
         source_event_seqs: None,
         surface_op: None,
         ignorable: None,
-        in_turn,
     }
 }
 
@@ -310,28 +171,29 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
     let (mut a, mut b) = (connect(&url).unwrap(), connect(&url).unwrap());
     let location = location_of(&url);
     let header = r#"{"version":0,"id":"s","createdAt":1,"cwd":"/w"}"#;
-    let mut held_a =
-        epoch::create(&mut a, &location, "s", header, "strict", "host-a pid 1").unwrap();
-    assert_eq!(
-        held_a,
-        epoch::Hold {
-            epoch: 1,
-            next_seq: 0,
-            revision: 0
-        }
-    );
+    let mut held_a = epoch::create(
+        &mut a,
+        &location,
+        "s",
+        header,
+        "strict",
+        "host-a pid 1",
+        &[],
+    )
+    .unwrap();
+    assert_eq!((held_a.epoch, held_a.next_seq, held_a.revision), (1, 0, 1));
+    assert_eq!(held_a.incarnation.len(), 32, "{held_a:?}");
     // Exact bytes: a number spelling and key order jsonb would rewrite.
     let turn1 = [
-        row(0, "turn/start", r#"{"turn":1}"#, true),
+        row(0, "turn/start", r#"{"turn":1}"#),
         row(
             1,
             "user/message",
             r#"{"id":"u1","n":1e+21,"z":0,"a":"\ud800"}"#,
-            true,
         ),
     ];
     epoch::append(&mut a, &location, "s", &mut held_a, &turn1).unwrap();
-    assert_eq!((held_a.next_seq, held_a.revision), (2, 1));
+    assert_eq!((held_a.next_seq, held_a.revision), (2, 2));
     // A second host takes the session (host A paused, or cut off).
     let mut held_b = epoch::take(&mut b, &location, "s", "host-b pid 2")
         .unwrap()
@@ -339,9 +201,10 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
     assert_eq!(
         held_b,
         epoch::Hold {
+            incarnation: held_a.incarnation.clone(),
             epoch: 2,
             next_seq: 2,
-            revision: 1
+            revision: 2
         }
     );
     // A comes back: refused, naming B; nothing of it is written.
@@ -349,7 +212,6 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
         2,
         "turn/end",
         r#"{"turn":1,"reason":{"kind":"completed"}}"#,
-        false,
     )];
     match epoch::append(&mut a, &location, "s", &mut held_a, &late) {
         Err(e @ Error::Superseded { .. }) => assert_eq!(
@@ -365,7 +227,6 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
         2,
         "turn/end",
         r#"{"turn":1,"reason":{"kind":"interrupted"}}"#,
-        false,
     )];
     epoch::append(&mut b, &location, "s", &mut held_b, &by_b).unwrap();
     let rows = stored(&cluster, "s");
@@ -398,7 +259,7 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
     }
     // Creating an existing session, or taking a missing one.
     assert!(matches!(
-        epoch::create(&mut b, &location, "s", header, "strict", "host-b"),
+        epoch::create(&mut b, &location, "s", header, "strict", "host-b", &[]),
         Err(Error::AlreadyExists { .. })
     ));
     assert_eq!(
@@ -414,7 +275,7 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
     let url = cluster.url("postgres");
     let location = location_of(&url);
     let mut setup = connect(&url).unwrap();
-    epoch::create(&mut setup, &location, "race", "{}", "lenient", "setup").unwrap();
+    epoch::create(&mut setup, &location, "race", "{}", "lenient", "setup", &[]).unwrap();
     // Four hosts, each taking the session and appending as long as it
     // holds it; every acknowledged batch is remembered.
     let acked: Vec<Vec<(i64, String)>> = std::thread::scope(|scope| {
@@ -433,7 +294,7 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
                         };
                         for i in 0..3 {
                             let data = format!(r#"{{"host":{h},"round":{round},"i":{i}}}"#);
-                            let batch = [row(hold.next_seq, "plugin/x", &data, false)];
+                            let batch = [row(hold.next_seq, "plugin/x", &data)];
                             match epoch::append(&mut client, &location, "race", &mut hold, &batch) {
                                 Ok(()) => acked.push((hold.next_seq - 1, data)),
                                 Err(Error::Superseded { .. }) => break,
@@ -458,57 +319,6 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
     assert_eq!(all.len(), rows.len(), "acknowledged exactly what is stored");
     for (seq, _, data) in &rows {
         assert_eq!(all.get(seq), Some(data), "seq {seq}");
-    }
-}
-
-impl Cluster {
-    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
-    /// no checkpoint, recovery from its WAL at the next start), then starts
-    /// it again.
-    fn crash_and_restart(&self) {
-        let data = self.data();
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-m",
-                "immediate",
-                "stop",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let options = format!("-c listen_addresses='' -k {}", self.dir.path().display());
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &options,
-            ])
-            .args([
-                "-l",
-                self.dir.path().join("server.log").to_str().unwrap(),
-                "start",
-            ])
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 }
 
@@ -551,11 +361,10 @@ fn resilient_writer(url: &str, id: &str, batches: i64) -> Vec<(i64, String)> {
                     start + i,
                     "plugin/x",
                     &format!(r#"{{"batch":{b},"i":{i}}}"#),
-                    false,
                 )
             })
             .collect();
-        let mut attempt = hold;
+        let mut attempt = hold.clone();
         match epoch::append(&mut client, &location, id, &mut attempt, &rows) {
             Ok(()) => {
                 hold = attempt;
@@ -596,7 +405,7 @@ fn a_server_killed_mid_append_loses_nothing_acknowledged_and_duplicates_nothing(
     let url = cluster.url("postgres");
     let mut setup = connect(&url).unwrap();
     let location = location_of(&url);
-    epoch::create(&mut setup, &location, "s", "{}", "lenient", "setup").unwrap();
+    epoch::create(&mut setup, &location, "s", "{}", "lenient", "setup", &[]).unwrap();
     drop(setup);
     let acked = std::thread::scope(|scope| {
         let writer = scope.spawn(|| resilient_writer(&url, "s", 150));
@@ -622,7 +431,7 @@ fn connections_killed_mid_transaction_lose_nothing_acknowledged() {
     let url = cluster.url("postgres");
     let mut admin = connect(&url).unwrap();
     let location = location_of(&url);
-    epoch::create(&mut admin, &location, "s", "{}", "lenient", "setup").unwrap();
+    epoch::create(&mut admin, &location, "s", "{}", "lenient", "setup", &[]).unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (acked, killed) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
@@ -695,7 +504,7 @@ fn writer_host() {
             &location,
             "s",
             &mut hold,
-            &[row(seq, "plugin/x", &data, false)],
+            &[row(seq, "plugin/x", &data)],
         ) {
             Ok(()) => writeln!(out, "acked {seq} {data}").unwrap(),
             Err(e) => {
@@ -746,6 +555,7 @@ fn a_paused_writer_resumed_after_another_host_took_over_is_refused() {
         "{}",
         "lenient",
         "setup",
+        &[],
     )
     .unwrap();
     // Host A writes until it has 20 batches acknowledged, then is paused

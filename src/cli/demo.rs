@@ -255,6 +255,14 @@ fn choose_dir(store_arg: Option<&str>) -> Result<(PathBuf, Option<String>), Fail
             );
             return Ok((temp_dir()?, Some(note)));
         }
+        Location::Postgres { shown, .. } => {
+            let note = format!(
+                "--store {} is a PostgreSQL store; the demo writes a native WAL store, in a \
+                 new temporary directory.",
+                shown.display()
+            );
+            return Ok((temp_dir()?, Some(note)));
+        }
     };
     let fresh = match fs::read_dir(&dir) {
         Ok(mut entries) => entries.next().is_none(),

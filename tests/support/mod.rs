@@ -15,6 +15,7 @@ pub const T0: i64 = 1_700_000_000_000;
 
 pub mod fd_locks;
 pub mod log;
+pub mod pg;
 
 /// What a run printed and how it exited.
 #[derive(Debug)]

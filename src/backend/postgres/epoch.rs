@@ -12,8 +12,11 @@ use crate::error::{Error, Result};
 
 /// A writer's hold on a session: the epoch it took the session at, and
 /// where the session's events end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {
+    /// The session's incarnation (random, given at its creation): a
+    /// session deleted and created again is not the one held.
+    pub incarnation: String,
     /// The writer epoch this writer holds.
     pub epoch: i64,
     /// The seq the next batch must start at.
@@ -23,7 +26,9 @@ pub struct Hold {
 }
 
 /// One stored row of a batch (a single event, or a packed run of
-/// `members` chunk deltas), as `turnwal_events` holds it.
+/// `members` chunk deltas), as `turnwal_events` holds it: the SQLite
+/// store's row encoding ([`crate::backend::sqlite::codec`]) with `data`
+/// always text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// The first seq the row holds.
@@ -36,19 +41,93 @@ pub struct Row {
     pub time: i64,
     /// The exact JSON text.
     pub data: String,
-    /// `sourceEventSeqs`, as JSON text.
-    pub source_event_seqs: Option<String>,
-    /// `surfaceOp`, as JSON text.
+    /// `sourceEventSeqs`, varint-encoded as the SQLite store encodes it.
+    pub source_event_seqs: Option<Vec<u8>>,
+    /// `surfaceOp`, as JSON text (with the SQLite store's first-surface
+    /// mark).
     pub surface_op: Option<String>,
-    /// `ignorable`.
+    /// `ignorable`: `true`, none, or `false` for a packed row.
     pub ignorable: Option<bool>,
-    /// Whether a turn is open after the row.
-    pub in_turn: bool,
 }
 
-/// Creates session `id` (its header's JSON and its policy), held by
-/// `holder` at epoch 1 with no events; [`Error::AlreadyExists`] when the
-/// database holds it.
+impl Row {
+    /// The row of an encoded row ([`crate::backend::sqlite::codec::encode_batch_text`]).
+    pub fn of(row: crate::backend::sqlite::codec::RowOut) -> Row {
+        use crate::backend::sqlite::codec::Data;
+        Row {
+            seq: row.seq as i64,
+            members: row.members as i32,
+            event_type: row.event_type,
+            time: row.time,
+            data: match row.data {
+                Data::Text(text) => text,
+                // encode_batch_text never compresses.
+                Data::Blob(frame) => String::from_utf8_lossy(
+                    &zstd::bulk::decompress(&frame, crate::limits::MAX_DATA_LEN)
+                        .unwrap_or_default(),
+                )
+                .into_owned(),
+            },
+            source_event_seqs: row.source_event_seqs,
+            surface_op: row.surface_op,
+            ignorable: row.ignorable.map(|n| n != 0),
+        }
+    }
+
+    /// How many events `rows` hold.
+    pub fn events(rows: &[Row]) -> i64 {
+        rows.iter().map(|r| i64::from(r.members)).sum()
+    }
+}
+
+/// A random incarnation token.
+fn new_incarnation() -> String {
+    format!(
+        "{:016x}{:016x}",
+        super::schema::random_u64(),
+        super::schema::random_u64()
+    )
+}
+
+/// Inserts `rows` of session `id` in `tx`, in one statement (one round
+/// trip, whatever the batch holds).
+pub(crate) fn insert_rows(
+    tx: &mut postgres::Transaction<'_>,
+    location: &str,
+    id: &str,
+    rows: &[Row],
+) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+    let members: Vec<i32> = rows.iter().map(|r| r.members).collect();
+    let types: Vec<&str> = rows.iter().map(|r| r.event_type.as_str()).collect();
+    let times: Vec<i64> = rows.iter().map(|r| r.time).collect();
+    let data: Vec<&str> = rows.iter().map(|r| r.data.as_str()).collect();
+    let sources: Vec<Option<&[u8]>> = rows
+        .iter()
+        .map(|r| r.source_event_seqs.as_deref())
+        .collect();
+    let surface: Vec<Option<&str>> = rows.iter().map(|r| r.surface_op.as_deref()).collect();
+    let ignorable: Vec<Option<bool>> = rows.iter().map(|r| r.ignorable).collect();
+    tx.execute(
+        "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
+         source_event_seqs, surface_op, ignorable) \
+         SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[], \
+         $6::text[], $7::bytea[], $8::text[], $9::boolean[])",
+        &[
+            &id, &seqs, &members, &types, &times, &data, &sources, &surface, &ignorable,
+        ],
+    )
+    .map_err(|e| pg_error("insert events", location, e))?;
+    Ok(())
+}
+
+/// Creates session `id` (its header's JSON and its policy) with its first
+/// `rows`, in one transaction, held by `holder` at epoch 1;
+/// [`Error::AlreadyExists`] when the database holds it (and nothing is
+/// written).
 pub fn create(
     client: &mut Client,
     location: &str,
@@ -56,25 +135,36 @@ pub fn create(
     header: &str,
     policy: &str,
     holder: &str,
+    rows: &[Row],
 ) -> Result<Hold> {
-    let inserted = client
+    let err = |op| move |e| pg_error(op, location, e);
+    let incarnation = new_incarnation();
+    let next_seq = Row::events(rows);
+    let mut tx = client.transaction().map_err(err("begin"))?;
+    tx.batch_execute("SET LOCAL synchronous_commit = on")
+        .map_err(err("begin"))?;
+    let inserted = tx
         .execute(
             "INSERT INTO turnwal_sessions \
-             (session_id, header, policy, next_seq, revision, writer_epoch, writer_holder, writer_heartbeat) \
-             VALUES ($1, $2, $3, 0, 0, 1, $4, now()) ON CONFLICT (session_id) DO NOTHING",
-            &[&id, &header, &policy, &holder],
+             (session_id, header, policy, incarnation, next_seq, revision, writer_epoch, \
+              writer_holder, writer_heartbeat) \
+             VALUES ($1, $2, $3, $4, $5, 1, 1, $6, now()) ON CONFLICT (session_id) DO NOTHING",
+            &[&id, &header, &policy, &incarnation, &next_seq, &holder],
         )
-        .map_err(|e| pg_error("create session", location, e))?;
+        .map_err(err("create session"))?;
     if inserted == 0 {
         return Err(Error::AlreadyExists {
             id: id.to_owned(),
             on_disk: true,
         });
     }
+    insert_rows(&mut tx, location, id, rows)?;
+    tx.commit().map_err(err("commit"))?;
     Ok(Hold {
+        incarnation,
         epoch: 1,
-        next_seq: 0,
-        revision: 0,
+        next_seq,
+        revision: 1,
     })
 }
 
@@ -86,15 +176,11 @@ pub fn take(client: &mut Client, location: &str, id: &str, holder: &str) -> Resu
         .query_opt(
             "UPDATE turnwal_sessions \
              SET writer_epoch = writer_epoch + 1, writer_holder = $2, writer_heartbeat = now() \
-             WHERE session_id = $1 RETURNING writer_epoch, next_seq, revision",
+             WHERE session_id = $1 RETURNING writer_epoch, next_seq, revision, incarnation",
             &[&id, &holder],
         )
         .map_err(|e| pg_error("take session", location, e))?;
-    Ok(row.map(|r| Hold {
-        epoch: r.get(0),
-        next_seq: r.get(1),
-        revision: r.get(2),
-    }))
+    Ok(row.as_ref().map(hold_of))
 }
 
 /// The session's writer epoch and where its events end, as stored now:
@@ -105,15 +191,74 @@ pub fn take(client: &mut Client, location: &str, id: &str, holder: &str) -> Resu
 pub fn current(client: &mut Client, location: &str, id: &str) -> Result<Option<Hold>> {
     let row = client
         .query_opt(
-            "SELECT writer_epoch, next_seq, revision FROM turnwal_sessions WHERE session_id = $1",
+            "SELECT writer_epoch, next_seq, revision, incarnation FROM turnwal_sessions \
+             WHERE session_id = $1",
             &[&id],
         )
         .map_err(|e| pg_error("read session", location, e))?;
-    Ok(row.map(|r| Hold {
+    Ok(row.as_ref().map(hold_of))
+}
+
+fn hold_of(r: &postgres::Row) -> Hold {
+    Hold {
         epoch: r.get(0),
         next_seq: r.get(1),
         revision: r.get(2),
-    }))
+        incarnation: r.get(3),
+    }
+}
+
+/// Claims session `id` for one change by the writer holding `hold`, in
+/// `tx`: bumps its revision and sets its next seq to `end`, when the
+/// writer still holds it (same incarnation and epoch) and its events still
+/// end at `hold.next_seq`. Refused, with the row untouched, as
+/// [`Error::Superseded`] naming the holder when another writer took it,
+/// [`Error::NotFound`] when it was deleted (or created again), and
+/// [`Error::SeqMismatch`] when its log moved under the same epoch. Returns
+/// the new revision.
+pub(crate) fn claim(
+    tx: &mut postgres::Transaction<'_>,
+    location: &str,
+    id: &str,
+    hold: &Hold,
+    end: i64,
+) -> Result<i64> {
+    let err = |e| pg_error("append", location, e);
+    let updated = tx
+        .query_opt(
+            "UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1 \
+             WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 AND next_seq = $4 \
+             RETURNING revision",
+            &[&id, &hold.incarnation, &hold.epoch, &hold.next_seq, &end],
+        )
+        .map_err(err)?;
+    if let Some(updated) = updated {
+        return Ok(updated.get(0));
+    }
+    let now = tx
+        .query_opt(
+            "SELECT writer_epoch, writer_holder, next_seq, incarnation FROM turnwal_sessions \
+             WHERE session_id = $1",
+            &[&id],
+        )
+        .map_err(err)?;
+    Err(match now {
+        Some(r) if r.get::<_, String>(3) != hold.incarnation => {
+            Error::NotFound { id: id.to_owned() }
+        }
+        None => Error::NotFound { id: id.to_owned() },
+        Some(r) if r.get::<_, i64>(0) != hold.epoch => Error::Superseded {
+            id: id.to_owned(),
+            holder: r.get::<_, Option<String>>(1).unwrap_or_default(),
+            epoch: r.get(0),
+            stale: hold.epoch,
+        },
+        Some(r) => Error::SeqMismatch {
+            id: id.to_owned(),
+            expected: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+            got: u64::try_from(hold.next_seq).unwrap_or(0),
+        },
+    })
 }
 
 /// Appends `rows` (seqs from `hold.next_seq` on, contiguous) in one
@@ -128,8 +273,7 @@ pub fn append(
     hold: &mut Hold,
     rows: &[Row],
 ) -> Result<()> {
-    let events: i64 = rows.iter().map(|r| i64::from(r.members)).sum();
-    let end = hold.next_seq + events;
+    let end = hold.next_seq + Row::events(rows);
     let err = |op| move |e| pg_error(op, location, e);
     let mut tx = client.transaction().map_err(err("begin"))?;
     // Synchronous commit for this transaction, whatever the server's
@@ -137,65 +281,10 @@ pub fn append(
     // standby, when one is configured).
     tx.batch_execute("SET LOCAL synchronous_commit = on")
         .map_err(err("begin"))?;
-    let updated = tx
-        .query_opt(
-            "UPDATE turnwal_sessions SET next_seq = $4, revision = revision + 1 \
-             WHERE session_id = $1 AND writer_epoch = $2 AND next_seq = $3 \
-             RETURNING revision",
-            &[&id, &hold.epoch, &hold.next_seq, &end],
-        )
-        .map_err(err("append"))?;
-    let Some(updated) = updated else {
-        let now = tx
-            .query_opt(
-                "SELECT writer_epoch, writer_holder, next_seq FROM turnwal_sessions \
-                 WHERE session_id = $1",
-                &[&id],
-            )
-            .map_err(err("append"))?;
-        drop(tx);
-        return Err(match now {
-            None => Error::NotFound { id: id.to_owned() },
-            Some(r) if r.get::<_, i64>(0) != hold.epoch => Error::Superseded {
-                id: id.to_owned(),
-                holder: r.get::<_, Option<String>>(1).unwrap_or_default(),
-                epoch: r.get(0),
-                stale: hold.epoch,
-            },
-            Some(r) => Error::SeqMismatch {
-                id: id.to_owned(),
-                expected: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
-                got: u64::try_from(hold.next_seq).unwrap_or(0),
-            },
-        });
-    };
-    let insert = tx
-        .prepare(
-            "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
-             source_event_seqs, surface_op, ignorable, in_turn) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .map_err(err("append"))?;
-    for r in rows {
-        tx.execute(
-            &insert,
-            &[
-                &id,
-                &r.seq,
-                &r.members,
-                &r.event_type,
-                &r.time,
-                &r.data,
-                &r.source_event_seqs,
-                &r.surface_op,
-                &r.ignorable,
-                &r.in_turn,
-            ],
-        )
-        .map_err(err("append"))?;
-    }
+    let revision = claim(&mut tx, location, id, hold, end)?;
+    insert_rows(&mut tx, location, id, rows)?;
     tx.commit().map_err(err("commit"))?;
     hold.next_seq = end;
-    hold.revision = updated.get(0);
+    hold.revision = revision;
     Ok(())
 }

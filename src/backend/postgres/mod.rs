@@ -8,9 +8,13 @@
 //! [`crate::Store`] follows the design in docs/POSTGRES.md.
 
 pub mod epoch;
+mod rows;
 mod schema;
+mod store;
+mod writer;
 
 pub use schema::{SCHEMA_VERSION, ensure_schema};
+pub use store::PgBackend;
 
 use std::path::PathBuf;
 

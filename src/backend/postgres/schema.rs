@@ -22,6 +22,7 @@ CREATE TABLE turnwal_sessions (
   session_id       text    PRIMARY KEY,
   header           text    NOT NULL,
   policy           text    NOT NULL,
+  incarnation      text    NOT NULL,
   next_seq         bigint  NOT NULL,
   revision         bigint  NOT NULL,
   writer_epoch     bigint  NOT NULL,
@@ -35,11 +36,19 @@ CREATE TABLE turnwal_events (
   type              text    NOT NULL,
   time              bigint  NOT NULL,
   data              text    NOT NULL,
-  source_event_seqs text,
+  source_event_seqs bytea,
   surface_op        text,
   ignorable         boolean,
-  in_turn           boolean NOT NULL,
   PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE turnwal_quarantine (
+  session_id text        NOT NULL,
+  revision   bigint      NOT NULL,
+  seq        bigint      NOT NULL,
+  cut_at     timestamptz NOT NULL,
+  detail     text        NOT NULL,
+  rows       text        NOT NULL,
+  PRIMARY KEY (session_id, revision)
 );
 ";
 
@@ -53,16 +62,27 @@ const COLUMNS: &[(&str, &str, &str, &str)] = &[
     ("turnwal_events", "type", "text", "NO"),
     ("turnwal_events", "time", "bigint", "NO"),
     ("turnwal_events", "data", "text", "NO"),
-    ("turnwal_events", "source_event_seqs", "text", "YES"),
+    ("turnwal_events", "source_event_seqs", "bytea", "YES"),
     ("turnwal_events", "surface_op", "text", "YES"),
     ("turnwal_events", "ignorable", "boolean", "YES"),
-    ("turnwal_events", "in_turn", "boolean", "NO"),
+    ("turnwal_quarantine", "session_id", "text", "NO"),
+    ("turnwal_quarantine", "revision", "bigint", "NO"),
+    ("turnwal_quarantine", "seq", "bigint", "NO"),
+    (
+        "turnwal_quarantine",
+        "cut_at",
+        "timestamp with time zone",
+        "NO",
+    ),
+    ("turnwal_quarantine", "detail", "text", "NO"),
+    ("turnwal_quarantine", "rows", "text", "NO"),
     ("turnwal_schema", "singleton", "boolean", "NO"),
     ("turnwal_schema", "version", "integer", "NO"),
     ("turnwal_schema", "store_id", "text", "NO"),
     ("turnwal_sessions", "session_id", "text", "NO"),
     ("turnwal_sessions", "header", "text", "NO"),
     ("turnwal_sessions", "policy", "text", "NO"),
+    ("turnwal_sessions", "incarnation", "text", "NO"),
     ("turnwal_sessions", "next_seq", "bigint", "NO"),
     ("turnwal_sessions", "revision", "bigint", "NO"),
     ("turnwal_sessions", "writer_epoch", "bigint", "NO"),
@@ -88,7 +108,8 @@ fn unsupported(location: &str, detail: String) -> Error {
 /// UTF-8 (`data` must hold any JSON text), a schema version newer than
 /// [`SCHEMA_VERSION`], and tables named `turnwal_*` that are not exactly
 /// turnwal's (a foreign or damaged schema).
-pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<()> {
+/// Returns the store id.
+pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<String> {
     let err = |op| move |e| pg_error(op, location, e);
     let encoding: String = client
         .query_one("SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()", &[])
@@ -124,7 +145,7 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<()
         )
         .map_err(err("create the schema"))?;
         tx.commit().map_err(err("commit the schema"))?;
-        return Ok(());
+        return Ok(store_id);
     }
     // The version first: a newer turnwal may have changed the tables.
     let has_version_table = found
@@ -173,21 +194,21 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<()
             ),
         ));
     }
-    let version: i32 = client
-        .query_one("SELECT version FROM turnwal_schema", &[])
-        .map_err(err("read the schema version"))?
-        .get(0);
+    let row = client
+        .query_one("SELECT version, store_id FROM turnwal_schema", &[])
+        .map_err(err("read the schema version"))?;
+    let version: i32 = row.get(0);
     if version != SCHEMA_VERSION {
         return Err(unsupported(
             location,
             format!("turnwal schema version {version}; this turnwal reads {SCHEMA_VERSION}"),
         ));
     }
-    Ok(())
+    Ok(row.get(1))
 }
 
 /// A random 64-bit value from the OS.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     // SAFETY: `bytes` is valid for 8 bytes of writes.
     let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };

@@ -391,12 +391,23 @@ fn storage_class(value: &Col) -> &'static str {
     }
 }
 
-fn packed_row(run: &[Delta]) -> RowOut {
+/// `data` as a store of rows keeps it: [`encode_data`] for SQLite, always
+/// TEXT for a store that compresses large values itself (PostgreSQL's
+/// TOAST).
+fn data_of(text: String, compress: bool) -> Data {
+    if compress {
+        encode_data(text)
+    } else {
+        Data::Text(text)
+    }
+}
+
+fn packed_row(run: &[Delta], compress: bool) -> RowOut {
     RowOut {
         seq: run[0].seq,
         event_type: run[0].kind.tag().to_owned(),
         time: run[0].time,
-        data: encode_data(packed_json(run)),
+        data: data_of(packed_json(run), compress),
         source_event_seqs: None,
         surface_op: None,
         ignorable: Some(PACKED_DISCRIMINATOR),
@@ -406,6 +417,10 @@ fn packed_row(run: &[Delta]) -> RowOut {
 
 /// The scalar row of one event.
 pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
+    scalar_row_as(event, true)
+}
+
+fn scalar_row_as(event: &Event, compress: bool) -> Result<RowOut, EventError> {
     let source_event_seqs = match event.source_event_seqs() {
         None => None,
         Some(raw) => {
@@ -429,7 +444,7 @@ pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
         seq: event.seq(),
         event_type: event.event_type().to_owned(),
         time: event.time(),
-        data: encode_data(event.data().get().to_owned()),
+        data: data_of(event.data().get().to_owned(), compress),
         source_event_seqs,
         surface_op,
         ignorable: event.ignorable().then_some(1),
@@ -454,11 +469,21 @@ pub fn scalar_row(event: &Event) -> Result<RowOut, EventError> {
 /// assert_eq!((rows[0].event_type.as_str(), rows[0].ignorable, rows[0].members), ("text-chunks", Some(0), 5));
 /// ```
 pub fn encode_batch(events: &[Event]) -> Result<Vec<RowOut>, EventError> {
+    encode_batch_as(events, true)
+}
+
+/// [`encode_batch`] with every `data` as TEXT, never compressed: the rows
+/// of a store that compresses large values itself (PostgreSQL).
+pub fn encode_batch_text(events: &[Event]) -> Result<Vec<RowOut>, EventError> {
+    encode_batch_as(events, false)
+}
+
+fn encode_batch_as(events: &[Event], compress: bool) -> Result<Vec<RowOut>, EventError> {
     let mut out = Vec::new();
     for piece in plan_batch(events.iter().map(EventRef::from)) {
         match piece {
-            Piece::One(i) => out.push(scalar_row(&events[i])?),
-            Piece::Run { deltas, .. } => out.push(packed_row(&deltas)),
+            Piece::One(i) => out.push(scalar_row_as(&events[i], compress)?),
+            Piece::Run { deltas, .. } => out.push(packed_row(&deltas, compress)),
         }
     }
     Ok(out)

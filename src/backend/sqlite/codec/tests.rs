@@ -927,7 +927,7 @@ fn packed_row(r: &mut Rng) -> RowIn {
 }
 
 fn packed_row_of(run: &[Delta]) -> RowOut {
-    super::packed_row(run)
+    super::packed_row(run, true)
 }
 
 /// A packed row is read as stored exactly when it decodes and is in the

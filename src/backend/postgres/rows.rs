@@ -1,0 +1,158 @@
+//! A session's rows in a PostgreSQL transaction, as the shared scan reads
+//! them ([`Rows`]): the same questions the SQLite store answers, so both
+//! stores classify a session by one code (`backend::sqlite::scan`).
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use postgres::Transaction;
+
+use super::pg_error;
+use crate::backend::sqlite::codec::{Col, RowIn};
+use crate::backend::sqlite::scan::Rows;
+use crate::contract::Policy;
+use crate::error::Result;
+use crate::header::SessionHeader;
+
+/// The columns [`row_in`] reads, in order.
+const COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ignorable";
+
+/// A result row as the SQLite codec reads one: PostgreSQL's types map onto
+/// SQLite's storage classes (`ignorable` true is 1, false the packed
+/// discriminator 0).
+fn row_in(r: &postgres::Row) -> RowIn {
+    let text = |s: Option<String>| s.map_or(Col::Null, |s| Col::Text(s.into_bytes()));
+    RowIn {
+        seq: Col::Integer(r.get(0)),
+        event_type: Col::Text(r.get::<_, String>(1).into_bytes()),
+        time: Col::Integer(r.get(2)),
+        data: Col::Text(r.get::<_, String>(3).into_bytes()),
+        source_event_seqs: r.get::<_, Option<Vec<u8>>>(4).map_or(Col::Null, Col::Blob),
+        surface_op: text(r.get(5)),
+        ignorable: r
+            .get::<_, Option<bool>>(6)
+            .map_or(Col::Null, |b| Col::Integer(i64::from(b))),
+    }
+}
+
+/// One session's rows, read through a transaction.
+pub(crate) struct PgRows<'a, 't> {
+    pub tx: RefCell<&'a mut Transaction<'t>>,
+    pub location: &'a Path,
+    pub header: &'a SessionHeader,
+    pub policy: Policy,
+}
+
+impl PgRows<'_, '_> {
+    fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<RowIn>> {
+        let rows = self
+            .tx
+            .borrow_mut()
+            .query(sql, params)
+            .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?;
+        Ok(rows.iter().map(row_in).collect())
+    }
+
+    fn id(&self) -> &str {
+        &self.header.id
+    }
+}
+
+impl Rows for PgRows<'_, '_> {
+    fn path(&self) -> &Path {
+        self.location
+    }
+
+    fn header(&self) -> &SessionHeader {
+        self.header
+    }
+
+    fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn all(&self) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!("SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 ORDER BY seq"),
+            &[&self.id()],
+        )
+    }
+
+    fn at_or_after(&self, key: i64) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= $2 \
+                 ORDER BY seq"
+            ),
+            &[&self.id(), &key],
+        )
+    }
+
+    fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= $2 \
+                 AND seq < $3 AND ignorable = false ORDER BY seq"
+            ),
+            &[&self.id(), &lo, &hi],
+        )
+    }
+
+    fn count_before(&self, key: i64) -> u64 {
+        self.tx
+            .borrow_mut()
+            .query_one(
+                "SELECT count(*) FROM turnwal_events WHERE session_id = $1 AND seq < $2",
+                &[&self.id(), &key],
+            )
+            .map_or(0, |r| r.get::<_, i64>(0).max(0) as u64)
+    }
+
+    fn turn_ends_before(&self, below: Option<i64>, limit: usize) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND type = 'turn/end' \
+                 AND ignorable IS DISTINCT FROM false AND seq < $2 ORDER BY seq DESC LIMIT $3"
+            ),
+            &[&self.id(), &below.unwrap_or(i64::MAX), &(limit as i64)],
+        )
+    }
+
+    fn first(&self, n: usize) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= 0 \
+                 ORDER BY seq LIMIT $2"
+            ),
+            &[&self.id(), &i64::try_from(n).unwrap_or(i64::MAX)],
+        )
+    }
+
+    fn last(&self, n: usize) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 ORDER BY seq DESC \
+                 LIMIT $2"
+            ),
+            &[&self.id(), &i64::try_from(n).unwrap_or(i64::MAX)],
+        )
+    }
+
+    fn data_bytes(&self) -> Result<u64> {
+        let bytes: i64 = self
+            .tx
+            .borrow_mut()
+            .query_one(
+                "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM turnwal_events \
+                 WHERE session_id = $1",
+                &[&self.id()],
+            )
+            .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?
+            .get(0);
+        Ok(bytes.max(0) as u64)
+    }
+}

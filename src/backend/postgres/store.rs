@@ -1,0 +1,494 @@
+//! The PostgreSQL store behind [`Backend`]: sessions read in one
+//! `REPEATABLE READ` transaction each and classified by the shared scan of
+//! stores of rows (`backend::sqlite::scan`), so the commit point, closers,
+//! torn-tail and corruption rules are the SQLite store's, decided by the
+//! same code.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use postgres::{Client, IsolationLevel, Transaction};
+
+use super::epoch::{self, Row};
+use super::rows::PgRows;
+use super::writer::PgWriter;
+use super::{connect_with, location_of, pg_error};
+use crate::backend::sqlite::codec;
+use crate::backend::sqlite::scan;
+use crate::backend::{Backend, LogWriter, Stored};
+use crate::contract::{Placement, Policy};
+use crate::error::{Corruption, Error, Result};
+use crate::event::Event;
+use crate::header::{SESSION_FORMAT_VERSION, SessionHeader};
+use crate::scan::{Salvage, Scan, SessionSummary};
+
+/// A store of sessions in a PostgreSQL database (docs/POSTGRES.md).
+///
+/// Cloning is cheap; clones share one connection, which is re-established
+/// when the server drops it. Every writer holds its session through the
+/// database's writer epoch ([`epoch`]): opening a session takes it over
+/// from any earlier writer, wherever that one runs, and that writer's next
+/// append is refused with [`Error::Superseded`].
+#[derive(Clone)]
+pub struct PgBackend {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgBackend")
+            .field("location", &self.shared.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the backend and its writers share.
+pub(crate) struct Shared {
+    url: String,
+    /// The connection string without its password.
+    pub(crate) location: String,
+    pub(crate) path: PathBuf,
+    store_id: String,
+    idle_in_transaction: Duration,
+    client: Mutex<Option<Client>>,
+    /// Who this process is, as writers name themselves to other hosts.
+    pub(crate) holder: String,
+}
+
+/// One `turnwal_sessions` row.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionRow {
+    pub header: SessionHeader,
+    pub policy: Policy,
+    pub incarnation: String,
+    pub revision: i64,
+}
+
+impl SessionRow {
+    pub(crate) fn rows<'a, 't>(
+        &'a self,
+        tx: &'a mut Transaction<'t>,
+        location: &'a Path,
+    ) -> PgRows<'a, 't> {
+        PgRows {
+            tx: RefCell::new(tx),
+            location,
+            header: &self.header,
+            policy: self.policy,
+        }
+    }
+}
+
+const SESSION_COLUMNS: &str = "session_id, header, policy, incarnation, revision";
+
+fn stored_metadata(location: &Path, id: &str, detail: impl std::fmt::Display) -> Error {
+    Error::from(Corruption {
+        path: location.to_owned(),
+        offset: 0,
+        unit: crate::error::Unit::Row,
+        seq: None,
+        reason: format!("invalid stored session metadata of session {id:?}: {detail}"),
+    })
+}
+
+fn decode_session(location: &Path, r: &postgres::Row) -> Result<SessionRow> {
+    let id: String = r.get(0);
+    let bad = |what: String| stored_metadata(location, &id, what);
+    let header =
+        SessionHeader::from_json_any_version(r.get(1)).map_err(|e| bad(format!("header: {e}")))?;
+    if header.id != id {
+        return Err(bad(format!("the header names session {:?}", header.id)));
+    }
+    if header.version == SESSION_FORMAT_VERSION {
+        header.validate().map_err(|e| bad(e.0))?;
+    }
+    let policy_text: String = r.get(2);
+    let policy = match policy_text.as_str() {
+        "strict" => Policy::Strict,
+        "lenient" => Policy::Lenient,
+        "permissive" => Policy::Permissive,
+        other => return Err(bad(format!("unknown policy {other:?}"))),
+    };
+    Ok(SessionRow {
+        header,
+        policy,
+        incarnation: r.get(3),
+        revision: r.get(4),
+    })
+}
+
+/// Reads and checks one session row.
+pub(crate) fn read_session(
+    tx: &mut Transaction<'_>,
+    location: &Path,
+    id: &str,
+) -> Result<Option<SessionRow>> {
+    let row = tx
+        .query_opt(
+            &format!("SELECT {SESSION_COLUMNS} FROM turnwal_sessions WHERE session_id = $1"),
+            &[&id],
+        )
+        .map_err(|e| pg_error("read session", &location.to_string_lossy(), e))?;
+    row.map(|r| decode_session(location, &r)).transpose()
+}
+
+/// The rows of a batch, its events checked against the row limits.
+pub(crate) fn encode(batch: &[Event]) -> Result<Vec<Row>> {
+    Ok(codec::encode_batch_text(batch)
+        .map_err(Error::Event)?
+        .into_iter()
+        .map(Row::of)
+        .collect())
+}
+
+impl Shared {
+    pub(crate) fn client(&self) -> Result<MutexGuard<'_, Option<Client>>> {
+        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.as_ref().is_none_or(Client::is_closed) {
+            *guard = None;
+            *guard = Some(connect_with(&self.url, self.idle_in_transaction)?);
+        }
+        Ok(guard)
+    }
+
+    /// Runs `f` in a read-only `REPEATABLE READ` transaction: one snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut guard = self.client()?;
+        let client = guard.as_mut().expect("connected");
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| pg_error("begin", &self.location, e))?;
+        let value = f(&mut tx)?;
+        tx.commit()
+            .map_err(|e| pg_error("commit", &self.location, e))?;
+        Ok(value)
+    }
+
+    /// Runs `f` in a read-write transaction with synchronous commit:
+    /// committed (and acknowledged) when this returns `Ok`.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut guard = self.client()?;
+        let client = guard.as_mut().expect("connected");
+        let mut tx = client
+            .transaction()
+            .map_err(|e| pg_error("begin", &self.location, e))?;
+        tx.batch_execute("SET LOCAL synchronous_commit = on")
+            .map_err(|e| pg_error("begin", &self.location, e))?;
+        let value = f(&mut tx)?;
+        tx.commit()
+            .map_err(|e| pg_error("commit", &self.location, e))?;
+        Ok(value)
+    }
+
+    pub(crate) fn revision_of(&self, row: &SessionRow) -> String {
+        format!(
+            "postgres:store:{}:incarnation:{}:revision:{}",
+            self.store_id, row.incarnation, row.revision
+        )
+    }
+
+    /// Reads session `id` with `read` in one snapshot; `None` when it does
+    /// not exist. A foreign header version is refused first (these reads
+    /// have no header for `Store` to check).
+    fn read_events(
+        &self,
+        id: &str,
+        read: impl FnOnce(&PgRows<'_, '_>) -> Result<Vec<Event>>,
+    ) -> Result<Option<Vec<Event>>> {
+        self.read(|tx| {
+            let Some(row) = read_session(tx, &self.path, id)? else {
+                return Ok(None);
+            };
+            row.header
+                .check_version()
+                .map_err(|detail| Error::Unsupported {
+                    path: self.path.clone(),
+                    detail,
+                })?;
+            read(&row.rows(tx, &self.path)).map(Some)
+        })
+    }
+}
+
+impl PgBackend {
+    /// Connects to the database at `url` (`postgres://…`, `postgresql://…`,
+    /// or key=value pairs; a `host` that is a directory is a Unix socket),
+    /// checking turnwal's schema or creating it ([`super::ensure_schema`]).
+    pub fn open(url: &str) -> Result<PgBackend> {
+        PgBackend::open_with(url, super::IDLE_IN_TRANSACTION_TIMEOUT)
+    }
+
+    /// [`PgBackend::open`] with the given
+    /// [`super::IDLE_IN_TRANSACTION_TIMEOUT`].
+    pub fn open_with(url: &str, idle_in_transaction: Duration) -> Result<PgBackend> {
+        let location = location_of(url);
+        let mut client = postgres::Client::connect(url, postgres::NoTls)
+            .map_err(|e| pg_error("connect", &location, e))?;
+        let ms = idle_in_transaction.as_millis().max(1);
+        client
+            .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
+            .map_err(|e| pg_error("connect", &location, e))?;
+        let store_id = super::ensure_schema(&mut client, &location)?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "unknown-host".into());
+        let holder = format!(
+            "{host} pid {} writer {:08x}",
+            std::process::id(),
+            super::schema::random_u64() as u32
+        );
+        Ok(PgBackend {
+            shared: Arc::new(Shared {
+                url: url.to_owned(),
+                path: PathBuf::from(&location),
+                location,
+                store_id,
+                idle_in_transaction,
+                client: Mutex::new(Some(client)),
+                holder,
+            }),
+        })
+    }
+
+    /// The store's id (random, written when turnwal created the schema).
+    pub fn store_id(&self) -> &str {
+        &self.shared.store_id
+    }
+
+    /// How this backend's writers name themselves to other hosts
+    /// (`<hostname> pid <pid> writer <random>`), as [`Error::Superseded`]
+    /// reports the holder.
+    pub fn holder(&self) -> &str {
+        &self.shared.holder
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        self.shared
+            .read(|tx| read_session(tx, &self.shared.path, id))
+    }
+}
+
+impl Backend for PgBackend {
+    fn location(&self) -> String {
+        self.shared.location.clone()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let rows = tx
+                .query(
+                    &format!("SELECT {SESSION_COLUMNS} FROM turnwal_sessions ORDER BY session_id"),
+                    &[],
+                )
+                .map_err(|e| pg_error("read sessions", &self.shared.location, e))?;
+            Ok(rows
+                .iter()
+                .map(|r| match decode_session(path, r) {
+                    Ok(row) => scan::summarize(&row.rows(tx, path)),
+                    Err(e) => SessionSummary::corrupt(r.get(0), 0, e.to_string()),
+                })
+                .collect())
+        })
+    }
+
+    fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            Ok(read_session(tx, path, id)?.map(|row| scan::summarize(&row.rows(tx, path))))
+        })
+    }
+
+    fn end_hint(&self, id: &str) -> Result<Option<u64>> {
+        // The last row by the primary key: a packed row's seq is its first
+        // member's, so this can fall short of the end by a run.
+        let last: Option<i64> = self.shared.read(|tx| {
+            tx.query_one(
+                "SELECT max(seq) FROM turnwal_events WHERE session_id = $1",
+                &[&id],
+            )
+            .map(|r| r.get(0))
+            .map_err(|e| pg_error("read events", &self.shared.location, e))
+        })?;
+        Ok(last
+            .and_then(|seq| u64::try_from(seq).ok())
+            .map(|seq| seq + 1))
+    }
+
+    fn exists(&self, id: &str) -> Result<bool> {
+        self.shared.read(|tx| {
+            tx.query_opt(
+                "SELECT 1 FROM turnwal_sessions WHERE session_id = $1",
+                &[&id],
+            )
+            .map(|r| r.is_some())
+            .map_err(|e| pg_error("read session", &self.shared.location, e))
+        })
+    }
+
+    fn revision(&self, id: &str) -> Result<Option<String>> {
+        Ok(self.session(id)?.map(|row| self.shared.revision_of(&row)))
+    }
+
+    fn scan(&self, id: &str) -> Result<Option<Scan>> {
+        Ok(self.load(id)?.map(|stored| stored.scan))
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Stored>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let Some(row) = read_session(tx, path, id)? else {
+                return Ok(None);
+            };
+            let c = scan::full_scan(&row.rows(tx, path))?;
+            Ok(Some(Stored {
+                scan: c.scan,
+                events: c.events,
+            }))
+        })
+    }
+
+    fn salvage(&self, id: &str) -> Result<Option<Salvage>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let Some(row) = read_session(tx, path, id)? else {
+                return Ok(None);
+            };
+            scan::salvage(&row.rows(tx, path)).map(Some)
+        })
+    }
+
+    fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
+        Ok(self.session(id)?.map(|row| row.header))
+    }
+
+    fn policy(&self, id: &str) -> Result<Option<Policy>> {
+        Ok(self.session(id)?.map(|row| row.policy))
+    }
+
+    fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
+        self.shared
+            .read_events(id, |rows| scan::read_first(rows, n))
+    }
+
+    fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
+        self.shared
+            .read_events(id, |rows| scan::read_from(rows, from_seq))
+    }
+
+    fn admit_header(&self, header: SessionHeader) -> Result<SessionHeader> {
+        refuse_nul(&self.shared.path, &header)?;
+        Ok(header)
+    }
+
+    fn create(
+        &self,
+        header: &SessionHeader,
+        policy: Policy,
+        batch: &[Event],
+        _placements: &[Placement],
+    ) -> Result<Box<dyn LogWriter>> {
+        refuse_nul(&self.shared.path, header)?;
+        if batch.first().is_some_and(|e| e.seq() != 0) {
+            return Err(Error::SeqMismatch {
+                id: header.id.clone(),
+                expected: 0,
+                got: batch[0].seq(),
+            });
+        }
+        let rows = encode(batch)?;
+        let hold = {
+            let mut guard = self.shared.client()?;
+            let client = guard.as_mut().expect("connected");
+            epoch::create(
+                client,
+                &self.shared.location,
+                &header.id,
+                &header.to_json(),
+                &policy.to_string(),
+                &self.shared.holder,
+                &rows,
+            )?
+        };
+        Ok(Box::new(PgWriter::new(
+            self.shared.clone(),
+            header.id.clone(),
+            hold,
+        )))
+    }
+
+    fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        let hold = {
+            let mut guard = self.shared.client()?;
+            let client = guard.as_mut().expect("connected");
+            epoch::take(client, &self.shared.location, id, &self.shared.holder)?
+        };
+        Ok(hold.map(|hold| {
+            Box::new(PgWriter::new(self.shared.clone(), id.to_owned(), hold)) as Box<dyn LogWriter>
+        }))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool> {
+        self.shared
+            .write(|tx| delete_session(tx, &self.shared.location, id))
+    }
+
+    fn quarantined(&self) -> Result<Vec<PathBuf>> {
+        self.shared.read(|tx| {
+            let rows = tx
+                .query(
+                    "SELECT session_id, revision FROM turnwal_quarantine ORDER BY 1, 2",
+                    &[],
+                )
+                .map_err(|e| pg_error("read quarantine", &self.shared.location, e))?;
+            Ok(rows
+                .iter()
+                .map(|r| quarantine_path(&self.shared.location, r.get(0), r.get(1)))
+                .collect())
+        })
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+/// Where a repair's cut rows are kept, named as a path: the
+/// `turnwal_quarantine` row of the session at the repair's revision.
+pub(crate) fn quarantine_path(location: &str, id: &str, revision: i64) -> PathBuf {
+    PathBuf::from(format!(
+        "{location}#turnwal_quarantine/{}/{revision}",
+        crate::storage::encode_file_name(id)
+    ))
+}
+
+/// Deletes session `id` and its rows (its quarantined rows stay).
+pub(crate) fn delete_session(tx: &mut Transaction<'_>, location: &str, id: &str) -> Result<bool> {
+    tx.execute("DELETE FROM turnwal_events WHERE session_id = $1", &[&id])
+        .map_err(|e| pg_error("delete events", location, e))?;
+    let n = tx
+        .execute("DELETE FROM turnwal_sessions WHERE session_id = $1", &[&id])
+        .map_err(|e| pg_error("delete session", location, e))?;
+    Ok(n > 0)
+}
+
+/// PostgreSQL's `text` cannot hold NUL: an id or header field holding one
+/// is refused before anything is stored (the header's JSON escapes it,
+/// but the `session_id` column holds the id itself).
+fn refuse_nul(location: &Path, header: &SessionHeader) -> Result<()> {
+    match header.strings().find(|(_, value)| value.contains('\0')) {
+        None => Ok(()),
+        Some((key, _)) => Err(Error::Unsupported {
+            path: location.to_owned(),
+            detail: format!(
+                "session header field {key} holds a NUL character, which PostgreSQL's text \
+                 cannot hold: keep this session in a WAL, SQLite or JSONL store"
+            ),
+        }),
+    }
+}

@@ -1,0 +1,241 @@
+//! The writer of one session in a PostgreSQL store: every append and
+//! every repair is one transaction conditional on the writer's epoch and
+//! the stored next seq ([`epoch::claim`]), committed synchronously.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::epoch::{self, Hold};
+use super::pg_error;
+use super::store::{Shared, delete_session, encode, quarantine_path, read_session};
+use crate::backend::sqlite::scan::{self, Classified};
+use crate::backend::{LogWriter, SyncMode};
+use crate::contract::Placement;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::scan::{CutReason, Scan};
+
+/// Writes one session.
+pub(super) struct PgWriter {
+    shared: Arc<Shared>,
+    id: String,
+    hold: Hold,
+}
+
+impl PgWriter {
+    pub(super) fn new(shared: Arc<Shared>, id: String, hold: Hold) -> PgWriter {
+        PgWriter { shared, id, hold }
+    }
+
+    fn next_seq(&self) -> u64 {
+        u64::try_from(self.hold.next_seq).unwrap_or(0)
+    }
+
+    /// The session as stored now, which must still be this writer's
+    /// incarnation.
+    fn classify(&self, salvage: bool) -> Result<Classified> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let row = read_session(tx, path, &self.id)?
+                .filter(|row| row.incarnation == self.hold.incarnation)
+                .ok_or_else(|| Error::NotFound {
+                    id: self.id.clone(),
+                })?;
+            scan::full_scan_for(&row.rows(tx, path), salvage)
+        })
+    }
+
+    /// After a failed commit: whether the change that would have moved
+    /// the session's end to `end` committed (the connection was lost
+    /// after the server committed it), read on a new connection. `false`
+    /// when it did not or it cannot be told.
+    fn committed(&mut self, end: i64) -> bool {
+        let Ok(mut guard) = self.shared.client() else {
+            return false;
+        };
+        let client = guard.as_mut().expect("connected");
+        match epoch::current(client, &self.shared.location, &self.id) {
+            Ok(Some(now))
+                if now.incarnation == self.hold.incarnation
+                    && now.epoch == self.hold.epoch
+                    && now.next_seq == end =>
+            {
+                self.hold.revision = now.revision;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl LogWriter for PgWriter {
+    fn scan(&mut self) -> Result<Scan> {
+        let c = self.classify(false)?;
+        Ok(c.scan)
+    }
+
+    fn salvage_scan(&mut self) -> Result<Scan> {
+        let c = self.classify(true)?;
+        Ok(c.scan)
+    }
+
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let row = read_session(tx, path, &self.id)?
+                .filter(|row| row.incarnation == self.hold.incarnation)
+                .ok_or_else(|| Error::NotFound {
+                    id: self.id.clone(),
+                })?;
+            scan::read_from(&row.rows(tx, path), from_seq)
+        })
+    }
+
+    /// One transaction, conditional on this writer's epoch: checks the
+    /// session still scans to what `scan` found, keeps the rows the cut
+    /// removes in `turnwal_quarantine` (their columns, one JSON object a
+    /// line, as the SQLite store's quarantine files hold them), deletes
+    /// them, inserts the kept events of a packed row the cut starts inside
+    /// and the closers, and sets the stored next seq.
+    fn repair(&mut self, scan: &Scan) -> Result<Option<PathBuf>> {
+        if !scan.needs_repair() {
+            return Ok(None);
+        }
+        let closers = encode(&scan.closers)?;
+        let salvage = scan
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.reason == CutReason::Damaged);
+        let end = (scan.stored_len() + scan.closers.len() as u64) as i64;
+        let shared = self.shared.clone();
+        let (id, hold) = (self.id.clone(), self.hold.clone());
+        let location = shared.location.clone();
+        let path = shared.path.clone();
+        // The stored next seq a repair starts from: what the rows hold,
+        // which the session row mirrors unless the log was damaged.
+        let result = shared.write(|tx| {
+            let row = read_session(tx, &path, &id)?
+                .filter(|row| row.incarnation == hold.incarnation)
+                .ok_or_else(|| Error::NotFound { id: id.clone() })?;
+            let now = scan::full_scan_for(&row.rows(tx, &path), salvage)?;
+            if now.scan.stored_len() != scan.stored_len()
+                || now.scan.tail != scan.tail
+                || (!scan.closers.is_empty() && now.scan.closers != scan.closers)
+            {
+                return Err(Error::StaleRepair {
+                    id: id.clone(),
+                    detail: format!(
+                        "the stored tail changed since it was scanned (stored next seq is {}; \
+                         the repair's closers start at seq {})",
+                        now.scan.stored_len(),
+                        scan.stored_len()
+                    ),
+                });
+            }
+            let stored_next: i64 = tx
+                .query_one(
+                    "SELECT next_seq FROM turnwal_sessions WHERE session_id = $1",
+                    &[&id],
+                )
+                .map_err(|e| pg_error("repair", &location, e))?
+                .get(0);
+            let claimed = Hold {
+                next_seq: stored_next,
+                ..hold.clone()
+            };
+            let revision = epoch::claim(tx, &location, &id, &claimed, end)?;
+            let mut kept = None;
+            if let (Some(plan), Some(cut)) = (&now.plan, &now.scan.cut) {
+                let cut_rows = scan::cut_rows(&row.rows(tx, &path), plan)?;
+                tx.execute(
+                    "INSERT INTO turnwal_quarantine (session_id, revision, seq, cut_at, detail, rows) \
+                     VALUES ($1, $2, $3, now(), $4, $5)",
+                    &[
+                        &id,
+                        &revision,
+                        &(cut.seq as i64),
+                        &cut.problem("row"),
+                        &String::from_utf8_lossy(&cut_rows).into_owned(),
+                    ],
+                )
+                .map_err(|e| pg_error("quarantine", &location, e))?;
+                tx.execute(
+                    "DELETE FROM turnwal_events WHERE session_id = $1 AND seq >= $2",
+                    &[&id, &plan.delete_from],
+                )
+                .map_err(|e| pg_error("delete events", &location, e))?;
+                epoch::insert_rows(tx, &location, &id, &encode(&plan.reinsert)?)?;
+                kept = Some(quarantine_path(&location, &id, revision));
+            }
+            epoch::insert_rows(tx, &location, &id, &closers)?;
+            Ok((revision, kept))
+        });
+        let (revision, kept) = match result {
+            Ok(done) => done,
+            Err(e @ Error::Io { .. }) if self.committed(end) => {
+                // Committed, then the connection was lost: the repair
+                // stands (its quarantine row is in the table).
+                let _ = e;
+                (self.hold.revision, None)
+            }
+            Err(e) => return Err(e),
+        };
+        self.hold.next_seq = end;
+        self.hold.revision = revision;
+        Ok(kept)
+    }
+
+    /// One transaction, conditional on this writer's epoch and the stored
+    /// next seq; acknowledged when it commits. A connection lost at the
+    /// commit is resolved on a new connection: the batch is acknowledged
+    /// when it committed, refused when it did not.
+    fn append(&mut self, batch: &[Event], _: &[Placement], _: SyncMode) -> Result<u64> {
+        let Some(first) = batch.first() else {
+            return Ok(self.next_seq());
+        };
+        if first.seq() != self.next_seq() {
+            return Err(Error::SeqMismatch {
+                id: self.id.clone(),
+                expected: self.next_seq(),
+                got: first.seq(),
+            });
+        }
+        let rows = encode(batch)?;
+        let end = self.hold.next_seq + epoch::Row::events(&rows);
+        let result = {
+            let mut guard = self.shared.client()?;
+            let client = guard.as_mut().expect("connected");
+            let mut hold = self.hold.clone();
+            epoch::append(client, &self.shared.location, &self.id, &mut hold, &rows).map(|()| hold)
+        };
+        match result {
+            Ok(hold) => self.hold = hold,
+            Err(e @ Error::Io { .. }) => {
+                if !self.committed(end) {
+                    return Err(e);
+                }
+                self.hold.next_seq = end;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(self.next_seq())
+    }
+
+    fn sync(&mut self) -> Result<u64> {
+        Ok(self.next_seq())
+    }
+
+    fn durable_events(&self) -> u64 {
+        self.next_seq()
+    }
+
+    /// Deletes the session, when this writer still holds it.
+    fn delete(self: Box<Self>) -> Result<()> {
+        let location = self.shared.location.clone();
+        self.shared.write(|tx| {
+            let claimed = epoch::claim(tx, &location, &self.id, &self.hold, self.hold.next_seq);
+            claimed?;
+            delete_session(tx, &location, &self.id).map(drop)
+        })
+    }
+}

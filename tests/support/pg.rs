@@ -1,0 +1,255 @@
+//! A throwaway PostgreSQL cluster for the tests (docs/POSTGRES.md,
+//! "Tests"): Debian's server, `initdb` into a temporary directory as a
+//! non-root user, listening only on a Unix socket there, stopped and
+//! removed when dropped.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A running throwaway cluster; stopped and removed on drop.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    bin: PathBuf,
+    /// The user the server runs as, when the tests run as root.
+    run_as: Option<(u32, u32)>,
+    pub user: String,
+}
+
+/// The newest PostgreSQL server installed the Debian way.
+fn pg_bin() -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("Debian's postgresql installed (.ci/run installs it)")
+        .map(|e| e.unwrap().path().join("bin"))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop().expect("a PostgreSQL server with initdb")
+}
+
+/// Who runs the server: PostgreSQL refuses root, so as root the tests use
+/// the `postgres` system user (or `nobody`), else the current user.
+fn server_user() -> (Option<(u32, u32)>, String) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let name = std::env::var("USER").unwrap_or_else(|_| "postgres".into());
+        return (None, name);
+    }
+    for name in ["postgres", "nobody"] {
+        let cname = std::ffi::CString::new(name).unwrap();
+        // SAFETY: a valid C string; the result is read before any other call.
+        let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
+        if !pw.is_null() {
+            // SAFETY: non-null, as getpwnam returned it.
+            let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+            return (Some((uid, gid)), name.to_owned());
+        }
+    }
+    panic!("running as root and no postgres or nobody user to run the server as");
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let bin = pg_bin();
+        let (run_as, user) = server_user();
+        let dir = tempfile::Builder::new()
+            .prefix("turnwal-pg-")
+            .tempdir()
+            .unwrap();
+        if let Some((uid, gid)) = run_as {
+            let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
+            // SAFETY: a valid path.
+            assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
+        }
+        let cluster = Cluster {
+            dir,
+            bin,
+            run_as,
+            user,
+        };
+        let data = cluster.data();
+        let out = cluster
+            .command("initdb")
+            .args(["-D", data.to_str().unwrap(), "-U", &cluster.user])
+            .args(["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on",
+            cluster.dir.path().display()
+        );
+        let out = cluster
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &options,
+            ])
+            .args([
+                "-l",
+                cluster.dir.path().join("server.log").to_str().unwrap(),
+                "start",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(cluster.dir.path().join("server.log")).unwrap_or_default()
+        );
+        cluster
+    }
+
+    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
+    /// no checkpoint, recovery from its WAL at the next start), then starts
+    /// it again.
+    pub fn crash_and_restart(&self) {
+        let data = self.data();
+        let out = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let options = format!("-c listen_addresses='' -k {}", self.dir.path().display());
+        let out = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &options,
+            ])
+            .args([
+                "-l",
+                self.dir.path().join("server.log").to_str().unwrap(),
+                "start",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn command(&self, tool: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.stdin(Stdio::null()).current_dir(self.dir.path());
+        if let Some((uid, gid)) = self.run_as {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd
+    }
+
+    /// A connection string for database `db` over the cluster's socket.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "host={} user={} dbname={db}",
+            self.dir.path().display(),
+            self.user
+        )
+    }
+
+    /// Runs SQL as the superuser, outside turnwal.
+    pub fn sql(&self, db: &str, sql: &str) {
+        let mut client = postgres::Client::connect(&self.url(db), postgres::NoTls).unwrap();
+        client.batch_execute(sql).unwrap();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One cluster shared by every test of this test binary that asks for it,
+/// started on first use and stopped when the process exits (an `atexit`
+/// handler: statics are never dropped).
+pub fn shared() -> &'static Cluster {
+    static SHARED: OnceLock<Cluster> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        extern "C" fn stop() {
+            if let Some(cluster) = SHARED.get() {
+                cluster.stop();
+            }
+        }
+        // SAFETY: `stop` is a plain function that lives for the process.
+        unsafe { libc::atexit(stop) };
+        Cluster::start()
+    })
+}
+
+impl Cluster {
+    /// A new, empty database of its own (UTF-8), named uniquely; its
+    /// connection string.
+    pub fn fresh_database(&self) -> String {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        self.sql(
+            "postgres",
+            &format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"),
+        );
+        self.url(&name)
+    }
+
+    /// The URL form of [`Cluster::url`], as `--store` takes it.
+    pub fn store_url(&self, db: &str) -> String {
+        format!(
+            "postgresql://{}@/{db}?host={}",
+            self.user,
+            self.dir.path().display()
+        )
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`).
+    pub fn stop(&self) {
+        let _ = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                self.data().to_str().unwrap(),
+                "-w",
+                "-m",
+                "fast",
+                "stop",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
