@@ -52,6 +52,8 @@
 
 mod support;
 
+use support::pg;
+
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -103,6 +105,15 @@ trait Fixture {
     /// none, and a store appends under its own (`StoreOptions::policy`).
     fn keeps_policy() -> bool {
         true
+    }
+
+    /// Whether a second writer takes the session over (its first append or
+    /// repair bumps the session's writer epoch, and the first writer's next
+    /// append is refused as `Superseded`) instead of being refused as
+    /// `Locked`: the PostgreSQL store, whose writers on many hosts cannot
+    /// share a lock (docs/POSTGRES.md).
+    fn takes_over() -> bool {
+        false
     }
 
     /// Leaves a torn record at the end of the session's log, as a crash in
@@ -354,6 +365,115 @@ impl Fixture for SqliteFixture {
             rusqlite::params![id, next, r#"{"turn":2,"step":1,"chunk":{"type":"text-de"#],
         )
         .unwrap();
+        true
+    }
+}
+
+/// The PostgreSQL store: a database of its own in the cluster every test
+/// of this binary shares.
+struct PostgresFixture {
+    url: String,
+}
+
+impl PostgresFixture {
+    fn client(&self) -> ::postgres::Client {
+        ::postgres::Client::connect(&self.url, ::postgres::NoTls).unwrap()
+    }
+
+    /// The session's row (without the writer's epoch, holder and heartbeat:
+    /// who holds the session is not its log) and its event rows, as text.
+    fn rows(&self, id: &str) -> Vec<String> {
+        let mut client = self.client();
+        let mut out: Vec<String> = client
+            .query(
+                "SELECT concat_ws('|', session_id, header, policy, incarnation, next_seq, revision) \
+                 FROM turnwal_sessions WHERE session_id = $1",
+                &[&id],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if out.is_empty() {
+            return out;
+        }
+        out.extend(
+            client
+                .query(
+                    "SELECT concat_ws('|', seq, members, type, time, data, \
+                     encode(source_event_seqs, 'hex'), surface_op, ignorable) \
+                     FROM turnwal_events WHERE session_id = $1 ORDER BY seq",
+                    &[&id],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0)),
+        );
+        out
+    }
+}
+
+impl Fixture for PostgresFixture {
+    fn name() -> &'static str {
+        "postgres"
+    }
+
+    fn new() -> Self {
+        let cluster = pg::shared();
+        let db = cluster.fresh_database();
+        PostgresFixture { url: db }
+    }
+
+    fn store(&self, options: StoreOptions) -> Store {
+        Store::open_postgres(&self.url, options).unwrap()
+    }
+
+    fn image(&self, id: &str) -> Option<Vec<u8>> {
+        let rows = self.rows(id);
+        (!rows.is_empty()).then(|| rows.join("\n").into_bytes())
+    }
+
+    fn artifacts(&self, id: &str) -> Vec<String> {
+        let mut client = self.client();
+        let mut found = Vec::new();
+        for (table, what) in [
+            ("turnwal_sessions", "sessions row"),
+            ("turnwal_events", "events rows"),
+        ] {
+            let n: i64 = client
+                .query_one(
+                    &format!("SELECT count(*) FROM {table} WHERE session_id = $1"),
+                    &[&id],
+                )
+                .unwrap()
+                .get(0);
+            if n > 0 {
+                found.push(format!("{n} {what} of {id}"));
+            }
+        }
+        found
+    }
+
+    fn lock_path(&self, _id: &str) -> PathBuf {
+        unreachable!("a PostgreSQL store takes sessions over: it never answers Locked")
+    }
+
+    fn takes_over() -> bool {
+        true
+    }
+
+    fn tear_tail(&self, id: &str) -> bool {
+        // The row a damaged writer could leave (turnwal's transactions never
+        // commit half a batch): the next seq, its JSON text ending mid-value.
+        let mut client = self.client();
+        client
+            .execute(
+                "INSERT INTO turnwal_events (session_id, seq, members, type, time, data) \
+                 SELECT $1, max(seq) + 1, 1, 'assistant/chunk', max(seq) + 1, $2 \
+                 FROM turnwal_events WHERE session_id = $1",
+                &[&id, &r#"{"turn":2,"step":1,"chunk":{"type":"text-de"#],
+            )
+            .unwrap();
         true
     }
 }
@@ -1826,6 +1946,35 @@ fn second_writer<F: Fixture>() {
     let mut log = Log::after(&one_turn_log());
     log.simple_turn("u2", "two", "ok");
     let turn2 = log.batch();
+    if F::takes_over() {
+        // The second writer takes the session; the first is refused from
+        // then on, naming who holds it, and nothing of its batch is kept.
+        assert_eq!(
+            second.append(id, &turn2).unwrap().next_seq,
+            log.all().len() as u64
+        );
+        // The first writer's next batch, from where it left the log.
+        let mut late = Log::after(&one_turn_log());
+        late.simple_turn("u3", "late", "ok");
+        match first.append(id, &late.batch()) {
+            Err(Error::Superseded {
+                id: got,
+                holder,
+                epoch,
+                stale,
+            }) => {
+                assert_eq!(got, id);
+                assert!(epoch > stale, "epoch {epoch}, stale {stale}");
+                let pid = format!("pid {}", std::process::id());
+                assert!(holder.contains(&pid), "{holder}");
+            }
+            other => panic!("expected Superseded, got {other:?}"),
+        }
+        // Reads need no writer, and see only the holder's events.
+        assert_eq!(first.inspect(id).unwrap().events, log.all());
+        assert_eq!(second.load(id).unwrap().events, log.all());
+        return;
+    }
     let pid = std::process::id();
     let locked = |result: Result<()>| match result {
         Err(e @ Error::Locked { .. }) => {
@@ -2208,6 +2357,7 @@ backend_suite!(wal, WalFixture);
 backend_suite!(sqlite, SqliteFixture);
 backend_suite!(jsonl, JsonlFixture);
 backend_suite!(jsonl_zstd, JsonlZstdFixture);
+backend_suite!(postgres, PostgresFixture);
 
 // ---------------------------------------------------------------------------
 // Differential: one scripted history, identical logical results everywhere

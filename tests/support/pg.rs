@@ -206,6 +206,7 @@ pub fn shared() -> &'static Cluster {
         extern "C" fn stop() {
             if let Some(cluster) = SHARED.get() {
                 cluster.stop();
+                let _ = std::fs::remove_dir_all(cluster.dir.path());
             }
         }
         // SAFETY: `stop` is a plain function that lives for the process.
