@@ -45,7 +45,10 @@
 //! `TURNWAL_DIFF_CASES=N` runs N random cases instead of 16 (the seeds are
 //! random per run; proptest prints a failing case's ops and seed).
 
+mod support;
+
 use proptest::prelude::*;
+use support::pg;
 use turnwal::Policy;
 use turnwal::backend::jsonl::Compression;
 use turnwal::crashlab::differential::{
@@ -78,6 +81,7 @@ fn fixed_seed_history() {
         sweep: Sweep::Every,
         scratch: None,
         jsonl: vec![Compression::None, Compression::Zstd],
+        postgres: Some(pg::shared().fresh_database()),
     };
     let ops = [
         // Partitions of 1, 2, 3 and more, interleaved across sessions.
@@ -188,6 +192,7 @@ fn compacted_wal_sessions_answer_as_the_others() {
         sweep: Sweep::Every,
         scratch: None,
         jsonl: vec![Compression::Zstd],
+        postgres: None,
     };
     let ops = [
         app(0, 40),
@@ -249,6 +254,7 @@ fn long_runs_and_huge_members() {
         sweep: Sweep::AtMost(96),
         scratch: None,
         jsonl: Vec::new(),
+        postgres: Some(pg::shared().fresh_database()),
     };
     let mut d = Differential::new(&config);
     for op in [app(0, 30), app(1, 30), app(0, 1_200), app(1, 40)] {
@@ -293,6 +299,7 @@ fn long_runs_and_huge_members_through_jsonl() {
         sweep: Sweep::AtMost(48),
         scratch: None,
         jsonl: vec![Compression::None, Compression::Zstd],
+        postgres: None,
     };
     let mut d = Differential::new(&config);
     for op in [app(0, 30), app(1, 30), app(0, 1_200), app(1, 40)] {
@@ -334,6 +341,7 @@ fn torn_tails_through_jsonl() {
             sweep: Sweep::Every,
             scratch: None,
             jsonl: vec![Compression::None, Compression::Zstd],
+            postgres: None,
         };
         let k = (seed * 51) as u8;
         let ops = [
@@ -419,6 +427,8 @@ fn case() -> impl Strategy<Value = (Config, Vec<DiffOp>)> {
                 1 => vec![Compression::None],
                 _ => vec![Compression::Zstd],
             },
+            // Set by the test: a database of its own per case.
+            postgres: None,
         };
         (Just(config), prop::collection::vec(op(n), 4..24))
     })
@@ -436,7 +446,11 @@ proptest! {
 
     /// Random seeds, sessions, policies and operation sequences.
     #[test]
-    fn random_histories((config, ops) in case()) {
+    fn random_histories((mut config, ops) in case()) {
+        // Every other case with a PostgreSQL store in lockstep.
+        if config.seed % 2 == 0 {
+            config.postgres = Some(pg::shared().fresh_database());
+        }
         let stats = run(&config, &ops);
         eprintln!("random_histories: {} sessions, jsonl {:?}, {} ops: {stats:?}", config.policies.len(), config.jsonl, ops.len());
         prop_assert!(stats.checks >= 4);

@@ -15,6 +15,8 @@ mod writer;
 
 pub use schema::{SCHEMA_VERSION, ensure_schema};
 pub use store::PgBackend;
+#[cfg(feature = "testkit")]
+pub(crate) use store::encode;
 
 use std::path::PathBuf;
 

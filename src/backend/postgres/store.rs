@@ -64,6 +64,8 @@ pub(crate) struct SessionRow {
     pub policy: Policy,
     pub incarnation: String,
     pub revision: i64,
+    /// Where the session row says its events end.
+    pub next_seq: i64,
 }
 
 impl SessionRow {
@@ -81,7 +83,7 @@ impl SessionRow {
     }
 }
 
-const SESSION_COLUMNS: &str = "session_id, header, policy, incarnation, revision";
+const SESSION_COLUMNS: &str = "session_id, header, policy, incarnation, revision, next_seq";
 
 fn stored_metadata(location: &Path, id: &str, detail: impl std::fmt::Display) -> Error {
     Error::from(Corruption {
@@ -116,6 +118,7 @@ fn decode_session(location: &Path, r: &postgres::Row) -> Result<SessionRow> {
         policy,
         incarnation: r.get(3),
         revision: r.get(4),
+        next_seq: r.get(5),
     })
 }
 

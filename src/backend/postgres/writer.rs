@@ -32,8 +32,8 @@ impl PgWriter {
     }
 
     /// The session as stored now, which must still be this writer's
-    /// incarnation.
-    fn classify(&self, salvage: bool) -> Result<Classified> {
+    /// incarnation, and where the session row says its events end.
+    fn classify(&self, salvage: bool) -> Result<(Classified, i64)> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
             let row = read_session(tx, path, &self.id)?
@@ -41,8 +41,41 @@ impl PgWriter {
                 .ok_or_else(|| Error::NotFound {
                     id: self.id.clone(),
                 })?;
-            scan::full_scan_for(&row.rows(tx, path), salvage)
+            let c = scan::full_scan_for(&row.rows(tx, path), salvage)?;
+            Ok((c, row.next_seq))
         })
+    }
+
+    /// Classifies the session; when it needs no repair but its rows end
+    /// elsewhere than the session row's `next_seq` says (rows deleted or
+    /// added outside turnwal: turnwal's own transactions keep the two
+    /// together), sets `next_seq` to where the rows end, under this
+    /// writer's epoch, so that appends continue the log the scan found.
+    /// The log and its revision are untouched.
+    fn scan_for(&mut self, salvage: bool) -> Result<Scan> {
+        let (c, stored_next) = self.classify(salvage)?;
+        let rows_end = c.scan.stored_len() as i64;
+        if !c.scan.needs_repair() && rows_end != stored_next {
+            // Under this writer's epoch, and only from the value read: a
+            // writer that lost the session changes nothing here, and
+            // hears of it at its next append.
+            let (location, id, hold) = (&self.shared.location, &self.id, &self.hold);
+            self.shared.write(|tx| {
+                tx.execute(
+                    "UPDATE turnwal_sessions SET next_seq = $5 WHERE session_id = $1 \
+                     AND incarnation = $2 AND writer_epoch = $3 AND next_seq = $4",
+                    &[id, &hold.incarnation, &hold.epoch, &stored_next, &rows_end],
+                )
+                .map_err(|e| pg_error("scan", location, e))
+                .map(drop)
+            })?;
+        }
+        if !c.scan.needs_repair() {
+            self.hold.next_seq = rows_end;
+        } else {
+            self.hold.next_seq = stored_next;
+        }
+        Ok(c.scan)
     }
 
     /// After a failed commit: whether the change that would have moved
@@ -70,13 +103,11 @@ impl PgWriter {
 
 impl LogWriter for PgWriter {
     fn scan(&mut self) -> Result<Scan> {
-        let c = self.classify(false)?;
-        Ok(c.scan)
+        self.scan_for(false)
     }
 
     fn salvage_scan(&mut self) -> Result<Scan> {
-        let c = self.classify(true)?;
-        Ok(c.scan)
+        self.scan_for(true)
     }
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {

@@ -155,6 +155,7 @@ pub fn fuzz_differential(bytes: &[u8]) {
             1 => vec![Compression::None],
             _ => vec![Compression::Zstd],
         },
+        postgres: None,
     });
     for op in &ops {
         run.apply(op);

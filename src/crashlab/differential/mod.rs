@@ -81,6 +81,8 @@ mod compare;
 mod fuzz;
 mod generator;
 mod keys;
+#[cfg(feature = "postgres")]
+mod pg;
 mod storage;
 
 pub use fuzz::{decode, encode, fuzz_differential};
@@ -296,6 +298,10 @@ pub struct Config {
     /// with the WAL's `SyncMode`. With any, the generator names no event
     /// like a packed row tag ([`LogGen::without_row_tags`]).
     pub jsonl: Vec<Compression>,
+    /// A PostgreSQL database holding no sessions, for a PostgreSQL store
+    /// to take part (its connection string); `None`: none does. Needs the
+    /// `postgres` feature.
+    pub postgres: Option<String>,
 }
 
 /// Which seqs [`Differential::check`] calls `read_from` at. A sweep costs
@@ -363,6 +369,9 @@ pub enum Kind {
     Sqlite,
     /// The upstream JSONL logs, raw or zstd.
     Jsonl(Compression),
+    /// A PostgreSQL database.
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
 impl Kind {
@@ -372,6 +381,8 @@ impl Kind {
             Kind::Sqlite => "sqlite",
             Kind::Jsonl(Compression::None) => "jsonl",
             Kind::Jsonl(Compression::Zstd) => "jsonl+zstd",
+            #[cfg(feature = "postgres")]
+            Kind::Postgres => "postgres",
         }
     }
 
@@ -396,6 +407,8 @@ pub struct Differential {
     stores: Vec<(Kind, Store)>,
     wal_options: StoreOptions,
     sqlite_options: SqliteOptions,
+    /// The PostgreSQL store's database, when one takes part.
+    postgres: Option<String>,
     sweep: Sweep,
     /// Inside [`Differential::check`].
     in_check: bool,
@@ -421,10 +434,20 @@ impl Differential {
             sweep,
             ref scratch,
             ref jsonl,
+            ref postgres,
         } = *config;
         assert!(!policies.is_empty() && policies.len() <= SESSION_IDS.len());
         let mut kinds = vec![Kind::Wal, Kind::Sqlite];
         kinds.extend(jsonl.iter().map(|&c| Kind::Jsonl(c)));
+        #[cfg(feature = "postgres")]
+        if postgres.is_some() {
+            kinds.push(Kind::Postgres);
+        }
+        #[cfg(not(feature = "postgres"))]
+        assert!(
+            postgres.is_none(),
+            "a PostgreSQL store needs the `postgres` feature"
+        );
         let scratch = Scratch::new(&scratch.clone().unwrap_or_else(std::env::temp_dir));
         // A JSONL root records no policy: a reopened JSONL session is
         // appended to under its store's policy (docs/JSONL.md, "Layout").
@@ -449,7 +472,13 @@ impl Differential {
             },
             ..SqliteOptions::default()
         };
-        let stores = open_stores(&scratch.0, &kinds, wal_options, &sqlite_options);
+        let stores = open_stores(
+            &scratch.0,
+            &kinds,
+            wal_options,
+            &sqlite_options,
+            postgres.as_deref(),
+        );
         let no_row_tags = !jsonl.is_empty();
         let mut rng = Rng::new(seed ^ 0x5eed);
         let sessions = policies
@@ -490,6 +519,7 @@ impl Differential {
             stores,
             wal_options,
             sqlite_options,
+            postgres: postgres.clone(),
             sweep,
             in_check: false,
             sessions,
@@ -800,6 +830,7 @@ impl Differential {
             &self.kinds(),
             self.wal_options,
             &self.sqlite_options,
+            self.postgres.as_deref(),
         );
         for s in &mut self.sessions {
             s.created = false;
@@ -869,6 +900,10 @@ impl Differential {
             self.log.push(format!("  tear {id:?} as {how:?}"));
             tear_wal(&self.wal_dir(), &id, how, events);
             tear_sqlite(&self.sqlite_path(), &id, how, events);
+            #[cfg(feature = "postgres")]
+            if let Some(url) = &self.postgres {
+                pg::tear_postgres(url, &id, how, events);
+            }
             for c in jsonl {
                 JsonlFile::read(&self.jsonl_root(c), c, &id).tear(how, events);
             }
@@ -917,7 +952,9 @@ fn open_stores(
     kinds: &[Kind],
     wal: StoreOptions,
     sqlite: &SqliteOptions,
+    postgres: Option<&str>,
 ) -> Vec<(Kind, Store)> {
+    let _ = postgres;
     kinds
         .iter()
         .map(|&kind| {
@@ -948,6 +985,12 @@ fn open_stores(
                     let backend = JsonlBackend::open(dir, c).expect("the JSONL store opens");
                     Store::with_backend(Arc::new(backend), wal)
                 }
+                #[cfg(feature = "postgres")]
+                Kind::Postgres => Store::open_postgres(
+                    postgres.expect("a database for the PostgreSQL store"),
+                    StoreOptions::default(),
+                )
+                .expect("the PostgreSQL store opens"),
             };
             (kind, store)
         })
