@@ -4,8 +4,8 @@
  * `@deepseek-ai/dsh-session-persistence-jsonl` so a harness switches backends
  * by changing one line: the upstream `PersistenceCoordinator` does buffering,
  * validation, closers and caching; turnwal stores the logs (a native WAL
- * directory, or a SQLite database in the upstream schema 17 when the path
- * ends in `.sqlite` or `.db`).
+ * directory, a SQLite database in the upstream schema 17 when the path
+ * ends in `.sqlite` or `.db`, or a PostgreSQL database at a `postgres://` URL).
  * @module turnwal-dsh
  */
 import { Context } from '@deepseek-ai/cordis'
@@ -32,9 +32,12 @@ export declare const DURABILITY_MODES: readonly Durability[]
 export interface Config {
   /**
    * The store. A path ending in `.sqlite` or `.db` is a SQLite database (the
-   * upstream harness's schema 17, so either side opens it); any other path
-   * is a native turnwal WAL directory. Created on first materialization.
-   * Relative paths are resolved against the working directory at load.
+   * upstream harness's schema 17, so either side opens it); a
+   * `postgres://…` or `postgresql://…` URL is a PostgreSQL database shared
+   * by every harness host (turnwal creates its tables; a host that opens a
+   * session takes it over from any other); any other path is a native
+   * turnwal WAL directory. Created on first materialization. Relative paths
+   * are resolved against the working directory at load.
    */
   path?: string
   /** Alias of {@link path}: a JSONL backend's `root` line works unchanged. */
@@ -145,6 +148,8 @@ export declare class TurnwalError extends Error {
 
 /** Whether a store path names a SQLite database rather than a WAL directory. */
 export declare function isSqlitePath(path: string): boolean
+/** Whether a store path is a PostgreSQL connection URL (`postgres://…`, `postgresql://…`). */
+export declare function isPostgresUrl(path: string): boolean
 
 /** The version of the turnwal addon in use. */
 export declare const addonVersion: string

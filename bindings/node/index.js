@@ -114,6 +114,16 @@ export function isSqlitePath(path) {
   return /\.(sqlite|db)$/i.test(path)
 }
 
+/** Whether a store path is a PostgreSQL connection URL. */
+export function isPostgresUrl(path) {
+  return /^postgres(ql)?:\/\//.test(path)
+}
+
+/** A connection URL without its password, for messages. */
+function withoutPassword(url) {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/, '$1@')
+}
+
 /** An error from turnwal itself, with a stable `code` (e.g. `SEQ_MISMATCH`). */
 export class TurnwalError extends Error {
   /**
@@ -175,7 +185,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   static inject = ['sessions']
 
   static Config = z.object({
-    path: z.string().description('The store: a WAL directory, or a SQLite database when it ends in .sqlite or .db.'),
+    path: z.string().description('The store: a WAL directory, a SQLite database when it ends in .sqlite or .db, or a PostgreSQL database (postgres://… or postgresql://…).'),
     root: z.string().description('Alias of `path`, so a JSONL configuration switches by its plugin name alone.'),
     durability: z.union([z.const('batch'), z.const('turn'), z.const('never')]).default('batch')
       .description('When an append is durable: batch (fsync every append), turn (at every turn/end), never (left to the OS).'),
@@ -194,7 +204,9 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   config
   /** The absolute store path. */
   path
-  /** `'wal'` or `'sqlite'`. */
+  /** The store as messages name it (a PostgreSQL URL without its password). */
+  shown
+  /** `'wal'`, `'sqlite'` or `'postgres'`. */
   kind
   durability
   coordinator
@@ -211,8 +223,10 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     if (config.path !== undefined && config.root !== undefined && resolve(config.path) !== resolve(config.root)) {
       throw new TypeError('turnwal-dsh: config.path and config.root name different stores; give one')
     }
-    this.path = resolve(path)
-    this.kind = isSqlitePath(this.path) ? 'sqlite' : 'wal'
+    // A PostgreSQL URL is taken as given (it names a server, not a file).
+    this.kind = isPostgresUrl(path) ? 'postgres' : isSqlitePath(path) ? 'sqlite' : 'wal'
+    this.path = this.kind === 'postgres' ? path : resolve(path)
+    this.shown = this.kind === 'postgres' ? withoutPassword(path) : this.path
     this.durability = config.durability ?? 'batch'
     if (!DURABILITY_MODES.includes(this.durability)) {
       throw new TypeError(`turnwal-dsh: durability must be one of ${DURABILITY_MODES.join(', ')}, got ${String(this.durability)}`)
@@ -226,6 +240,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
 
   /** An existing WAL path must be a directory, an existing SQLite path not one. */
   assertUsablePath() {
+    if (this.kind === 'postgres') return
     let stats
     try {
       stats = statSync(this.path)
@@ -243,7 +258,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
 
   /** The native store, opened on first use (off the JavaScript thread). */
   store() {
-    if (this.closed) return Promise.reject(new TurnwalError(`store ${this.path} is closed`, 'CLOSED'))
+    if (this.closed) return Promise.reject(new TurnwalError(`store ${this.shown} is closed`, 'CLOSED'))
     this.opening ??= native.openStore(this.path, {
       sqlite: this.kind === 'sqlite',
       durability: this.durability,

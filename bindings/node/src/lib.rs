@@ -734,7 +734,11 @@ impl Task for Open {
     type JsValue = NativeStore;
 
     fn compute(&mut self) -> napi::Result<Store> {
-        let store = if self.sqlite {
+        let postgres =
+            self.path.starts_with("postgres://") || self.path.starts_with("postgresql://");
+        let store = if postgres {
+            Store::open_postgres(&self.path, self.options)
+        } else if self.sqlite {
             Store::open_sqlite(&self.path, self.sqlite_options.clone(), self.options)
         } else {
             Store::open_with_options(&self.path, self.options)
@@ -749,8 +753,9 @@ impl Task for Open {
     }
 }
 
-/// Opens (creating if needed) a store: a native WAL directory, or a SQLite
-/// database file. New sessions are `Permissive`, as upstream's backends
+/// Opens (creating if needed) a store: a native WAL directory, a SQLite
+/// database file, or a PostgreSQL database (`postgres://…`,
+/// `postgresql://…`). New sessions are `Permissive`, as upstream's backends
 /// are: the coordinator checks what it appends, turnwal stores it as
 /// handed over (legacy shapes, foreign format versions and malformed
 /// events included), and upstream's reader migrates or refuses it.
