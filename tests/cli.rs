@@ -1499,7 +1499,8 @@ fn other_errors_exit_4() {
                 "turnwal: {}: not a directory or an SQLite database, so not a store; \
                  supported: a directory (native WAL store), a .sqlite or .db file (SQLite \
                  store), jsonl:ROOT (the upstream harness's JSONL root; jsonl+zstd:ROOT or \
-                 jsonl+none:ROOT to name the encoding)\n",
+                 jsonl+none:ROOT to name the encoding), postgres://… or postgresql://… (a \
+                 PostgreSQL database)\n",
                 file.display()
             )
         )

@@ -631,3 +631,89 @@ fn a_paused_writer_resumed_after_another_host_took_over_is_refused() {
         .collect();
     assert_eq!(got, expected);
 }
+
+/// `turnwal ARGS` on the store at `url`.
+fn cli(url: &str, args: &[&str], stdin: &str) -> support::Output {
+    let mut all = vec!["--store", url];
+    all.extend_from_slice(args);
+    support::turnwal(&all, stdin)
+}
+
+/// The operator's commands on a PostgreSQL store (`--store
+/// postgresql://…`): append, ls, cat, tail, verify, recover, and convert
+/// both ways with a WAL store, every event byte for byte.
+#[test]
+fn the_command_line_works_on_a_postgres_store() {
+    use support::{acks, lines, turn};
+    let cluster = support::pg::shared();
+    let db = {
+        let url = cluster.fresh_database();
+        url.rsplit("dbname=").next().unwrap().to_owned()
+    };
+    let url = cluster.store_url(&db);
+    let mut events = turn(1, 0, 1_000);
+    events.extend(turn(2, 6, 2_000));
+    let out = cli(
+        &url,
+        &["append", "s1", "--create", "--cwd", "/w"],
+        &lines(&events),
+    );
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    assert_eq!(out.stdout, acks(0..12));
+    // An open turn left by a crash: turn 3 started, never ended.
+    let open = &turn(3, 12, 3_000)[..3];
+    let out = cli(&url, &["append", "s1"], &lines(open));
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, acks(12..15).as_str())
+    );
+
+    let out = cli(&url, &["ls", "--json"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains(r#""id":"s1""#), "{}", out.stdout);
+    assert!(out.stdout.contains(r#""cwd":"/w""#), "{}", out.stdout);
+    let out = cli(&url, &["cat", "s1", "--raw"], "");
+    assert_eq!(out.stdout, lines(&[events.clone(), open.to_vec()].concat()));
+    let out = cli(&url, &["tail", "-n", "2", "s1"], "");
+    assert_eq!(out.stdout, lines(&open[1..]));
+    // verify names the open turn (exit 1: recoverable), recover closes it.
+    let out = cli(&url, &["verify", "s1"], "");
+    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    let out = cli(&url, &["recover", "s1"], "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = cli(&url, &["verify", "s1"], "");
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+    let recovered = cli(&url, &["cat", "s1"], "").stdout;
+    assert!(
+        recovered.ends_with(
+            "{\"type\":\"step/end\",\"seq\":15,\"time\":3002,\"data\":{\"turn\":3,\"step\":1}}\n\
+             {\"type\":\"turn/end\",\"seq\":16,\"time\":3002,\"data\":{\"turn\":3,\"reason\":{\"kind\":\"interrupted\"}}}\n"
+        ),
+        "{recovered}"
+    );
+
+    // Out to a WAL store and back into another database: byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("wal");
+    let out = support::convert(std::path::Path::new(&url), &wal, &[]);
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(support::on(&wal, &["cat", "s1"], "").stdout, recovered);
+    let db2 = {
+        let url = cluster.fresh_database();
+        url.rsplit("dbname=").next().unwrap().to_owned()
+    };
+    let url2 = cluster.store_url(&db2);
+    let out = support::convert(&wal, std::path::Path::new(&url2), &[]);
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(cli(&url2, &["cat", "s1"], "").stdout, recovered);
+    // A wrong database is named without its password.
+    let bad = format!(
+        "postgresql://{}:s3cret@/no_such_db?host={}",
+        cluster.user,
+        cluster.dir.path().display()
+    );
+    let out = cli(&bad, &["ls"], "");
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("no_such_db"), "{}", out.stderr);
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+}

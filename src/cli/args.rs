@@ -62,13 +62,14 @@ destination, not found, I/O), as for verify.";
         Stores (-s/--store, else $TURNWAL_STORE, else ./.turnwal): a directory (existing or \
         not) is a native WAL store; a .sqlite or .db file (existing or not) is an SQLite \
         store; jsonl:ROOT is the upstream harness's JSONL root (jsonl+zstd:ROOT or \
-        jsonl+none:ROOT choose the encoding of a new root).",
+        jsonl+none:ROOT choose the encoding of a new root); postgres://… or postgresql://… is \
+        a PostgreSQL database (docs/POSTGRES.md).",
     after_long_help = EXIT_STATUS_HELP,
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store: a directory, a .sqlite/.db file or jsonl:ROOT (default
-    /// $TURNWAL_STORE, else ./.turnwal)
+    /// The store: a directory, a .sqlite/.db file, jsonl:ROOT or a
+    /// postgres:// URL (default $TURNWAL_STORE, else ./.turnwal)
     #[arg(short = 's', long, global = true, value_name = "PATH")]
     pub store: Option<String>,
 

@@ -94,13 +94,14 @@ pub(crate) fn run(
     if !from.exists() {
         return Err(Failure::Other(format!(
             "--from {}: no such store",
-            args.from
+            from.path().display()
         )));
     }
     if from.same_place(&to) {
         return Err(Failure::Usage(format!(
             "--from {} and --to {} name the same store",
-            args.from, args.to
+            from.path().display(),
+            to.path().display()
         )));
     }
     let sqlite = sqlite.options();

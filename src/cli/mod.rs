@@ -178,12 +178,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
     let existing = || {
         let location = location::resolve(store.as_deref())?;
         check_sqlite_args(&sqlite, &[&location])?;
-        let path = location.path();
-        if !path.exists() {
+        if !location.exists() {
             return Err(Failure::Other(format!(
                 "no store at {}: the path does not exist (the store is named by --store, \
                  else $TURNWAL_STORE, else ./.turnwal)",
-                path.display()
+                location.path().display()
             )));
         }
         open(SyncMode::default(), IfMissing::Empty)
