@@ -68,8 +68,8 @@ destination, not found, I/O), as for verify.";
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store: a directory, a .sqlite/.db file, jsonl:ROOT or a
-    /// postgres:// URL (default $TURNWAL_STORE, else ./.turnwal)
+    /// The store: a directory, .sqlite/.db, jsonl:ROOT or postgres://…
+    /// (default $TURNWAL_STORE, else ./.turnwal)
     #[arg(short = 's', long, global = true, value_name = "PATH")]
     pub store: Option<String>,
 
