@@ -849,3 +849,98 @@ fn writer_processes_sigkilled_lose_nothing_acknowledged() {
         acked.len()
     );
 }
+
+/// Failover: a primary committing synchronously to a streaming standby on
+/// this machine (`synchronous_standby_names`) is killed while a writer
+/// appends turns through the store; the standby is promoted and the
+/// session resumed on it: every event the writer was acknowledged is
+/// there, byte for byte, and the session goes on.
+#[test]
+fn failover_to_a_synchronous_standby_keeps_every_acknowledged_event() {
+    use turnwal::{LogState, Store, StoreOptions};
+    let primary = Cluster::start_with("-c synchronous_standby_names=standby1");
+    let standby = Cluster::standby_of(&primary, "standby1");
+    // Wait until the standby streams and is the synchronous one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mut client =
+            postgres::Client::connect(&primary.url("postgres"), postgres::NoTls).unwrap();
+        let sync: Vec<String> = client
+            .query("SELECT sync_state FROM pg_stat_replication", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if sync == ["sync"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never became synchronous: {sync:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = primary.store_url("postgres");
+    let acked = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+            store
+                .create(turnwal::SessionHeader::new("moving", 1_700_000_000_000).with_cwd("/w"))
+                .unwrap();
+            let mut acked: Vec<String> = Vec::new();
+            for n in 1.. {
+                let seq0 = acked.len() as u64;
+                let turn: Vec<turnwal::Event> = support::turn(n, seq0, 1_000 + seq0 as i64)
+                    .iter()
+                    .map(|l| turnwal::Event::from_json(l.as_bytes()).unwrap())
+                    .collect();
+                match store.append("moving", &turn) {
+                    Ok(_) => acked.extend(turn.iter().map(|e| e.to_json())),
+                    Err(_) => break, // the primary is gone
+                }
+            }
+            acked
+        });
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        primary.kill();
+        writer.join().unwrap()
+    });
+    assert!(
+        acked.len() >= 60,
+        "{} events acknowledged before the kill",
+        acked.len()
+    );
+    standby.promote();
+    let store =
+        Store::open_postgres(&standby.store_url("postgres"), StoreOptions::default()).unwrap();
+    let resumed = store.load("moving").unwrap();
+    let stored: Vec<String> = resumed.events.iter().map(|e| e.to_json()).collect();
+    assert!(
+        stored.len() >= acked.len(),
+        "{} of {} acknowledged events",
+        stored.len(),
+        acked.len()
+    );
+    assert_eq!(stored[..acked.len()], acked[..]);
+    // The session goes on on the new primary.
+    let n = 1 + stored
+        .iter()
+        .filter(|e| e.contains(r#""type":"turn/start""#))
+        .count() as u64;
+    let seq0 = stored.len() as u64;
+    let next: Vec<turnwal::Event> = support::turn(n, seq0, 1_000 + seq0 as i64)
+        .iter()
+        .map(|l| turnwal::Event::from_json(l.as_bytes()).unwrap())
+        .collect();
+    store.append("moving", &next).unwrap();
+    drop(store);
+    let store =
+        Store::open_postgres(&standby.store_url("postgres"), StoreOptions::default()).unwrap();
+    assert_eq!(store.verify("moving").unwrap().state, LogState::Clean);
+    assert_eq!(store.load("moving").unwrap().events.len() as u64, seq0 + 6);
+    eprintln!(
+        "failover: {} events acknowledged by the primary, {} on the promoted standby",
+        acked.len(),
+        stored.len()
+    );
+}

@@ -52,23 +52,12 @@ fn server_user() -> (Option<(u32, u32)>, String) {
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let bin = pg_bin();
-        let (run_as, user) = server_user();
-        let dir = tempfile::Builder::new()
-            .prefix("turnwal-pg-")
-            .tempdir()
-            .unwrap();
-        if let Some((uid, gid)) = run_as {
-            let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
-            // SAFETY: a valid path.
-            assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
-        }
-        let cluster = Cluster {
-            dir,
-            bin,
-            run_as,
-            user,
-        };
+        Cluster::start_with("")
+    }
+
+    /// [`Cluster::start`], with more server options (`-c name=value …`).
+    pub fn start_with(options: &str) -> Cluster {
+        let cluster = Cluster::empty();
         let data = cluster.data();
         let out = cluster
             .command("initdb")
@@ -81,61 +70,82 @@ impl Cluster {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let options = format!(
-            "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on",
-            cluster.dir.path().display()
-        );
+        cluster.start_server(options);
+        cluster
+    }
+
+    /// A streaming-replication standby of `primary` (a base backup of it,
+    /// following its WAL), named `name` (its `cluster_name`, which the
+    /// primary's `synchronous_standby_names` can name), started.
+    pub fn standby_of(primary: &Cluster, name: &str) -> Cluster {
+        let cluster = Cluster::empty();
         let out = cluster
-            .command("pg_ctl")
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &options,
-            ])
-            .args([
-                "-l",
-                cluster.dir.path().join("server.log").to_str().unwrap(),
-                "start",
-            ])
-            .stdout(Stdio::null())
+            .command("pg_basebackup")
+            .args(["-D", cluster.data().to_str().unwrap()])
+            .args(["-h", primary.dir.path().to_str().unwrap()])
+            .args(["-U", &primary.user, "-R", "-X", "stream", "--no-sync"])
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "pg_ctl start: {}{}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(cluster.dir.path().join("server.log")).unwrap_or_default()
+            "pg_basebackup: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
+        cluster.start_server(&format!("-c cluster_name={name} -c hot_standby=on"));
         cluster
     }
 
-    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
-    /// no checkpoint, recovery from its WAL at the next start), then starts
-    /// it again.
-    pub fn crash_and_restart(&self) {
-        let data = self.data();
+    /// Promotes a standby to a primary (`pg_ctl promote`, waiting for it).
+    pub fn promote(&self) {
         let out = self
             .command("pg_ctl")
             .args([
                 "-D",
-                data.to_str().unwrap(),
+                self.data().to_str().unwrap(),
                 "-w",
-                "-m",
-                "immediate",
-                "stop",
+                "-t",
+                "60",
+                "promote",
             ])
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "{}",
+            "pg_ctl promote: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let options = format!("-c listen_addresses='' -k {}", self.dir.path().display());
+    }
+
+    /// A temporary directory the server's user owns, for a data directory
+    /// and the socket.
+    fn empty() -> Cluster {
+        let bin = pg_bin();
+        let (run_as, user) = server_user();
+        let dir = tempfile::Builder::new()
+            .prefix("turnwal-pg-")
+            .tempdir()
+            .unwrap();
+        if let Some((uid, gid)) = run_as {
+            let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
+            // SAFETY: a valid path.
+            assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
+        }
+        Cluster {
+            dir,
+            bin,
+            run_as,
+            user,
+        }
+    }
+
+    /// Starts the server on the data directory, listening only on a socket
+    /// in the cluster's directory.
+    fn start_server(&self, options: &str) {
+        let data = self.data();
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on {options}",
+            self.dir.path().display()
+        );
         let out = self
             .command("pg_ctl")
             .args([
@@ -157,9 +167,40 @@ impl Cluster {
             .unwrap();
         assert!(
             out.status.success(),
+            "pg_ctl start: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+        );
+    }
+
+    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
+    /// no checkpoint, recovery from its WAL at the next start).
+    pub fn kill(&self) {
+        let out = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                self.data().to_str().unwrap(),
+                "-w",
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
+    /// no checkpoint, recovery from its WAL at the next start), then starts
+    /// it again.
+    pub fn crash_and_restart(&self) {
+        self.kill();
+        self.start_server("");
     }
 
     pub fn data(&self) -> PathBuf {
