@@ -89,6 +89,58 @@ fn new_incarnation() -> String {
     )
 }
 
+/// From this many rows on a batch is sent with `COPY … FROM STDIN
+/// BINARY` (a bulk `convert`, a large first batch): no statement to parse,
+/// no arrays to build, the rows streamed.
+const COPY_ROWS: usize = 256;
+
+/// [`insert_rows`] through `COPY`.
+fn copy_rows(
+    tx: &mut postgres::Transaction<'_>,
+    location: &str,
+    id: &str,
+    rows: &[Row],
+) -> Result<()> {
+    use postgres::binary_copy::BinaryCopyInWriter;
+    use postgres::types::Type;
+    let err = |e| pg_error("copy events", location, e);
+    let sink = tx
+        .copy_in(
+            "COPY turnwal_events (session_id, seq, members, type, time, data, \
+             source_event_seqs, surface_op, ignorable) FROM STDIN BINARY",
+        )
+        .map_err(err)?;
+    let types = [
+        Type::TEXT,
+        Type::INT8,
+        Type::INT4,
+        Type::TEXT,
+        Type::INT8,
+        Type::TEXT,
+        Type::BYTEA,
+        Type::TEXT,
+        Type::BOOL,
+    ];
+    let mut writer = BinaryCopyInWriter::new(sink, &types);
+    for r in rows {
+        writer
+            .write(&[
+                &id,
+                &r.seq,
+                &r.members,
+                &r.event_type,
+                &r.time,
+                &r.data,
+                &r.source_event_seqs,
+                &r.surface_op,
+                &r.ignorable,
+            ])
+            .map_err(err)?;
+    }
+    writer.finish().map_err(err)?;
+    Ok(())
+}
+
 /// Inserts `rows` of session `id` in `tx`, in one statement (one round
 /// trip, whatever the batch holds).
 pub(crate) fn insert_rows(
@@ -99,6 +151,9 @@ pub(crate) fn insert_rows(
 ) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
+    }
+    if rows.len() >= COPY_ROWS {
+        return copy_rows(tx, location, id, rows);
     }
     let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
     let members: Vec<i32> = rows.iter().map(|r| r.members).collect();
