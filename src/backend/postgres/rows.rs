@@ -8,10 +8,11 @@ use std::path::Path;
 use postgres::Transaction;
 
 use super::pg_error;
-use crate::backend::sqlite::codec::{Col, RowIn};
+use crate::backend::sqlite::codec::{self, Col, RowIn};
 use crate::backend::sqlite::scan::Rows;
 use crate::contract::Policy;
 use crate::error::Result;
+use crate::event::EventKind;
 use crate::header::SessionHeader;
 
 /// The columns [`row_in`] reads, in order.
@@ -21,16 +22,23 @@ const COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ign
 /// SQLite's storage classes (`ignorable` true is 1, false the packed
 /// discriminator 0).
 fn row_in(r: &postgres::Row) -> RowIn {
+    row_in_at(r, 0)
+}
+
+/// [`row_in`] of the [`COLUMNS`] from column `at` of a wider result row.
+pub(crate) fn row_in_at(r: &postgres::Row, at: usize) -> RowIn {
     let text = |s: Option<String>| s.map_or(Col::Null, |s| Col::Text(s.into_bytes()));
     RowIn {
-        seq: Col::Integer(r.get(0)),
-        event_type: Col::Text(r.get::<_, String>(1).into_bytes()),
-        time: Col::Integer(r.get(2)),
-        data: Col::Text(r.get::<_, String>(3).into_bytes()),
-        source_event_seqs: r.get::<_, Option<Vec<u8>>>(4).map_or(Col::Null, Col::Blob),
-        surface_op: text(r.get(5)),
+        seq: Col::Integer(r.get(at)),
+        event_type: Col::Text(r.get::<_, String>(at + 1).into_bytes()),
+        time: Col::Integer(r.get(at + 2)),
+        data: Col::Text(r.get::<_, String>(at + 3).into_bytes()),
+        source_event_seqs: r
+            .get::<_, Option<Vec<u8>>>(at + 4)
+            .map_or(Col::Null, Col::Blob),
+        surface_op: text(r.get(at + 5)),
         ignorable: r
-            .get::<_, Option<bool>>(6)
+            .get::<_, Option<bool>>(at + 6)
             .map_or(Col::Null, |b| Col::Integer(i64::from(b))),
     }
 }
@@ -154,5 +162,115 @@ impl Rows for PgRows<'_, '_> {
             .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?
             .get(0);
         Ok(bytes.max(0) as u64)
+    }
+}
+
+/// One session's rows from its last `turn/end` row on (all of them when it
+/// has none), read for a whole listing in one query: the questions a
+/// listing asks ([`crate::backend::sqlite::scan::summarize`]) are answered
+/// from them, any other from the database through `real`, so the answers
+/// are those of [`PgRows`].
+pub(crate) struct Prefetched<'a, 't> {
+    pub real: PgRows<'a, 't>,
+    /// The first seq held (`None`: every row of the session is held).
+    pub start: Option<i64>,
+    /// The rows held, in seq order.
+    pub rows: Vec<RowIn>,
+    /// Bytes of `data` the session's rows hold.
+    pub bytes: u64,
+}
+
+impl Prefetched<'_, '_> {
+    /// Whether every row with a `seq` column of at least `key` is held.
+    fn holds_from(&self, key: i64) -> bool {
+        self.start.is_none_or(|start| key >= start)
+    }
+
+    fn from_key(&self, key: i64) -> Vec<RowIn> {
+        self.rows
+            .iter()
+            .filter(|r| r.seq_key() >= key)
+            .cloned()
+            .collect()
+    }
+}
+
+impl Rows for Prefetched<'_, '_> {
+    fn path(&self) -> &Path {
+        self.real.path()
+    }
+
+    fn header(&self) -> &SessionHeader {
+        self.real.header()
+    }
+
+    fn policy(&self) -> Policy {
+        self.real.policy()
+    }
+
+    fn all(&self) -> Result<Vec<RowIn>> {
+        match self.start {
+            None => Ok(self.rows.clone()),
+            Some(_) => self.real.all(),
+        }
+    }
+
+    fn at_or_after(&self, key: i64) -> Result<Vec<RowIn>> {
+        if self.holds_from(key) {
+            return Ok(self.from_key(key));
+        }
+        self.real.at_or_after(key)
+    }
+
+    fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>> {
+        if self.holds_from(lo) {
+            return Ok(self
+                .from_key(lo)
+                .into_iter()
+                .filter(|r| r.seq_key() < hi && r.is_packed())
+                .collect());
+        }
+        self.real.packed_between(lo, hi)
+    }
+
+    fn count_before(&self, key: i64) -> u64 {
+        self.real.count_before(key)
+    }
+
+    fn turn_ends_before(&self, below: Option<i64>, limit: usize) -> Result<Vec<RowIn>> {
+        self.real.turn_ends_before(below, limit)
+    }
+
+    fn last_commit_row(&self) -> Result<Option<u64>> {
+        // The query held the rows from the last row typed `turn/end` on:
+        // when it decodes as one, it is the commit row; else the database
+        // is asked, as PgRows would be.
+        if let Some(start) = self.start
+            && let Some(first) = self.rows.first()
+            && first.seq_key() == start
+            && let Ok(events) = codec::decode_row(first)
+            && events[0].kind() == EventKind::TurnEnd
+        {
+            return Ok(Some(events[0].seq()));
+        }
+        if self.start.is_none() {
+            return Ok(None);
+        }
+        self.real.last_commit_row()
+    }
+
+    fn first(&self, n: usize) -> Result<Vec<RowIn>> {
+        self.real.first(n)
+    }
+
+    fn last(&self, n: usize) -> Result<Vec<RowIn>> {
+        if self.start.is_none() || self.rows.len() >= n {
+            return Ok(self.rows.iter().rev().take(n).cloned().collect());
+        }
+        self.real.last(n)
+    }
+
+    fn data_bytes(&self) -> Result<u64> {
+        Ok(self.bytes)
     }
 }

@@ -281,22 +281,62 @@ impl Backend for PgBackend {
         self.shared.location.clone()
     }
 
+    /// One query for the whole listing: every session row with its rows
+    /// from its last `turn/end` row on (all of them when it has none) and
+    /// its bytes; each session classified from them by the shared scan,
+    /// which asks the database only about a session that needs more (a
+    /// commit row that does not decode, a span that must be read whole).
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
             let rows = tx
                 .query(
-                    &format!("SELECT {SESSION_COLUMNS} FROM turnwal_sessions ORDER BY session_id"),
+                    "SELECT s.session_id, s.header, s.policy, s.incarnation, s.revision, \
+                     s.next_seq, c.start, b.bytes, \
+                     e.seq, e.type, e.time, e.data, e.source_event_seqs, e.surface_op, e.ignorable \
+                     FROM turnwal_sessions s \
+                     LEFT JOIN LATERAL (SELECT max(seq) AS start FROM turnwal_events \
+                       WHERE session_id = s.session_id AND type = 'turn/end' \
+                       AND ignorable IS DISTINCT FROM false) c ON true \
+                     LEFT JOIN LATERAL (SELECT coalesce(sum(octet_length(data)), 0)::bigint AS bytes \
+                       FROM turnwal_events WHERE session_id = s.session_id) b ON true \
+                     LEFT JOIN turnwal_events e ON e.session_id = s.session_id \
+                       AND (c.start IS NULL OR e.seq >= c.start) \
+                     ORDER BY s.session_id, e.seq",
                     &[],
                 )
                 .map_err(|e| pg_error("read sessions", &self.shared.location, e))?;
-            Ok(rows
-                .iter()
-                .map(|r| match decode_session(path, r) {
-                    Ok(row) => scan::summarize(&row.rows(tx, path)),
-                    Err(e) => SessionSummary::corrupt(r.get(0), 0, e.to_string()),
-                })
-                .collect())
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < rows.len() {
+                let id: String = rows[i].get(0);
+                let end = rows[i..]
+                    .iter()
+                    .position(|r| r.get::<_, String>(0) != id)
+                    .map_or(rows.len(), |n| i + n);
+                let group = &rows[i..end];
+                i = end;
+                let session = match decode_session(path, &group[0]) {
+                    Ok(session) => session,
+                    Err(e) => {
+                        out.push(SessionSummary::corrupt(id, 0, e.to_string()));
+                        continue;
+                    }
+                };
+                let held: Vec<_> = group
+                    .iter()
+                    .filter(|r| r.get::<_, Option<i64>>(8).is_some())
+                    .map(|r| super::rows::row_in_at(r, 8))
+                    .collect();
+                let prefetched = super::rows::Prefetched {
+                    real: session.rows(tx, path),
+                    start: group[0].get(6),
+                    rows: held,
+                    bytes: group[0].get::<_, i64>(7).max(0) as u64,
+                };
+                out.push(scan::summarize(&prefetched));
+            }
+            Ok(out)
         })
     }
 

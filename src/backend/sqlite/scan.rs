@@ -55,6 +55,27 @@ pub(crate) trait Rows {
     /// Up to `limit` rows of type `turn/end` that are not packed, whose
     /// `seq` column is below `below` (all when `None`), from the end.
     fn turn_ends_before(&self, below: Option<i64>, limit: usize) -> Result<Vec<RowIn>>;
+    /// The seq of the last row that decodes to a `turn/end`, reading rows
+    /// back from the end of the session a few at a time. A source holding
+    /// the rows already answers from them.
+    fn last_commit_row(&self) -> Result<Option<u64>> {
+        const PAGE: usize = 8;
+        let mut below = None;
+        loop {
+            let page = self.turn_ends_before(below, PAGE)?;
+            for row in &page {
+                if let Ok(events) = codec::decode_row(row)
+                    && events[0].kind() == EventKind::TurnEnd
+                {
+                    return Ok(Some(events[0].seq()));
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => below = Some(last.seq_key()),
+                _ => return Ok(None),
+            }
+        }
+    }
     /// The first `n` rows with a non-negative seq.
     fn first(&self, n: usize) -> Result<Vec<RowIn>>;
     /// The last `n` rows, from the end.
@@ -562,27 +583,6 @@ pub(crate) fn full_scan_items(src: &dyn Rows) -> Result<(Classified, Vec<Item>)>
     Ok((from_zero(src, c)?, items))
 }
 
-/// The seq of the last row that decodes to a `turn/end`, reading rows back
-/// from the end of the session a few at a time.
-fn last_commit_row(src: &dyn Rows) -> Result<Option<u64>> {
-    const PAGE: usize = 8;
-    let mut below = None;
-    loop {
-        let page = src.turn_ends_before(below, PAGE)?;
-        for row in &page {
-            if let Ok(events) = codec::decode_row(row)
-                && events[0].kind() == EventKind::TurnEnd
-            {
-                return Ok(Some(events[0].seq()));
-            }
-        }
-        match page.last() {
-            Some(last) if page.len() == PAGE => below = Some(last.seq_key()),
-            _ => return Ok(None),
-        }
-    }
-}
-
 /// Where a read of the rows holding `from` starts: the earliest packed row
 /// in `[from - 1023, from)` that covers `from` (or is malformed, so the read
 /// fails closed), else `from`.
@@ -616,7 +616,7 @@ fn classify_from(src: &dyn Rows, start: u64) -> Result<Classified> {
 /// row (or the packed row holding `from`, when earlier) to the end.
 pub(crate) fn read_from(src: &dyn Rows, from: u64) -> Result<Vec<Event>> {
     let span = span_base(src, from)?;
-    let start = last_commit_row(src)?.map_or(0, |c| c.min(span));
+    let start = src.last_commit_row()?.map_or(0, |c| c.min(span));
     let c = classify_from(src, start)?;
     Ok(c.events.into_iter().filter(|e| e.seq() >= from).collect())
 }
@@ -658,7 +658,7 @@ pub(crate) fn summarize(src: &dyn Rows) -> SessionSummary {
 }
 
 fn tail_summary(src: &dyn Rows) -> Result<SessionSummary> {
-    let start = last_commit_row(src)?.unwrap_or(0);
+    let start = src.last_commit_row()?.unwrap_or(0);
     let c = classify_from(src, start)?;
     Ok(SessionSummary::scanned(
         src.header().id.clone(),
