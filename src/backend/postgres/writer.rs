@@ -15,6 +15,17 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::scan::{CutReason, Scan};
 
+/// How much of a session a writer's scan reads.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// From the commit row on.
+    Tail,
+    /// Every row.
+    Full,
+    /// Every row, cutting a damaged committed row (`recover --salvage`).
+    Salvage,
+}
+
 /// Writes one session.
 pub(super) struct PgWriter {
     shared: Arc<Shared>,
@@ -32,8 +43,9 @@ impl PgWriter {
     }
 
     /// The session as stored now, which must still be this writer's
-    /// incarnation, and where the session row says its events end.
-    fn classify(&self, salvage: bool) -> Result<(Classified, i64)> {
+    /// incarnation, and where the session row says its events end: read
+    /// whole (`full`, or a salvage read), else from its commit row on.
+    fn classify(&self, how: Read) -> Result<(Classified, i64)> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
             let row = read_session(tx, path, &self.id)?
@@ -41,7 +53,12 @@ impl PgWriter {
                 .ok_or_else(|| Error::NotFound {
                     id: self.id.clone(),
                 })?;
-            let c = scan::full_scan_for(&row.rows(tx, path), salvage)?;
+            let rows = row.rows(tx, path);
+            let c = match how {
+                Read::Tail => scan::tail_scan(&rows)?,
+                Read::Full => scan::full_scan_for(&rows, false)?,
+                Read::Salvage => scan::full_scan_for(&rows, true)?,
+            };
             Ok((c, row.next_seq))
         })
     }
@@ -52,8 +69,8 @@ impl PgWriter {
     /// together), sets `next_seq` to where the rows end, under this
     /// writer's epoch, so that appends continue the log the scan found.
     /// The log and its revision are untouched.
-    fn scan_for(&mut self, salvage: bool) -> Result<Scan> {
-        let (c, stored_next) = self.classify(salvage)?;
+    fn scan_for(&mut self, how: Read) -> Result<Scan> {
+        let (c, stored_next) = self.classify(how)?;
         let rows_end = c.scan.stored_len() as i64;
         if !c.scan.needs_repair() && rows_end != stored_next {
             // Under this writer's epoch, and only from the value read: a
@@ -102,12 +119,18 @@ impl PgWriter {
 }
 
 impl LogWriter for PgWriter {
+    /// From the commit row on: a writer's open costs the same whatever
+    /// the session's length.
     fn scan(&mut self) -> Result<Scan> {
-        self.scan_for(false)
+        self.scan_for(Read::Tail)
+    }
+
+    fn scan_full(&mut self) -> Result<Scan> {
+        self.scan_for(Read::Full)
     }
 
     fn salvage_scan(&mut self) -> Result<Scan> {
-        self.scan_for(true)
+        self.scan_for(Read::Salvage)
     }
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {

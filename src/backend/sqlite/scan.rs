@@ -612,6 +612,14 @@ fn classify_from(src: &dyn Rows, start: u64) -> Result<Classified> {
     }
 }
 
+/// Classifies a session from its rows after the commit row (the whole
+/// session when that span cannot be classified alone): what a writer's
+/// open reads, whatever the session's length.
+pub(crate) fn tail_scan(src: &dyn Rows) -> Result<Classified> {
+    let start = src.last_commit_row()?.unwrap_or(0);
+    classify_from(src, start)
+}
+
 /// The kept events from `from` on, reading only the rows from the commit
 /// row (or the packed row holding `from`, when earlier) to the end.
 pub(crate) fn read_from(src: &dyn Rows, from: u64) -> Result<Vec<Event>> {
@@ -658,8 +666,7 @@ pub(crate) fn summarize(src: &dyn Rows) -> SessionSummary {
 }
 
 fn tail_summary(src: &dyn Rows) -> Result<SessionSummary> {
-    let start = src.last_commit_row()?.unwrap_or(0);
-    let c = classify_from(src, start)?;
+    let c = tail_scan(src)?;
     Ok(SessionSummary::scanned(
         src.header().id.clone(),
         &c.scan,
