@@ -22,6 +22,7 @@ pub mod baselines;
 pub mod cli;
 pub mod fixtures;
 pub mod measure;
+pub mod postgres;
 pub mod stats;
 pub mod suite;
 pub mod workload;

@@ -89,6 +89,36 @@ fn new_incarnation() -> String {
     )
 }
 
+/// The rows of a batch as one array per column, for `unnest`.
+struct Columns<'a> {
+    seqs: Vec<i64>,
+    members: Vec<i32>,
+    types: Vec<&'a str>,
+    times: Vec<i64>,
+    data: Vec<&'a str>,
+    sources: Vec<Option<&'a [u8]>>,
+    surface: Vec<Option<&'a str>>,
+    ignorable: Vec<Option<bool>>,
+}
+
+impl Columns<'_> {
+    fn of(rows: &[Row]) -> Columns<'_> {
+        Columns {
+            seqs: rows.iter().map(|r| r.seq).collect(),
+            members: rows.iter().map(|r| r.members).collect(),
+            types: rows.iter().map(|r| r.event_type.as_str()).collect(),
+            times: rows.iter().map(|r| r.time).collect(),
+            data: rows.iter().map(|r| r.data.as_str()).collect(),
+            sources: rows
+                .iter()
+                .map(|r| r.source_event_seqs.as_deref())
+                .collect(),
+            surface: rows.iter().map(|r| r.surface_op.as_deref()).collect(),
+            ignorable: rows.iter().map(|r| r.ignorable).collect(),
+        }
+    }
+}
+
 /// From this many rows on a batch is sent with `COPY … FROM STDIN
 /// BINARY` (a bulk `convert`, a large first batch): no statement to parse,
 /// no arrays to build, the rows streamed.
@@ -155,17 +185,16 @@ pub(crate) fn insert_rows(
     if rows.len() >= COPY_ROWS {
         return copy_rows(tx, location, id, rows);
     }
-    let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
-    let members: Vec<i32> = rows.iter().map(|r| r.members).collect();
-    let types: Vec<&str> = rows.iter().map(|r| r.event_type.as_str()).collect();
-    let times: Vec<i64> = rows.iter().map(|r| r.time).collect();
-    let data: Vec<&str> = rows.iter().map(|r| r.data.as_str()).collect();
-    let sources: Vec<Option<&[u8]>> = rows
-        .iter()
-        .map(|r| r.source_event_seqs.as_deref())
-        .collect();
-    let surface: Vec<Option<&str>> = rows.iter().map(|r| r.surface_op.as_deref()).collect();
-    let ignorable: Vec<Option<bool>> = rows.iter().map(|r| r.ignorable).collect();
+    let Columns {
+        seqs,
+        members,
+        types,
+        times,
+        data,
+        sources,
+        surface,
+        ignorable,
+    } = Columns::of(rows);
     tx.execute(
         "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
          source_event_seqs, surface_op, ignorable) \
@@ -328,6 +357,81 @@ pub fn append(
     hold: &mut Hold,
     rows: &[Row],
 ) -> Result<()> {
+    if rows.len() >= COPY_ROWS {
+        return append_in_transaction(client, location, id, hold, rows);
+    }
+    use postgres::types::Type;
+    let end = hold.next_seq + Row::events(rows);
+    let columns = Columns::of(rows);
+    // One statement, one round trip, its own transaction: the claim and
+    // the rows commit together or not at all, and the rows go in only
+    // when the claim matched (they are joined to it). Synchronous commit
+    // is set for this transaction inside the statement, so nothing is
+    // left on a pooled connection.
+    let result = client
+        .query_typed(
+            "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
+             claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1 \
+               WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 \
+               AND next_seq = $4 RETURNING revision), \
+             ins AS (INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
+               source_event_seqs, surface_op, ignorable) \
+               SELECT $1, u.* FROM claim, unnest($6::bigint[], $7::integer[], $8::text[], \
+               $9::bigint[], $10::text[], $11::bytea[], $12::text[], $13::boolean[]) AS u \
+               RETURNING 1) \
+             SELECT (SELECT revision FROM claim), (SELECT count(*) FROM ins), \
+             (SELECT count(*) FROM sc)",
+            &[
+                (&id, Type::TEXT),
+                (&hold.incarnation, Type::TEXT),
+                (&hold.epoch, Type::INT8),
+                (&hold.next_seq, Type::INT8),
+                (&end, Type::INT8),
+                (&columns.seqs, Type::INT8_ARRAY),
+                (&columns.members, Type::INT4_ARRAY),
+                (&columns.types, Type::TEXT_ARRAY),
+                (&columns.times, Type::INT8_ARRAY),
+                (&columns.data, Type::TEXT_ARRAY),
+                (&columns.sources, Type::BYTEA_ARRAY),
+                (&columns.surface, Type::TEXT_ARRAY),
+                (&columns.ignorable, Type::BOOL_ARRAY),
+            ],
+        )
+        .map_err(|e| pg_error("append", location, e))?;
+    let revision: Option<i64> = result.first().and_then(|r| r.get(0));
+    let Some(revision) = revision else {
+        // Nothing was written: say why, from the session row as it is.
+        let mut tx = client
+            .transaction()
+            .map_err(|e| pg_error("append", location, e))?;
+        let refused = claim(&mut tx, location, id, hold, end);
+        drop(tx);
+        return Err(match refused {
+            Err(e) => e,
+            // The session row moved back to this writer's claim between
+            // the two statements (it cannot: only a holder changes it);
+            // refuse rather than guess.
+            Ok(_) => Error::SeqMismatch {
+                id: id.to_owned(),
+                expected: u64::try_from(hold.next_seq).unwrap_or(0),
+                got: u64::try_from(hold.next_seq).unwrap_or(0),
+            },
+        });
+    };
+    hold.next_seq = end;
+    hold.revision = revision;
+    Ok(())
+}
+
+/// [`append`] of a large batch: a transaction whose rows go in through
+/// `COPY`.
+fn append_in_transaction(
+    client: &mut Client,
+    location: &str,
+    id: &str,
+    hold: &mut Hold,
+    rows: &[Row],
+) -> Result<()> {
     let end = hold.next_seq + Row::events(rows);
     let err = |op| move |e| pg_error(op, location, e);
     let mut tx = client.transaction().map_err(err("begin"))?;
@@ -341,5 +445,36 @@ pub fn append(
     tx.commit().map_err(err("commit"))?;
     hold.next_seq = end;
     hold.revision = revision;
+    Ok(())
+}
+
+/// `rows` of session `id` inserted by one statement in a transaction of
+/// its own and nothing else (no claim, no session row): the baseline
+/// turnwal's appends are measured against (`turnwal bench`).
+#[cfg(feature = "cli")]
+pub(crate) fn insert_alone(
+    client: &mut Client,
+    id: &str,
+    rows: &[Row],
+) -> Result<(), postgres::Error> {
+    use postgres::types::Type;
+    let c = Columns::of(rows);
+    client.execute_typed(
+        "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
+         source_event_seqs, surface_op, ignorable) \
+         SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[], \
+         $6::text[], $7::bytea[], $8::text[], $9::boolean[])",
+        &[
+            (&id, Type::TEXT),
+            (&c.seqs, Type::INT8_ARRAY),
+            (&c.members, Type::INT4_ARRAY),
+            (&c.types, Type::TEXT_ARRAY),
+            (&c.times, Type::INT8_ARRAY),
+            (&c.data, Type::TEXT_ARRAY),
+            (&c.sources, Type::BYTEA_ARRAY),
+            (&c.surface, Type::TEXT_ARRAY),
+            (&c.ignorable, Type::BOOL_ARRAY),
+        ],
+    )?;
     Ok(())
 }

@@ -15,7 +15,7 @@ mod writer;
 
 pub use schema::{SCHEMA_VERSION, ensure_schema};
 pub use store::PgBackend;
-#[cfg(feature = "testkit")]
+#[cfg(any(feature = "testkit", feature = "cli"))]
 pub(crate) use store::encode;
 
 use std::path::PathBuf;

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use postgres::Transaction;
+use postgres::types::{ToSql, Type};
 
 use super::pg_error;
 use crate::backend::sqlite::codec::{self, Col, RowIn};
@@ -52,15 +53,12 @@ pub(crate) struct PgRows<'a, 't> {
 }
 
 impl PgRows<'_, '_> {
-    fn query(
-        &self,
-        sql: &str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<RowIn>> {
+    /// One round trip (`query_typed`: no statement prepared or kept).
+    fn query(&self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> Result<Vec<RowIn>> {
         let rows = self
             .tx
             .borrow_mut()
-            .query(sql, params)
+            .query_typed(sql, params)
             .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?;
         Ok(rows.iter().map(row_in).collect())
     }
@@ -86,7 +84,7 @@ impl Rows for PgRows<'_, '_> {
     fn all(&self) -> Result<Vec<RowIn>> {
         self.query(
             &format!("SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 ORDER BY seq"),
-            &[&self.id()],
+            &[(&self.id(), Type::TEXT)],
         )
     }
 
@@ -96,7 +94,7 @@ impl Rows for PgRows<'_, '_> {
                 "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= $2 \
                  ORDER BY seq"
             ),
-            &[&self.id(), &key],
+            &[(&self.id(), Type::TEXT), (&key, Type::INT8)],
         )
     }
 
@@ -106,16 +104,20 @@ impl Rows for PgRows<'_, '_> {
                 "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= $2 \
                  AND seq < $3 AND ignorable = false ORDER BY seq"
             ),
-            &[&self.id(), &lo, &hi],
+            &[
+                (&self.id(), Type::TEXT),
+                (&lo, Type::INT8),
+                (&hi, Type::INT8),
+            ],
         )
     }
 
     fn count_before(&self, key: i64) -> u64 {
         self.tx
             .borrow_mut()
-            .query_one(
+            .query_typed_one(
                 "SELECT count(*) FROM turnwal_events WHERE session_id = $1 AND seq < $2",
-                &[&self.id(), &key],
+                &[(&self.id(), Type::TEXT), (&key, Type::INT8)],
             )
             .map_or(0, |r| r.get::<_, i64>(0).max(0) as u64)
     }
@@ -126,7 +128,11 @@ impl Rows for PgRows<'_, '_> {
                 "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND type = 'turn/end' \
                  AND ignorable IS DISTINCT FROM false AND seq < $2 ORDER BY seq DESC LIMIT $3"
             ),
-            &[&self.id(), &below.unwrap_or(i64::MAX), &(limit as i64)],
+            &[
+                (&self.id(), Type::TEXT),
+                (&below.unwrap_or(i64::MAX), Type::INT8),
+                (&(limit as i64), Type::INT8),
+            ],
         )
     }
 
@@ -136,7 +142,10 @@ impl Rows for PgRows<'_, '_> {
                 "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= 0 \
                  ORDER BY seq LIMIT $2"
             ),
-            &[&self.id(), &i64::try_from(n).unwrap_or(i64::MAX)],
+            &[
+                (&self.id(), Type::TEXT),
+                (&i64::try_from(n).unwrap_or(i64::MAX), Type::INT8),
+            ],
         )
     }
 
@@ -146,7 +155,10 @@ impl Rows for PgRows<'_, '_> {
                 "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 ORDER BY seq DESC \
                  LIMIT $2"
             ),
-            &[&self.id(), &i64::try_from(n).unwrap_or(i64::MAX)],
+            &[
+                (&self.id(), Type::TEXT),
+                (&i64::try_from(n).unwrap_or(i64::MAX), Type::INT8),
+            ],
         )
     }
 
@@ -154,10 +166,10 @@ impl Rows for PgRows<'_, '_> {
         let bytes: i64 = self
             .tx
             .borrow_mut()
-            .query_one(
+            .query_typed_one(
                 "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM turnwal_events \
                  WHERE session_id = $1",
-                &[&self.id()],
+                &[(&self.id(), Type::TEXT)],
             )
             .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?
             .get(0);
@@ -186,7 +198,7 @@ impl Prefetched<'_, '_> {
         self.start.is_none_or(|start| key >= start)
     }
 
-    fn from_key(&self, key: i64) -> Vec<RowIn> {
+    fn held_from(&self, key: i64) -> Vec<RowIn> {
         self.rows
             .iter()
             .filter(|r| r.seq_key() >= key)
@@ -217,7 +229,7 @@ impl Rows for Prefetched<'_, '_> {
 
     fn at_or_after(&self, key: i64) -> Result<Vec<RowIn>> {
         if self.holds_from(key) {
-            return Ok(self.from_key(key));
+            return Ok(self.held_from(key));
         }
         self.real.at_or_after(key)
     }
@@ -225,7 +237,7 @@ impl Rows for Prefetched<'_, '_> {
     fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>> {
         if self.holds_from(lo) {
             return Ok(self
-                .from_key(lo)
+                .held_from(lo)
                 .into_iter()
                 .filter(|r| r.seq_key() < hi && r.is_packed())
                 .collect());
