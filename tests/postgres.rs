@@ -49,7 +49,7 @@ fn the_schema_is_created_once_and_checked_on_every_open() {
     };
     assert_eq!((version, store_id.len()), (SCHEMA_VERSION, 32));
     let created = tables(&cluster, "postgres");
-    assert_eq!(created.len(), 27, "{created:?}");
+    assert_eq!(created.len(), 28, "{created:?}");
     let mut names: Vec<&str> = created.iter().map(|(t, _)| t.as_str()).collect();
     names.dedup();
     assert_eq!(
@@ -990,5 +990,37 @@ fn a_large_batch_is_copied_in_exactly() {
         rows as usize,
         events.len(),
         "one row per event (no run of three deltas)"
+    );
+    // The session row counts its rows' bytes, through COPY, a small
+    // append (one statement) and a repair alike.
+    let counted = |client: &mut postgres::Client| -> (i64, i64) {
+        let r = client
+            .query_one(
+                "SELECT data_bytes, (SELECT sum(octet_length(data))::bigint FROM turnwal_events \
+                 WHERE session_id = 'bulk') FROM turnwal_sessions WHERE session_id = 'bulk'",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let (kept, summed) = counted(&mut client);
+    assert_eq!(kept, summed);
+    let seq = events.len() as u64;
+    let open: Vec<Event> = support::turn(601, seq, 9_000)[..3]
+        .iter()
+        .map(|l| Event::from_json(l.as_bytes()).unwrap())
+        .collect();
+    store.append("bulk", &open).unwrap();
+    let (kept, summed) = counted(&mut client);
+    assert_eq!(kept, summed);
+    drop(store);
+    let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+    assert_eq!(store.load("bulk").unwrap().events.len(), events.len() + 5);
+    let (kept, summed) = counted(&mut client);
+    assert_eq!(kept, summed, "after the repair's closers");
+    assert_eq!(
+        store.list().unwrap()[0].bytes,
+        summed as u64,
+        "list reports the session row's count"
     );
 }

@@ -335,6 +335,13 @@ pub struct BenchArgs {
     /// One JSON object (a `ratios` map, targets, every side's figures).
     #[arg(long)]
     pub json: bool,
+    /// Measure the PostgreSQL store on the database at this URL instead
+    /// (docs/POSTGRES.md, "Figures"): durable turns and appends against
+    /// bare inserts and the SQLite backend, tail reads and reopens by
+    /// session length, listing 10,000 sessions. It writes sessions into
+    /// that database (use a scratch one).
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
 }
 
 /// `turnwal convert`.

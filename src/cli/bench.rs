@@ -36,6 +36,18 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
             );
         }
     };
+    if let Some(url) = &args.postgres {
+        let report = crate::bench::postgres::run(url, args.quick, scratch.path(), &mut progress)
+            .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        drop(scratch);
+        if args.json {
+            serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        } else {
+            out.write_all(report.table().as_bytes())?;
+        }
+        return Ok(exit::SUCCESS);
+    }
     let exe = std::env::current_exe().ok();
     let report = suite::run(scratch.path(), config, exe.as_deref(), &mut progress)
         .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;

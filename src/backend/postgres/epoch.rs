@@ -78,6 +78,12 @@ impl Row {
     pub fn events(rows: &[Row]) -> i64 {
         rows.iter().map(|r| i64::from(r.members)).sum()
     }
+
+    /// Bytes of `data` `rows` hold (what the session row's `data_bytes`
+    /// counts).
+    pub fn bytes(rows: &[Row]) -> i64 {
+        rows.iter().map(|r| r.data.len() as i64).sum()
+    }
 }
 
 /// A random incarnation token.
@@ -230,10 +236,18 @@ pub fn create(
     let inserted = tx
         .execute(
             "INSERT INTO turnwal_sessions \
-             (session_id, header, policy, incarnation, next_seq, revision, writer_epoch, \
-              writer_holder, writer_heartbeat) \
-             VALUES ($1, $2, $3, $4, $5, 1, 1, $6, now()) ON CONFLICT (session_id) DO NOTHING",
-            &[&id, &header, &policy, &incarnation, &next_seq, &holder],
+             (session_id, header, policy, incarnation, next_seq, revision, data_bytes, \
+              writer_epoch, writer_holder, writer_heartbeat) \
+             VALUES ($1, $2, $3, $4, $5, 1, $7, 1, $6, now()) ON CONFLICT (session_id) DO NOTHING",
+            &[
+                &id,
+                &header,
+                &policy,
+                &incarnation,
+                &next_seq,
+                &holder,
+                &Row::bytes(rows),
+            ],
         )
         .map_err(err("create session"))?;
     if inserted == 0 {
@@ -293,7 +307,8 @@ fn hold_of(r: &postgres::Row) -> Hold {
 }
 
 /// Claims session `id` for one change by the writer holding `hold`, in
-/// `tx`: bumps its revision and sets its next seq to `end`, when the
+/// `tx`: bumps its revision, sets its next seq to `end` and adds
+/// `added_bytes` to its `data_bytes`, when the
 /// writer still holds it (same incarnation and epoch) and its events still
 /// end at `hold.next_seq`. Refused, with the row untouched, as
 /// [`Error::Superseded`] naming the holder when another writer took it,
@@ -306,14 +321,23 @@ pub(crate) fn claim(
     id: &str,
     hold: &Hold,
     end: i64,
+    added_bytes: i64,
 ) -> Result<i64> {
     let err = |e| pg_error("append", location, e);
     let updated = tx
         .query_opt(
-            "UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1 \
+            "UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
+             data_bytes = data_bytes + $6 \
              WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 AND next_seq = $4 \
              RETURNING revision",
-            &[&id, &hold.incarnation, &hold.epoch, &hold.next_seq, &end],
+            &[
+                &id,
+                &hold.incarnation,
+                &hold.epoch,
+                &hold.next_seq,
+                &end,
+                &added_bytes,
+            ],
         )
         .map_err(err)?;
     if let Some(updated) = updated {
@@ -371,7 +395,8 @@ pub fn append(
     let result = client
         .query_typed(
             "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
-             claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1 \
+             claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
+               data_bytes = data_bytes + $14 \
                WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 \
                AND next_seq = $4 RETURNING revision), \
              ins AS (INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
@@ -395,6 +420,7 @@ pub fn append(
                 (&columns.sources, Type::BYTEA_ARRAY),
                 (&columns.surface, Type::TEXT_ARRAY),
                 (&columns.ignorable, Type::BOOL_ARRAY),
+                (&Row::bytes(rows), Type::INT8),
             ],
         )
         .map_err(|e| pg_error("append", location, e))?;
@@ -404,7 +430,7 @@ pub fn append(
         let mut tx = client
             .transaction()
             .map_err(|e| pg_error("append", location, e))?;
-        let refused = claim(&mut tx, location, id, hold, end);
+        let refused = claim(&mut tx, location, id, hold, end, 0);
         drop(tx);
         return Err(match refused {
             Err(e) => e,
@@ -440,7 +466,7 @@ fn append_in_transaction(
     // standby, when one is configured).
     tx.batch_execute("SET LOCAL synchronous_commit = on")
         .map_err(err("begin"))?;
-    let revision = claim(&mut tx, location, id, hold, end)?;
+    let revision = claim(&mut tx, location, id, hold, end, Row::bytes(rows))?;
     insert_rows(&mut tx, location, id, rows)?;
     tx.commit().map_err(err("commit"))?;
     hold.next_seq = end;

@@ -50,6 +50,8 @@ pub(crate) struct PgRows<'a, 't> {
     pub location: &'a Path,
     pub header: &'a SessionHeader,
     pub policy: Policy,
+    /// The session row's count of its rows' `data` bytes.
+    pub data_bytes: u64,
 }
 
 impl PgRows<'_, '_> {
@@ -162,18 +164,10 @@ impl Rows for PgRows<'_, '_> {
         )
     }
 
+    /// The session row's count (kept by every write of turnwal's in the
+    /// same transaction), not a sum over the rows.
     fn data_bytes(&self) -> Result<u64> {
-        let bytes: i64 = self
-            .tx
-            .borrow_mut()
-            .query_typed_one(
-                "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM turnwal_events \
-                 WHERE session_id = $1",
-                &[(&self.id(), Type::TEXT)],
-            )
-            .map_err(|e| pg_error("read events", &self.location.to_string_lossy(), e))?
-            .get(0);
-        Ok(bytes.max(0) as u64)
+        Ok(self.data_bytes)
     }
 }
 
@@ -188,8 +182,6 @@ pub(crate) struct Prefetched<'a, 't> {
     pub start: Option<i64>,
     /// The rows held, in seq order.
     pub rows: Vec<RowIn>,
-    /// Bytes of `data` the session's rows hold.
-    pub bytes: u64,
 }
 
 impl Prefetched<'_, '_> {
@@ -283,6 +275,6 @@ impl Rows for Prefetched<'_, '_> {
     }
 
     fn data_bytes(&self) -> Result<u64> {
-        Ok(self.bytes)
+        self.real.data_bytes()
     }
 }

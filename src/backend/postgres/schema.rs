@@ -25,6 +25,7 @@ CREATE TABLE turnwal_sessions (
   incarnation      text    NOT NULL,
   next_seq         bigint  NOT NULL,
   revision         bigint  NOT NULL,
+  data_bytes       bigint  NOT NULL,
   writer_epoch     bigint  NOT NULL,
   writer_holder    text,
   writer_heartbeat timestamptz
@@ -51,6 +52,10 @@ CREATE TABLE turnwal_quarantine (
   PRIMARY KEY (session_id, revision)
 );
 ";
+
+/// The index the commit point is found by (see [`ensure_schema`]).
+const TURN_ENDS_INDEX: &str = "CREATE INDEX IF NOT EXISTS turnwal_events_turn_ends \
+     ON turnwal_events (session_id, seq) WHERE type = 'turn/end'";
 
 /// Every column of turnwal's tables, as `information_schema.columns` names
 /// them: `(table, column, data_type, is_nullable)`, in table and column
@@ -85,6 +90,7 @@ const COLUMNS: &[(&str, &str, &str, &str)] = &[
     ("turnwal_sessions", "incarnation", "text", "NO"),
     ("turnwal_sessions", "next_seq", "bigint", "NO"),
     ("turnwal_sessions", "revision", "bigint", "NO"),
+    ("turnwal_sessions", "data_bytes", "bigint", "NO"),
     ("turnwal_sessions", "writer_epoch", "bigint", "NO"),
     ("turnwal_sessions", "writer_holder", "text", "YES"),
     (
@@ -138,6 +144,8 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
     if found.is_empty() {
         let mut tx = client.transaction().map_err(err("begin"))?;
         tx.batch_execute(CREATE).map_err(err("create the schema"))?;
+        tx.batch_execute(TURN_ENDS_INDEX)
+            .map_err(err("create the schema"))?;
         let store_id = format!("{:016x}{:016x}", random_u64(), random_u64());
         tx.execute(
             "INSERT INTO turnwal_schema (version, store_id) VALUES ($1, $2)",
@@ -193,6 +201,24 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
                  (first difference: {first}); refusing a foreign schema, nothing was changed"
             ),
         ));
+    }
+    // The commit point's index: its rows are the few `turn/end` rows of
+    // a session, so the last one is found by a short backward scan
+    // whatever the session's length (a planner estimating per-session
+    // counts from the table's average would otherwise scan a long session
+    // whole). Created if an earlier build of this version lacked it.
+    let has_index = client
+        .query_opt(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() \
+             AND indexname = 'turnwal_events_turn_ends'",
+            &[],
+        )
+        .map_err(err("read the schema"))?
+        .is_some();
+    if !has_index {
+        client
+            .batch_execute(TURN_ENDS_INDEX)
+            .map_err(err("create the commit-point index"))?;
     }
     let row = client
         .query_one("SELECT version, store_id FROM turnwal_schema", &[])

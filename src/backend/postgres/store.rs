@@ -66,6 +66,8 @@ pub(crate) struct SessionRow {
     pub revision: i64,
     /// Where the session row says its events end.
     pub next_seq: i64,
+    /// Bytes of `data` its rows hold, as the session row counts them.
+    pub data_bytes: i64,
 }
 
 impl SessionRow {
@@ -79,11 +81,13 @@ impl SessionRow {
             location,
             header: &self.header,
             policy: self.policy,
+            data_bytes: self.data_bytes.max(0) as u64,
         }
     }
 }
 
-const SESSION_COLUMNS: &str = "session_id, header, policy, incarnation, revision, next_seq";
+const SESSION_COLUMNS: &str =
+    "session_id, header, policy, incarnation, revision, next_seq, data_bytes";
 
 fn stored_metadata(location: &Path, id: &str, detail: impl std::fmt::Display) -> Error {
     Error::from(Corruption {
@@ -119,6 +123,7 @@ fn decode_session(location: &Path, r: &postgres::Row) -> Result<SessionRow> {
         incarnation: r.get(3),
         revision: r.get(4),
         next_seq: r.get(5),
+        data_bytes: r.get(6),
     })
 }
 
@@ -297,14 +302,12 @@ impl Backend for PgBackend {
             let rows = tx
                 .query(
                     "SELECT s.session_id, s.header, s.policy, s.incarnation, s.revision, \
-                     s.next_seq, c.start, b.bytes, \
+                     s.next_seq, s.data_bytes, c.start, \
                      e.seq, e.type, e.time, e.data, e.source_event_seqs, e.surface_op, e.ignorable \
                      FROM turnwal_sessions s \
                      LEFT JOIN LATERAL (SELECT max(seq) AS start FROM turnwal_events \
                        WHERE session_id = s.session_id AND type = 'turn/end' \
                        AND ignorable IS DISTINCT FROM false) c ON true \
-                     LEFT JOIN LATERAL (SELECT coalesce(sum(octet_length(data)), 0)::bigint AS bytes \
-                       FROM turnwal_events WHERE session_id = s.session_id) b ON true \
                      LEFT JOIN LATERAL (SELECT * FROM turnwal_events \
                        WHERE session_id = s.session_id \
                        AND seq >= coalesce(c.start, -9223372036854775808) ORDER BY seq) e ON true \
@@ -336,9 +339,8 @@ impl Backend for PgBackend {
                     .collect();
                 let prefetched = super::rows::Prefetched {
                     real: session.rows(tx, path),
-                    start: group[0].get(6),
+                    start: group[0].get(7),
                     rows: held,
-                    bytes: group[0].get::<_, i64>(7).max(0) as u64,
                 };
                 out.push(scan::summarize(&prefetched));
             }

@@ -197,7 +197,7 @@ impl LogWriter for PgWriter {
                 next_seq: stored_next,
                 ..hold.clone()
             };
-            let revision = epoch::claim(tx, &location, &id, &claimed, end)?;
+            let revision = epoch::claim(tx, &location, &id, &claimed, end, 0)?;
             let mut kept = None;
             if let (Some(plan), Some(cut)) = (&now.plan, &now.scan.cut) {
                 let cut_rows = scan::cut_rows(&row.rows(tx, &path), plan)?;
@@ -222,6 +222,13 @@ impl LogWriter for PgWriter {
                 kept = Some(quarantine_path(&location, &id, revision));
             }
             epoch::insert_rows(tx, &location, &id, &closers)?;
+            // The rows changed: count their bytes again.
+            tx.execute(
+                "UPDATE turnwal_sessions SET data_bytes = (SELECT coalesce(sum(octet_length(data)), 0) \
+                 FROM turnwal_events WHERE session_id = $1) WHERE session_id = $1",
+                &[&id],
+            )
+            .map_err(|e| pg_error("repair", &location, e))?;
             Ok((revision, kept))
         });
         let (revision, kept) = match result {
@@ -287,7 +294,7 @@ impl LogWriter for PgWriter {
     fn delete(self: Box<Self>) -> Result<()> {
         let location = self.shared.location.clone();
         self.shared.write(|tx| {
-            let claimed = epoch::claim(tx, &location, &self.id, &self.hold, self.hold.next_seq);
+            let claimed = epoch::claim(tx, &location, &self.id, &self.hold, self.hold.next_seq, 0);
             claimed?;
             delete_session(tx, &location, &self.id).map(drop)
         })
