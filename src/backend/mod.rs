@@ -8,6 +8,8 @@ pub mod jsonl;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod rows;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod wal;

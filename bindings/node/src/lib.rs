@@ -30,6 +30,8 @@ use napi::bindgen_prelude::{AsyncTask, Utf16String};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
+use turnwal::backend::postgres::PgBackend;
+use turnwal::backend::rows::StoredRecords;
 use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, WalBackend, encode_file_name};
 use turnwal::upstream::chunks::{Record, encode_stored_records};
@@ -252,25 +254,21 @@ impl Op {
 /// Read-only: no lock, no repair, no closers. The events are written from
 /// the log read in place (a memory map for the WAL), never decoded into
 /// owned events first; a SQLite store hands its packed rows over as stored
-/// (`load_stored_sqlite`), a WAL store its chunk-run records as the packed
+/// (`load_stored_rows`, as the PostgreSQL store does), a WAL store its chunk-run records as the packed
 /// rows they store (`load_stored_wal`). The revision is read before and after and must
 /// match, so it names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
-    match store
-        .backend()
-        .as_any()
-        .and_then(|any| any.downcast_ref::<SqliteBackend>())
-    {
-        Some(sqlite) => load_stored_sqlite(sqlite, id),
-        None => match store
-            .backend()
-            .as_any()
-            .and_then(|any| any.downcast_ref::<WalBackend>())
-        {
-            Some(wal) => load_stored_wal(wal, id),
-            None => load_stored_view(store, id),
-        },
+    let any = store.backend().as_any();
+    if let Some(sqlite) = any.and_then(|any| any.downcast_ref::<SqliteBackend>()) {
+        return load_stored_rows(sqlite.stored_records(id)?);
     }
+    if let Some(pg) = any.and_then(|any| any.downcast_ref::<PgBackend>()) {
+        return load_stored_rows(pg.stored_records(id)?);
+    }
+    if let Some(wal) = any.and_then(|any| any.downcast_ref::<WalBackend>()) {
+        return load_stored_wal(wal, id);
+    }
+    load_stored_view(store, id)
 }
 
 /// `load_stored` of any backend, from its `view`.
@@ -310,15 +308,14 @@ fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>, Error> {
     })
 }
 
-/// `load_stored` of a SQLite store: the same document, read in one
-/// transaction (so no revision check is needed) by
-/// `SqliteBackend::stored_records`, which validates and classifies the
-/// rows as a load does but leaves the packed rows before the last
-/// `turn/end` as stored; `write_stored_records` joins them with what
-/// continues them, so the document is byte for byte the one the events
-/// give.
-fn load_stored_sqlite(backend: &SqliteBackend, id: &str) -> Result<Option<String>, Error> {
-    let Some(stored) = backend.stored_records(id)? else {
+/// `load_stored` of a store of rows (SQLite, PostgreSQL): the same
+/// document, read in one transaction (so no revision check is needed) by
+/// the store's `stored_records`, which validates and classifies the rows
+/// as a load does but leaves the packed rows before the last `turn/end` as
+/// stored; `write_stored_records` joins them with what continues them, so
+/// the document is byte for byte the one the events give.
+fn load_stored_rows(stored: Option<StoredRecords>) -> Result<Option<String>, Error> {
+    let Some(stored) = stored else {
         return Ok(None);
     };
     Ok(Some(stored_document(

@@ -1,5 +1,5 @@
 //! `loadStored`'s document from a SQLite store's rows as stored
-//! (`load_stored_sqlite`) against the one its decoded events give
+//! (`load_stored_rows`) against the one its decoded events give
 //! (`load_stored_view`, the path every other backend takes): byte for byte
 //! the same, for packed runs, runs split across batches and rows, scalar
 //! chunks, runs broken by ignorable, time, index, step, kind, id and name
@@ -12,7 +12,15 @@ use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
 use turnwal::upstream::chunks::Record;
 use turnwal::{Event, Policy, SessionHeader, Store, StoreOptions, SyncMode};
 
-use super::{load_stored_sqlite, load_stored_view};
+use super::{load_stored_rows, load_stored_view};
+
+/// `load_stored` of a SQLite store, as the binding reads it.
+fn load_stored_sqlite(
+    backend: &turnwal::backend::sqlite::SqliteBackend,
+    id: &str,
+) -> Result<Option<String>, turnwal::Error> {
+    load_stored_rows(backend.stored_records(id)?)
+}
 
 /// xorshift64*: reproducible sessions without a dependency.
 struct Rng(u64);

@@ -27,7 +27,7 @@ pub struct Hold {
 
 /// One stored row of a batch (a single event, or a packed run of
 /// `members` chunk deltas), as `turnwal_events` holds it: the SQLite
-/// store's row encoding ([`crate::backend::sqlite::codec`]) with `data`
+/// store's row encoding ([`crate::backend::rows::codec`]) with `data`
 /// always text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
@@ -51,9 +51,9 @@ pub struct Row {
 }
 
 impl Row {
-    /// The row of an encoded row ([`crate::backend::sqlite::codec::encode_batch_text`]).
-    pub fn of(row: crate::backend::sqlite::codec::RowOut) -> Row {
-        use crate::backend::sqlite::codec::Data;
+    /// The row of an encoded row ([`crate::backend::rows::codec::encode_batch_text`]).
+    pub fn of(row: crate::backend::rows::codec::RowOut) -> Row {
+        use crate::backend::rows::codec::Data;
         Row {
             seq: row.seq as i64,
             members: row.members as i32,

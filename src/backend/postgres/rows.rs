@@ -1,6 +1,6 @@
 //! A session's rows in a PostgreSQL transaction, as the shared scan reads
 //! them ([`Rows`]): the same questions the SQLite store answers, so both
-//! stores classify a session by one code (`backend::sqlite::scan`).
+//! stores classify a session by one code (`backend::rows::scan`).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -9,8 +9,8 @@ use postgres::Transaction;
 use postgres::types::{ToSql, Type};
 
 use super::pg_error;
-use crate::backend::sqlite::codec::{self, Col, RowIn};
-use crate::backend::sqlite::scan::Rows;
+use crate::backend::rows::codec::{self, Col, RowIn};
+use crate::backend::rows::scan::Rows;
 use crate::contract::Policy;
 use crate::error::Result;
 use crate::event::EventKind;
@@ -173,7 +173,7 @@ impl Rows for PgRows<'_, '_> {
 
 /// One session's rows from its last `turn/end` row on (all of them when it
 /// has none), read for a whole listing in one query: the questions a
-/// listing asks ([`crate::backend::sqlite::scan::summarize`]) are answered
+/// listing asks ([`crate::backend::rows::scan::summarize`]) are answered
 /// from them, any other from the database through `real`, so the answers
 /// are those of [`PgRows`].
 pub(crate) struct Prefetched<'a, 't> {

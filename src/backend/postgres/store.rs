@@ -1,6 +1,6 @@
 //! The PostgreSQL store behind [`Backend`]: sessions read in one
 //! `REPEATABLE READ` transaction each and classified by the shared scan of
-//! stores of rows (`backend::sqlite::scan`), so the commit point, closers,
+//! stores of rows (`backend::rows::scan`), so the commit point, closers,
 //! torn-tail and corruption rules are the SQLite store's, decided by the
 //! same code.
 
@@ -15,8 +15,8 @@ use super::epoch::{self, Row};
 use super::rows::PgRows;
 use super::writer::PgWriter;
 use super::{connect_with, location_of, pg_error};
-use crate::backend::sqlite::codec;
-use crate::backend::sqlite::scan;
+use crate::backend::rows::codec;
+use crate::backend::rows::scan;
 use crate::backend::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
@@ -273,6 +273,26 @@ impl PgBackend {
     /// reports the holder.
     pub fn holder(&self) -> &str {
         &self.shared.holder
+    }
+
+    /// The stored prefix of session `id` as storage records, read in one
+    /// snapshot and classified exactly as [`Backend::load`] does, the
+    /// packed rows before the last `turn/end` handed over as stored (the
+    /// SQLite store's `stored_records`, which the Node binding's
+    /// `loadStored` passes to the harness without decoding them); `None`
+    /// when the session does not exist.
+    pub fn stored_records(&self, id: &str) -> Result<Option<crate::backend::rows::StoredRecords>> {
+        let path = &self.shared.path;
+        self.shared.read(|tx| {
+            let Some(row) = read_session(tx, path, id)? else {
+                return Ok(None);
+            };
+            let revision = self.shared.revision_of(&row);
+            let (c, items) = scan::full_scan_items(&row.rows(tx, path))?;
+            Ok(Some(crate::backend::rows::StoredRecords::of(
+                c, items, revision,
+            )))
+        })
     }
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>> {

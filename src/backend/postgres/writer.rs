@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::epoch::{self, Hold};
 use super::pg_error;
 use super::store::{Shared, delete_session, encode, quarantine_path, read_session};
-use crate::backend::sqlite::scan::{self, Classified};
+use crate::backend::rows::scan::{self, Classified};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};

@@ -30,10 +30,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod codec;
+/// The row encoding, shared with the PostgreSQL store
+/// ([`crate::backend::rows::codec`]).
+pub use super::rows::codec;
+use super::rows::scan;
 mod lock;
 mod rows;
-pub(crate) mod scan;
 pub mod schema;
 pub mod v14;
 mod writer;
@@ -885,44 +887,7 @@ impl Backend for SqliteBackend {
     }
 }
 
-/// A session's stored prefix as storage records, read in one transaction
-/// ([`SqliteBackend::stored_records`]): what [`Backend::view`] gives, but
-/// the packed rows before the last `turn/end` are handed over as they are
-/// stored instead of decoded into events.
-#[derive(Debug)]
-pub struct StoredRecords {
-    /// The session header.
-    pub header: SessionHeader,
-    /// The revision token ([`Backend::revision`]) of what was read.
-    pub revision: String,
-    /// The state of the stored log.
-    pub state: crate::LogState,
-    /// What recovery would cut, if anything.
-    pub cut: Option<crate::Cut>,
-    /// The closers an open final turn would get (written nowhere; not among
-    /// [`StoredRecords::records`]).
-    pub closers: Vec<Event>,
-    items: Vec<scan::Item>,
-    tail: Vec<Event>,
-    stored: usize,
-}
-
-impl StoredRecords {
-    /// How many events are stored (kept): those the records hold.
-    pub fn stored(&self) -> usize {
-        self.stored
-    }
-
-    /// The stored events in seq order: scalar rows as events, packed rows
-    /// in the canonical spelling as they are stored.
-    pub fn records(&self) -> impl Iterator<Item = crate::upstream::chunks::Record<'_>> + '_ {
-        self.items.iter().flat_map(scan::Item::records).chain(
-            self.tail
-                .iter()
-                .map(|e| crate::upstream::chunks::Record::Event(e.into())),
-        )
-    }
-}
+pub use super::rows::StoredRecords;
 
 impl SqliteBackend {
     /// The stored prefix of session `id` as storage records, with what
@@ -941,17 +906,11 @@ impl SqliteBackend {
                 return Ok(None);
             };
             let (c, items) = scan::full_scan_items(&row.rows(conn, path))?;
-            let stored = items.iter().map(scan::Item::len).sum::<usize>() + c.events.len();
-            Ok(Some(StoredRecords {
-                revision: self.shared.revision_of(&row),
-                state: c.scan.state(),
-                cut: c.scan.cut,
-                closers: c.scan.closers,
-                header: c.scan.header,
+            Ok(Some(StoredRecords::of(
+                c,
                 items,
-                tail: c.events,
-                stored,
-            }))
+                self.shared.revision_of(&row),
+            )))
         })
     }
 }

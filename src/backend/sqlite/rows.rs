@@ -5,13 +5,41 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use super::codec::{PACKED_DISCRIMINATOR, ROW_COLUMNS, RowIn};
-use super::scan::{Plan, Rows};
+use super::codec::{Col, PACKED_DISCRIMINATOR, ROW_COLUMNS, RowIn};
 use super::schema::sql_error;
 use super::{encode, insert_rows};
+use crate::backend::rows::scan::{Plan, Rows};
 use crate::contract::Policy;
 use crate::error::Result;
 use crate::header::SessionHeader;
+
+impl rusqlite::types::FromSql for Col {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Col> {
+        use rusqlite::types::ValueRef;
+        Ok(match value {
+            ValueRef::Null => Col::Null,
+            ValueRef::Integer(n) => Col::Integer(n),
+            ValueRef::Real(f) => Col::Real(f),
+            ValueRef::Text(t) => Col::Text(t.to_vec()),
+            ValueRef::Blob(b) => Col::Blob(b.to_vec()),
+        })
+    }
+}
+
+impl RowIn {
+    /// Reads the [`ROW_COLUMNS`] of a result row.
+    pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowIn> {
+        Ok(RowIn {
+            seq: row.get(0)?,
+            event_type: row.get(1)?,
+            time: row.get(2)?,
+            data: row.get(3)?,
+            source_event_seqs: row.get(4)?,
+            surface_op: row.get(5)?,
+            ignorable: row.get(6)?,
+        })
+    }
+}
 
 /// One session's rows, read through `conn` (a transaction).
 pub(crate) struct SqliteRows<'a> {

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::lock::WriterLock;
-use super::scan::{self, Classified};
 use super::{SessionRow, Shared, bump_revision, codec, delete_session, encode, insert_rows};
+use crate::backend::rows::scan::{self, Classified};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};

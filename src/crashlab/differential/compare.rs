@@ -334,7 +334,7 @@ impl Differential {
         }
         // A packed row holds the seqs up to the next row's.
         // What the packed rows hold, as the codec decodes them.
-        use crate::backend::sqlite::codec::{ROW_COLUMNS, RowIn, decode_row};
+        use crate::backend::rows::codec::{ROW_COLUMNS, RowIn, decode_row};
         let sizes: Vec<u64> = conn
             .prepare(&format!(
                 "SELECT {ROW_COLUMNS} FROM events WHERE ignorable = 0"

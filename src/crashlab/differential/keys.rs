@@ -34,7 +34,7 @@ fn event_key(e: &Event) -> String {
 /// for a tool result in recovery's closer shape; docs/JSONL.md, "Records";
 /// `records::decode_line`).
 fn as_jsonl_reads(e: &Event) -> std::borrow::Cow<'_, Event> {
-    use crate::backend::sqlite::codec::surface_first_by_default;
+    use crate::backend::rows::codec::surface_first_by_default;
     match (e.surface_op(), e.source_event_seqs()) {
         (Some(op), None)
             if e.surface_op_first() != surface_first_by_default(e.event_type(), e.data().get()) =>

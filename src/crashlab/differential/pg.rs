@@ -4,7 +4,7 @@
 //! compressed).
 
 use super::TornTail;
-use crate::backend::sqlite::codec::{self, Col, RowIn};
+use crate::backend::rows::codec::{self, Col, RowIn};
 use crate::event::Event;
 
 fn client(url: &str) -> postgres::Client {

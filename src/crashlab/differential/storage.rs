@@ -473,7 +473,7 @@ pub(super) fn tear_sqlite(db: &Path, id: &str, how: TornTail, events: u64) {
             .expect("the torn row updates");
         }
         TornTail::DropLast(k) => {
-            use crate::backend::sqlite::codec::{self, Data, ROW_COLUMNS, RowIn};
+            use crate::backend::rows::codec::{self, Data, ROW_COLUMNS, RowIn};
             let keep = events - u64::from(k).min(events);
             // The row that holds seq `keep - 1`, if it is packed and runs
             // past the cut, is replaced by rows of its kept members.

@@ -32,7 +32,7 @@ use crate::upstream::chunks::{PackedRun, Record};
 
 /// One session's rows, wherever a store of rows keeps them: what every
 /// read of this module asks of the store. The SQLite store
-/// ([`super::rows::SqliteRows`]) and the PostgreSQL store
+/// (`backend::sqlite`) and the PostgreSQL store
 /// (`backend::postgres`) answer it from one transaction each, so both
 /// classify a session by the same code.
 pub(crate) trait Rows {
@@ -79,6 +79,7 @@ pub(crate) trait Rows {
     /// The first `n` rows with a non-negative seq.
     fn first(&self, n: usize) -> Result<Vec<RowIn>>;
     /// The last `n` rows, from the end.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     fn last(&self, n: usize) -> Result<Vec<RowIn>>;
     /// Bytes of `data` the session's rows hold.
     fn data_bytes(&self) -> Result<u64>;
@@ -679,6 +680,7 @@ fn tail_summary(src: &dyn Rows) -> Result<SessionSummary> {
 /// The seq an append to the session must start at, from the last two rows
 /// and the packed row within 1023 seqs that may cover them. A tail that
 /// does not decode is refused: appends never start after a torn tail.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn stored_next_seq(src: &dyn Rows) -> Result<u64> {
     let tail = src.last(2)?;
     let Some(lowest) = tail.last() else {

@@ -1,5 +1,6 @@
-//! Row encoding of the SQLite backend, exactly as the upstream harness's
-//! schema-17 store writes it (docs/SQLITE.md, "Row encoding"):
+//! Row encoding of the stores of rows (SQLite, PostgreSQL), exactly as the
+//! upstream harness's schema-17 SQLite store writes it (docs/SQLITE.md,
+//! "Row encoding"; the PostgreSQL store keeps `data` as text always):
 //!
 //! - a **scalar row** holds one event: `data` is its JSON text, TEXT under
 //!   4096 bytes, else a zstd level-3 BLOB when that is smaller;
@@ -89,7 +90,7 @@ pub struct RowOut {
     pub members: usize,
 }
 
-/// A column value as SQLite returned it. TEXT is kept as bytes: a damaged
+/// A column value as a store returned it, in SQLite's storage classes. TEXT is kept as bytes: a damaged
 /// file may hold invalid UTF-8, which decoding reports instead of failing
 /// the whole read.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,19 +105,6 @@ pub enum Col {
     Text(Vec<u8>),
     /// BLOB.
     Blob(Vec<u8>),
-}
-
-impl rusqlite::types::FromSql for Col {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Col> {
-        use rusqlite::types::ValueRef;
-        Ok(match value {
-            ValueRef::Null => Col::Null,
-            ValueRef::Integer(n) => Col::Integer(n),
-            ValueRef::Real(f) => Col::Real(f),
-            ValueRef::Text(t) => Col::Text(t.to_vec()),
-            ValueRef::Blob(b) => Col::Blob(b.to_vec()),
-        })
-    }
 }
 
 /// One physical row as read, each column as SQLite returned it.
@@ -138,23 +126,10 @@ pub struct RowIn {
     pub ignorable: Col,
 }
 
-/// The columns [`RowIn::from_row`] reads, in order.
+/// The columns a row is read by (SQLite's `events` table), in order.
 pub const ROW_COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ignorable";
 
 impl RowIn {
-    /// Reads the [`ROW_COLUMNS`] of a result row.
-    pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowIn> {
-        Ok(RowIn {
-            seq: row.get(0)?,
-            event_type: row.get(1)?,
-            time: row.get(2)?,
-            data: row.get(3)?,
-            source_event_seqs: row.get(4)?,
-            surface_op: row.get(5)?,
-            ignorable: row.get(6)?,
-        })
-    }
-
     /// The `seq` column as an integer (`-1` when it is not one): where the
     /// row sorts, and where a repair deletes from.
     pub fn seq_key(&self) -> i64 {
