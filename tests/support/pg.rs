@@ -97,23 +97,7 @@ impl Cluster {
 
     /// Promotes a standby to a primary (`pg_ctl promote`, waiting for it).
     pub fn promote(&self) {
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                self.data().to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "promote",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl promote: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.pg_ctl(&["-w", "-t", "60", "promote"]);
     }
 
     /// A temporary directory the server's user owns, for a data directory
@@ -141,58 +125,53 @@ impl Cluster {
     /// Starts the server on the data directory, listening only on a socket
     /// in the cluster's directory.
     fn start_server(&self, options: &str) {
-        let data = self.data();
         let options = format!(
             "-c listen_addresses='' -k {} -c fsync=on -c synchronous_commit=on {options}",
             self.dir.path().display()
         );
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &options,
-            ])
-            .args([
-                "-l",
-                self.dir.path().join("server.log").to_str().unwrap(),
-                "start",
-            ])
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
+        let log = self.dir.path().join("server.log");
+        let out = self.run_pg_ctl(&[
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            &options,
+            "-l",
+            log.to_str().unwrap(),
+            "start",
+        ]);
         assert!(
             out.status.success(),
             "pg_ctl start: {}{}",
             String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
+    }
+
+    /// `pg_ctl -D DATA ARGS`, which must succeed.
+    fn pg_ctl(&self, args: &[&str]) {
+        let out = self.run_pg_ctl(args);
+        assert!(
+            out.status.success(),
+            "pg_ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `pg_ctl -D DATA ARGS`, its output.
+    fn run_pg_ctl(&self, args: &[&str]) -> std::process::Output {
+        self.command("pg_ctl")
+            .args(["-D", self.data().to_str().unwrap()])
+            .args(args)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap()
     }
 
     /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
     /// no checkpoint, recovery from its WAL at the next start).
     pub fn kill(&self) {
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                self.data().to_str().unwrap(),
-                "-w",
-                "-m",
-                "immediate",
-                "stop",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.pg_ctl(&["-w", "-m", "immediate", "stop"]);
     }
 
     /// Kills the server as a power cut would (`pg_ctl stop -m immediate`:
@@ -280,18 +259,6 @@ impl Cluster {
 
     /// Stops the server (`pg_ctl stop -m fast`).
     pub fn stop(&self) {
-        let _ = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                self.data().to_str().unwrap(),
-                "-w",
-                "-m",
-                "fast",
-                "stop",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = self.run_pg_ctl(&["-w", "-m", "fast", "stop"]);
     }
 }

@@ -95,6 +95,13 @@ fn new_incarnation() -> String {
     )
 }
 
+/// A batch's rows inserted from one array per column ([`Columns::params`]
+/// as `$2` to `$9`, the session id as `$1`).
+const INSERT_UNNEST: &str = "INSERT INTO turnwal_events (session_id, seq, members, type, time, \
+     data, source_event_seqs, surface_op, ignorable) \
+     SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[], \
+     $6::text[], $7::bytea[], $8::text[], $9::boolean[])";
+
 /// The rows of a batch as one array per column, for `unnest`.
 struct Columns<'a> {
     seqs: Vec<i64>,
@@ -108,6 +115,23 @@ struct Columns<'a> {
 }
 
 impl Columns<'_> {
+    /// The arrays as typed parameters: what `unnest($N::bigint[],
+    /// $N+1::integer[], $N+2::text[], $N+3::bigint[], $N+4::text[],
+    /// $N+5::bytea[], $N+6::text[], $N+7::boolean[])` takes, in that order.
+    fn params(&self) -> [(&(dyn postgres::types::ToSql + Sync), postgres::types::Type); 8] {
+        use postgres::types::Type;
+        [
+            (&self.seqs, Type::INT8_ARRAY),
+            (&self.members, Type::INT4_ARRAY),
+            (&self.types, Type::TEXT_ARRAY),
+            (&self.times, Type::INT8_ARRAY),
+            (&self.data, Type::TEXT_ARRAY),
+            (&self.sources, Type::BYTEA_ARRAY),
+            (&self.surface, Type::TEXT_ARRAY),
+            (&self.ignorable, Type::BOOL_ARRAY),
+        ]
+    }
+
     fn of(rows: &[Row]) -> Columns<'_> {
         Columns {
             seqs: rows.iter().map(|r| r.seq).collect(),
@@ -191,26 +215,12 @@ pub(crate) fn insert_rows(
     if rows.len() >= COPY_ROWS {
         return copy_rows(tx, location, id, rows);
     }
-    let Columns {
-        seqs,
-        members,
-        types,
-        times,
-        data,
-        sources,
-        surface,
-        ignorable,
-    } = Columns::of(rows);
-    tx.execute(
-        "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
-         source_event_seqs, surface_op, ignorable) \
-         SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[], \
-         $6::text[], $7::bytea[], $8::text[], $9::boolean[])",
-        &[
-            &id, &seqs, &members, &types, &times, &data, &sources, &surface, &ignorable,
-        ],
-    )
-    .map_err(|e| pg_error("insert events", location, e))?;
+    use postgres::types::{ToSql, Type};
+    let columns = Columns::of(rows);
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
+    params.extend(columns.params());
+    tx.execute_typed(INSERT_UNNEST, &params)
+        .map_err(|e| pg_error("insert events", location, e))?;
     Ok(())
 }
 
@@ -387,6 +397,16 @@ pub fn append(
     use postgres::types::Type;
     let end = hold.next_seq + Row::events(rows);
     let columns = Columns::of(rows);
+    let bytes = Row::bytes(rows);
+    let mut params: Vec<(&(dyn postgres::types::ToSql + Sync), Type)> = vec![
+        (&id, Type::TEXT),
+        (&hold.incarnation, Type::TEXT),
+        (&hold.epoch, Type::INT8),
+        (&hold.next_seq, Type::INT8),
+        (&end, Type::INT8),
+        (&bytes, Type::INT8),
+    ];
+    params.extend(columns.params());
     // One statement, one round trip, its own transaction: the claim and
     // the rows commit together or not at all, and the rows go in only
     // when the claim matched (they are joined to it). Synchronous commit
@@ -396,32 +416,17 @@ pub fn append(
         .query_typed(
             "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
              claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
-               data_bytes = data_bytes + $14 \
+               data_bytes = data_bytes + $6 \
                WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 \
                AND next_seq = $4 RETURNING revision), \
              ins AS (INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
                source_event_seqs, surface_op, ignorable) \
-               SELECT $1, u.* FROM claim, unnest($6::bigint[], $7::integer[], $8::text[], \
-               $9::bigint[], $10::text[], $11::bytea[], $12::text[], $13::boolean[]) AS u \
+               SELECT $1, u.* FROM claim, unnest($7::bigint[], $8::integer[], $9::text[], \
+               $10::bigint[], $11::text[], $12::bytea[], $13::text[], $14::boolean[]) AS u \
                RETURNING 1) \
              SELECT (SELECT revision FROM claim), (SELECT count(*) FROM ins), \
              (SELECT count(*) FROM sc)",
-            &[
-                (&id, Type::TEXT),
-                (&hold.incarnation, Type::TEXT),
-                (&hold.epoch, Type::INT8),
-                (&hold.next_seq, Type::INT8),
-                (&end, Type::INT8),
-                (&columns.seqs, Type::INT8_ARRAY),
-                (&columns.members, Type::INT4_ARRAY),
-                (&columns.types, Type::TEXT_ARRAY),
-                (&columns.times, Type::INT8_ARRAY),
-                (&columns.data, Type::TEXT_ARRAY),
-                (&columns.sources, Type::BYTEA_ARRAY),
-                (&columns.surface, Type::TEXT_ARRAY),
-                (&columns.ignorable, Type::BOOL_ARRAY),
-                (&Row::bytes(rows), Type::INT8),
-            ],
+            &params,
         )
         .map_err(|e| pg_error("append", location, e))?;
     let revision: Option<i64> = result.first().and_then(|r| r.get(0));
@@ -483,24 +488,10 @@ pub(crate) fn insert_alone(
     id: &str,
     rows: &[Row],
 ) -> Result<(), postgres::Error> {
-    use postgres::types::Type;
-    let c = Columns::of(rows);
-    client.execute_typed(
-        "INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
-         source_event_seqs, surface_op, ignorable) \
-         SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[], \
-         $6::text[], $7::bytea[], $8::text[], $9::boolean[])",
-        &[
-            (&id, Type::TEXT),
-            (&c.seqs, Type::INT8_ARRAY),
-            (&c.members, Type::INT4_ARRAY),
-            (&c.types, Type::TEXT_ARRAY),
-            (&c.times, Type::INT8_ARRAY),
-            (&c.data, Type::TEXT_ARRAY),
-            (&c.sources, Type::BYTEA_ARRAY),
-            (&c.surface, Type::TEXT_ARRAY),
-            (&c.ignorable, Type::BOOL_ARRAY),
-        ],
-    )?;
+    use postgres::types::{ToSql, Type};
+    let columns = Columns::of(rows);
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
+    params.extend(columns.params());
+    client.execute_typed(INSERT_UNNEST, &params)?;
     Ok(())
 }
