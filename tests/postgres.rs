@@ -1024,3 +1024,28 @@ fn a_large_batch_is_copied_in_exactly() {
         "list reports the session row's count"
     );
 }
+
+/// Hosts opening an empty database at once: every open succeeds, the
+/// schema is created once (one store id for all).
+#[test]
+fn hosts_opening_an_empty_database_at_once_create_the_schema_once() {
+    let cluster = support::pg::shared();
+    let url = cluster.fresh_database();
+    let barrier = std::sync::Barrier::new(8);
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                    barrier.wait();
+                    turnwal::backend::postgres::ensure_schema(&mut client, "test").unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        ids.iter().all(|id| id == &ids[0] && id.len() == 32),
+        "{ids:?}"
+    );
+}

@@ -143,6 +143,24 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
         .collect();
     if found.is_empty() {
         let mut tx = client.transaction().map_err(err("begin"))?;
+        // Hosts starting at once on an empty database: one creates the
+        // tables, the others wait for its commit (a lock of this
+        // transaction only, which a pooler in transaction mode keeps),
+        // then find them and check them like any later open.
+        tx.batch_execute("SELECT pg_advisory_xact_lock(7465262616931246445)")
+            .map_err(err("create the schema"))?;
+        let created = tx
+            .query_opt(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() \
+                 AND table_name = 'turnwal_schema'",
+                &[],
+            )
+            .map_err(err("read the schema"))?
+            .is_some();
+        if created {
+            drop(tx);
+            return ensure_schema(client, location);
+        }
         tx.batch_execute(CREATE).map_err(err("create the schema"))?;
         tx.batch_execute(TURN_ENDS_INDEX)
             .map_err(err("create the schema"))?;
