@@ -1049,3 +1049,58 @@ fn hosts_opening_an_empty_database_at_once_create_the_schema_once() {
         "{ids:?}"
     );
 }
+
+/// One `Store` used from many threads: each operation gets a connection of
+/// its own (sessions written at once, every event stored); after the
+/// server restarts, one operation fails at most, not one per idle
+/// connection, and the store goes on.
+#[test]
+fn a_store_lends_connections_and_recovers_from_a_server_restart() {
+    use turnwal::{Event, SessionHeader, Store, StoreOptions};
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+    let turn_of = |n: u64, seq: u64| -> Vec<Event> {
+        support::turn(n, seq, 1_000 + seq as i64)
+            .iter()
+            .map(|l| Event::from_json(l.as_bytes()).unwrap())
+            .collect()
+    };
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (store, turn_of) = (&store, &turn_of);
+            scope.spawn(move || {
+                let id = format!("s{t}");
+                store
+                    .create(SessionHeader::new(id.clone(), 1_700_000_000_000))
+                    .unwrap();
+                for n in 1..=20u64 {
+                    store.append(&id, &turn_of(n, (n - 1) * 6)).unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..4 {
+        assert_eq!(store.read_from(&format!("s{t}"), 0).unwrap().len(), 120);
+    }
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let connections: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
+             AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(connections >= 2, "{connections} connections kept idle");
+    drop(client);
+    cluster.crash_and_restart();
+    let failures = (0..3).filter(|_| store.list().is_err()).count();
+    assert!(
+        failures <= 1,
+        "{failures} of 3 listings failed after the restart"
+    );
+    assert_eq!(store.list().unwrap().len(), 4);
+    store.append("s0", &turn_of(21, 120)).unwrap();
+    assert_eq!(store.read_from("s0", 0).unwrap().len(), 126);
+}

@@ -78,6 +78,17 @@ pub fn connect_with(
     url: &str,
     idle_in_transaction: std::time::Duration,
 ) -> Result<postgres::Client> {
+    let mut client = connect_only(url, idle_in_transaction)?;
+    ensure_schema(&mut client, &location_of(url))?;
+    Ok(client)
+}
+
+/// A connection with turnwal's session settings, its schema not checked
+/// (a store's further connections: the schema was checked at its open).
+pub(crate) fn connect_only(
+    url: &str,
+    idle_in_transaction: std::time::Duration,
+) -> Result<postgres::Client> {
     let location = location_of(url);
     let mut client = postgres::Client::connect(url, postgres::NoTls)
         .map_err(|e| pg_error("connect", &location, e))?;
@@ -85,6 +96,5 @@ pub fn connect_with(
     client
         .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
         .map_err(|e| pg_error("connect", &location, e))?;
-    ensure_schema(&mut client, &location)?;
     Ok(client)
 }

@@ -6,7 +6,7 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::{Client, IsolationLevel, Transaction};
@@ -14,7 +14,7 @@ use postgres::{Client, IsolationLevel, Transaction};
 use super::epoch::{self, Row};
 use super::rows::PgRows;
 use super::writer::PgWriter;
-use super::{connect_with, location_of, pg_error};
+use super::{connect_only, location_of, pg_error};
 use crate::backend::rows::codec;
 use crate::backend::rows::scan;
 use crate::backend::{Backend, LogWriter, Stored};
@@ -26,8 +26,10 @@ use crate::scan::{Salvage, Scan, SessionSummary};
 
 /// A store of sessions in a PostgreSQL database (docs/POSTGRES.md).
 ///
-/// Cloning is cheap; clones share one connection, which is re-established
-/// when the server drops it. Every writer holds its session through the
+/// Cloning is cheap; clones share the store's connections: each operation
+/// takes an idle one or opens another, and gives it back when done (at
+/// most [`IDLE_CONNECTIONS`] are kept), so operations on different
+/// sessions run at once. Every writer holds its session through the
 /// database's writer epoch ([`epoch`]): opening a session takes it over
 /// from any earlier writer, wherever that one runs, and that writer's next
 /// append is refused with [`Error::Superseded`].
@@ -52,9 +54,53 @@ pub(crate) struct Shared {
     pub(crate) path: PathBuf,
     store_id: String,
     idle_in_transaction: Duration,
-    client: Mutex<Option<Client>>,
+    /// Connections not in use, for the next operation (at most
+    /// [`IDLE_CONNECTIONS`] are kept).
+    idle: Mutex<Vec<Client>>,
     /// Who this process is, as writers name themselves to other hosts.
     pub(crate) holder: String,
+}
+
+/// How many idle connections a store keeps for its next operations (more
+/// are opened while more operations run at once, and closed after).
+pub const IDLE_CONNECTIONS: usize = 8;
+
+/// A connection of the store's, lent to one operation.
+pub(crate) struct Pooled<'a> {
+    shared: &'a Shared,
+    client: Option<Client>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("lent until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("lent until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        // A transaction the operation left open was rolled back when its
+        // Transaction dropped. A connection that broke usually means the
+        // server went away (a restart, a failover): the idle ones are
+        // as dead, and each would fail its next operation once, so they
+        // are dropped with it and the next operation connects anew.
+        let mut idle = self.shared.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if client.is_closed() {
+            idle.clear();
+        } else if idle.len() < IDLE_CONNECTIONS {
+            idle.push(client);
+        }
+    }
 }
 
 /// One `turnwal_sessions` row.
@@ -152,19 +198,27 @@ pub(crate) fn encode(batch: &[Event]) -> Result<Vec<Row>> {
 }
 
 impl Shared {
-    pub(crate) fn client(&self) -> Result<MutexGuard<'_, Option<Client>>> {
-        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = None;
-            *guard = Some(connect_with(&self.url, self.idle_in_transaction)?);
-        }
-        Ok(guard)
+    /// A connection for one operation: an idle one of the store's, else a
+    /// new one (a connection the server dropped is not reused). It goes
+    /// back to the idle ones when the operation is done.
+    pub(crate) fn client(&self) -> Result<Pooled<'_>> {
+        let reused = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            std::iter::from_fn(|| idle.pop()).find(|c| !c.is_closed())
+        };
+        let client = match reused {
+            Some(client) => client,
+            None => connect_only(&self.url, self.idle_in_transaction)?,
+        };
+        Ok(Pooled {
+            shared: self,
+            client: Some(client),
+        })
     }
 
     /// Runs `f` in a read-only `REPEATABLE READ` transaction: one snapshot.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut guard = self.client()?;
-        let client = guard.as_mut().expect("connected");
+        let mut client = self.client()?;
         let mut tx = client
             .build_transaction()
             .isolation_level(IsolationLevel::RepeatableRead)
@@ -180,8 +234,7 @@ impl Shared {
     /// Runs `f` in a read-write transaction with synchronous commit:
     /// committed (and acknowledged) when this returns `Ok`.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut guard = self.client()?;
-        let client = guard.as_mut().expect("connected");
+        let mut client = self.client()?;
         let mut tx = client
             .transaction()
             .map_err(|e| pg_error("begin", &self.location, e))?;
@@ -257,7 +310,7 @@ impl PgBackend {
                 location,
                 store_id,
                 idle_in_transaction,
-                client: Mutex::new(Some(client)),
+                idle: Mutex::new(vec![client]),
                 holder,
             }),
         })
@@ -474,10 +527,9 @@ impl Backend for PgBackend {
         }
         let rows = encode(batch)?;
         let hold = {
-            let mut guard = self.shared.client()?;
-            let client = guard.as_mut().expect("connected");
+            let mut client = self.shared.client()?;
             epoch::create(
-                client,
+                &mut client,
                 &self.shared.location,
                 &header.id,
                 &header.to_json(),
@@ -495,9 +547,8 @@ impl Backend for PgBackend {
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let hold = {
-            let mut guard = self.shared.client()?;
-            let client = guard.as_mut().expect("connected");
-            epoch::take(client, &self.shared.location, id, &self.shared.holder)?
+            let mut client = self.shared.client()?;
+            epoch::take(&mut client, &self.shared.location, id, &self.shared.holder)?
         };
         Ok(hold.map(|hold| {
             Box::new(PgWriter::new(self.shared.clone(), id.to_owned(), hold)) as Box<dyn LogWriter>

@@ -100,11 +100,10 @@ impl PgWriter {
     /// after the server committed it), read on a new connection. `false`
     /// when it did not or it cannot be told.
     fn committed(&mut self, end: i64) -> bool {
-        let Ok(mut guard) = self.shared.client() else {
+        let Ok(mut client) = self.shared.client() else {
             return false;
         };
-        let client = guard.as_mut().expect("connected");
-        match epoch::current(client, &self.shared.location, &self.id) {
+        match epoch::current(&mut client, &self.shared.location, &self.id) {
             Ok(Some(now))
                 if now.incarnation == self.hold.incarnation
                     && now.epoch == self.hold.epoch
@@ -264,10 +263,16 @@ impl LogWriter for PgWriter {
         let rows = encode(batch)?;
         let end = self.hold.next_seq + epoch::Row::events(&rows);
         let result = {
-            let mut guard = self.shared.client()?;
-            let client = guard.as_mut().expect("connected");
+            let mut client = self.shared.client()?;
             let mut hold = self.hold.clone();
-            epoch::append(client, &self.shared.location, &self.id, &mut hold, &rows).map(|()| hold)
+            epoch::append(
+                &mut client,
+                &self.shared.location,
+                &self.id,
+                &mut hold,
+                &rows,
+            )
+            .map(|()| hold)
         };
         match result {
             Ok(hold) => self.hold = hold,
