@@ -1005,6 +1005,18 @@ fn a_large_batch_is_copied_in_exactly() {
     };
     let (kept, summed) = counted(&mut client);
     assert_eq!(kept, summed);
+    // Each write stamps the holder's heartbeat (what an operator reads).
+    let heartbeat = |client: &mut postgres::Client| -> String {
+        client
+            .query_one(
+                "SELECT writer_heartbeat::text FROM turnwal_sessions WHERE session_id = 'bulk'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let before = heartbeat(&mut client);
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let seq = events.len() as u64;
     let open: Vec<Event> = support::turn(601, seq, 9_000)[..3]
         .iter()
@@ -1013,6 +1025,10 @@ fn a_large_batch_is_copied_in_exactly() {
     store.append("bulk", &open).unwrap();
     let (kept, summed) = counted(&mut client);
     assert_eq!(kept, summed);
+    assert!(
+        heartbeat(&mut client) > before,
+        "the append stamped the heartbeat"
+    );
     drop(store);
     let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
     assert_eq!(store.load("bulk").unwrap().events.len(), events.len() + 5);

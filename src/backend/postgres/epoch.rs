@@ -317,8 +317,8 @@ fn hold_of(r: &postgres::Row) -> Hold {
 }
 
 /// Claims session `id` for one change by the writer holding `hold`, in
-/// `tx`: bumps its revision, sets its next seq to `end` and adds
-/// `added_bytes` to its `data_bytes`, when the
+/// `tx`: bumps its revision, sets its next seq to `end`, adds
+/// `added_bytes` to its `data_bytes` and stamps `writer_heartbeat`, when the
 /// writer still holds it (same incarnation and epoch) and its events still
 /// end at `hold.next_seq`. Refused, with the row untouched, as
 /// [`Error::Superseded`] naming the holder when another writer took it,
@@ -337,7 +337,7 @@ pub(crate) fn claim(
     let updated = tx
         .query_opt(
             "UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
-             data_bytes = data_bytes + $6 \
+             data_bytes = data_bytes + $6, writer_heartbeat = now() \
              WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 AND next_seq = $4 \
              RETURNING revision",
             &[
@@ -416,7 +416,7 @@ pub fn append(
         .query_typed(
             "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
              claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
-               data_bytes = data_bytes + $6 \
+               data_bytes = data_bytes + $6, writer_heartbeat = now() \
                WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 \
                AND next_seq = $4 RETURNING revision), \
              ins AS (INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \
