@@ -1120,3 +1120,126 @@ fn a_store_lends_connections_and_recovers_from_a_server_restart() {
     store.append("s0", &turn_of(21, 120)).unwrap();
     assert_eq!(store.read_from("s0", 0).unwrap().len(), 126);
 }
+
+/// Four `turnwal append` processes (four identities: each names itself by
+/// host, pid and a random token) racing on one session through the whole
+/// store, each offering its own turns at the same seqs. Each takes the
+/// session when it opens it; a process whose session was taken is refused
+/// (`Superseded`), one that finds the log moved is refused (the seq was
+/// written). Whatever the interleaving, every acknowledged event is stored
+/// at its seq, no seq was acknowledged to two processes, and the log
+/// verifies clean (run with --nocapture to see who won each round).
+#[test]
+fn processes_racing_on_one_session_leave_one_writers_events_per_seq() {
+    use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader, Write};
+    use turnwal::{Store, StoreOptions};
+    let cluster = support::pg::shared();
+    let db = {
+        let url = cluster.fresh_database();
+        url.rsplit("dbname=").next().unwrap().to_owned()
+    };
+    let url = cluster.store_url(&db);
+    let first = support::turn(1, 0, 1_000);
+    let out = cli(
+        &url,
+        &["append", "race", "--create"],
+        &support::lines(&first),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    for round in 0..3 {
+        let start = Store::open_postgres(&url, StoreOptions::default())
+            .unwrap()
+            .read_from("race", 0)
+            .unwrap()
+            .len() as u64;
+        // Each process offers turns from where the log ends, its text its own.
+        let offers: Vec<Vec<String>> = (0..4)
+            .map(|p| {
+                let mut lines = Vec::new();
+                for k in 0..30u64 {
+                    let seq = start + lines.len() as u64;
+                    let n = seq / 6 + 1;
+                    let text = format!("p{p} r{round} k{k}");
+                    lines.extend(support::turn_saying(
+                        n,
+                        seq,
+                        1_000 + seq as i64,
+                        &text,
+                        &text,
+                    ));
+                }
+                lines
+            })
+            .collect();
+        let acked: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = offers
+                .iter()
+                .map(|lines| {
+                    let url = &url;
+                    scope.spawn(move || {
+                        let mut child = support::command(&["--store", url, "append", "race"])
+                            .stdin(Stdio::piped())
+                            .stdout(Stdio::piped())
+                            .stderr(Stdio::null())
+                            .spawn()
+                            .unwrap();
+                        let mut stdin = child.stdin.take().unwrap();
+                        let feed = lines.clone();
+                        let writer = std::thread::spawn(move || {
+                            for turn in feed.chunks(6) {
+                                if writeln!(stdin, "{}", turn.join("\n"))
+                                    .and_then(|()| stdin.flush())
+                                    .is_err()
+                                {
+                                    break;
+                                }
+                                std::thread::sleep(std::time::Duration::from_micros(500));
+                            }
+                        });
+                        let acks: Vec<u64> = BufReader::new(child.stdout.take().unwrap())
+                            .lines()
+                            .map_while(Result::ok)
+                            .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse().ok()))
+                            .collect();
+                        child.wait().unwrap();
+                        writer.join().unwrap();
+                        acks
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+        let stored: Vec<String> = store
+            .read_from("race", 0)
+            .unwrap()
+            .iter()
+            .map(|e| e.to_json())
+            .collect();
+        let mut owner: BTreeMap<u64, usize> = BTreeMap::new();
+        for (p, seqs) in acked.iter().enumerate() {
+            for &seq in seqs {
+                assert!(
+                    owner.insert(seq, p).is_none(),
+                    "round {round}: seq {seq} acknowledged to two processes"
+                );
+                let line = &offers[p][(seq - start) as usize];
+                let sent = turnwal::Event::from_json(line.as_bytes())
+                    .unwrap()
+                    .to_json();
+                assert_eq!(stored[seq as usize], sent, "round {round}: seq {seq}");
+            }
+        }
+        assert!(!owner.is_empty(), "round {round}: nobody wrote");
+        eprintln!(
+            "race round {round}: acknowledged per process {:?}",
+            acked.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            store.verify("race").unwrap().state,
+            turnwal::LogState::Clean,
+            "round {round}"
+        );
+    }
+}
