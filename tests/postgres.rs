@@ -718,6 +718,53 @@ fn the_command_line_works_on_a_postgres_store() {
     assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
 }
 
+/// Starts `turnwal ARGS` (an `append`) and feeds it `lines` a turn (six
+/// lines) at a time, `pace_us` microseconds apart, from a thread that
+/// stops when the process stops reading; the process, that thread and the
+/// process's stdout.
+fn paced_append(
+    args: &[&str],
+    lines: &[String],
+    pace_us: u64,
+) -> (
+    std::process::Child,
+    std::thread::JoinHandle<()>,
+    std::process::ChildStdout,
+) {
+    use std::io::Write;
+    let mut child = support::command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let feed = lines.to_vec();
+    let writer = std::thread::spawn(move || {
+        for turn in feed.chunks(6) {
+            if writeln!(stdin, "{}", turn.join("\n"))
+                .and_then(|()| stdin.flush())
+                .is_err()
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(pace_us));
+        }
+    });
+    (child, writer, stdout)
+}
+
+/// The seqs an `append` process acknowledged (`ack N` lines), in order.
+fn acks_of(stdout: std::process::ChildStdout) -> Vec<u64> {
+    use std::io::{BufRead, BufReader};
+    BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse().ok()))
+        .collect()
+}
+
 /// `turnwal append` writer processes on a PostgreSQL store, each killed
 /// with SIGKILL at a random moment while it writes; the next round
 /// resumes the session (its open turn closed by recovery) with a new
@@ -726,7 +773,6 @@ fn the_command_line_works_on_a_postgres_store() {
 /// `TURNWAL_PG_KILL_ROUNDS` sets the rounds (default 8).
 #[test]
 fn writer_processes_sigkilled_lose_nothing_acknowledged() {
-    use std::io::{BufRead, BufReader, Write};
     use turnwal::{LogState, Store, StoreOptions};
     let rounds: u64 = std::env::var("TURNWAL_PG_KILL_ROUNDS")
         .ok()
@@ -778,35 +824,10 @@ fn writer_processes_sigkilled_lose_nothing_acknowledged() {
         if round == 0 {
             args.push("--create");
         }
-        let mut child = support::command(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let feed = lines.clone();
-        let writer = std::thread::spawn(move || {
-            // A turn at a time, paced: many batches, each its own
-            // transaction, so a kill lands between and inside commits.
-            for turn in feed.chunks(6) {
-                if writeln!(stdin, "{}", turn.join("\n"))
-                    .and_then(|()| stdin.flush())
-                    .is_err()
-                {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_micros(300));
-            }
-        });
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()))
-                .collect::<Vec<u64>>()
-        });
+        // A turn at a time, paced: many batches, each its own transaction,
+        // so a kill lands between and inside commits.
+        let (mut child, writer, stdout) = paced_append(&args, &lines, 300);
+        let reader = std::thread::spawn(move || acks_of(stdout));
         std::thread::sleep(std::time::Duration::from_millis(30 + rng.below(250)));
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -1132,7 +1153,6 @@ fn a_store_lends_connections_and_recovers_from_a_server_restart() {
 #[test]
 fn processes_racing_on_one_session_leave_one_writers_events_per_seq() {
     use std::collections::BTreeMap;
-    use std::io::{BufRead, BufReader, Write};
     use turnwal::{Store, StoreOptions};
     let cluster = support::pg::shared();
     let db = {
@@ -1178,30 +1198,9 @@ fn processes_racing_on_one_session_leave_one_writers_events_per_seq() {
                 .map(|lines| {
                     let url = &url;
                     scope.spawn(move || {
-                        let mut child = support::command(&["--store", url, "append", "race"])
-                            .stdin(Stdio::piped())
-                            .stdout(Stdio::piped())
-                            .stderr(Stdio::null())
-                            .spawn()
-                            .unwrap();
-                        let mut stdin = child.stdin.take().unwrap();
-                        let feed = lines.clone();
-                        let writer = std::thread::spawn(move || {
-                            for turn in feed.chunks(6) {
-                                if writeln!(stdin, "{}", turn.join("\n"))
-                                    .and_then(|()| stdin.flush())
-                                    .is_err()
-                                {
-                                    break;
-                                }
-                                std::thread::sleep(std::time::Duration::from_micros(500));
-                            }
-                        });
-                        let acks: Vec<u64> = BufReader::new(child.stdout.take().unwrap())
-                            .lines()
-                            .map_while(Result::ok)
-                            .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse().ok()))
-                            .collect();
+                        let (mut child, writer, stdout) =
+                            paced_append(&["--store", url, "append", "race"], lines, 500);
+                        let acks = acks_of(stdout);
                         child.wait().unwrap();
                         writer.join().unwrap();
                         acks

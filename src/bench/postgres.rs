@@ -442,9 +442,8 @@ pub fn run(
     many_sessions(url, 10_000, 6)?;
     progress("postgres: listing");
     let listing = list(url, 10_000).run(reps)?;
-    let ratio_of = |o: &super::Outcome, i: usize| {
-        o.sides[i].median().as_secs_f64() / o.sides[0].median().as_secs_f64().max(1e-12)
-    };
+    // The baseline's median over turnwal's (the first side's).
+    let ratio_of = |o: &super::Outcome, i: usize| o.ratio(&o.sides[i].name);
     let ratios = vec![
         (TARGETS[0].0, ratio_of(&durable, 1)),
         (TARGETS[1].0, ratio_of(&buffered, 1)),

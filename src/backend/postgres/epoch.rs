@@ -51,27 +51,25 @@ pub struct Row {
 }
 
 impl Row {
-    /// The row of an encoded row ([`crate::backend::rows::codec::encode_batch_text`]).
-    pub fn of(row: crate::backend::rows::codec::RowOut) -> Row {
+    /// The row of an encoded row whose `data` is text
+    /// ([`crate::backend::rows::codec::encode_batch_text`] encodes only
+    /// such rows); `None` for a row whose `data` was compressed, which this
+    /// store does not hold.
+    pub fn of(row: crate::backend::rows::codec::RowOut) -> Option<Row> {
         use crate::backend::rows::codec::Data;
-        Row {
+        let Data::Text(data) = row.data else {
+            return None;
+        };
+        Some(Row {
             seq: row.seq as i64,
             members: row.members as i32,
             event_type: row.event_type,
             time: row.time,
-            data: match row.data {
-                Data::Text(text) => text,
-                // encode_batch_text never compresses.
-                Data::Blob(frame) => String::from_utf8_lossy(
-                    &zstd::bulk::decompress(&frame, crate::limits::MAX_DATA_LEN)
-                        .unwrap_or_default(),
-                )
-                .into_owned(),
-            },
+            data,
             source_event_seqs: row.source_event_seqs,
             surface_op: row.surface_op,
             ignorable: row.ignorable.map(|n| n != 0),
-        }
+        })
     }
 
     /// How many events `rows` hold.

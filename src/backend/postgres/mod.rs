@@ -13,6 +13,8 @@ mod schema;
 mod store;
 mod writer;
 
+#[cfg(feature = "testkit")]
+pub(crate) use rows::row_in_at;
 pub use schema::{SCHEMA_VERSION, ensure_schema};
 pub use store::PgBackend;
 #[cfg(any(feature = "testkit", feature = "cli"))]

@@ -190,11 +190,21 @@ pub(crate) fn read_session(
 
 /// The rows of a batch, its events checked against the row limits.
 pub(crate) fn encode(batch: &[Event]) -> Result<Vec<Row>> {
-    Ok(codec::encode_batch_text(batch)
+    codec::encode_batch_text(batch)
         .map_err(Error::Event)?
         .into_iter()
-        .map(Row::of)
-        .collect())
+        .map(|row| {
+            let seq = row.seq;
+            Row::of(row).ok_or_else(|| {
+                Error::Event(
+                    crate::event::EventError::new(
+                        "its row's data was compressed; the PostgreSQL store keeps text",
+                    )
+                    .at_seq(seq),
+                )
+            })
+        })
+        .collect()
 }
 
 impl Shared {

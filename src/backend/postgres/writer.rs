@@ -26,6 +26,19 @@ enum Read {
     Salvage,
 }
 
+/// Session `id`'s row, which must still be `hold`'s incarnation (a
+/// session deleted and created again is not the writer's).
+fn own_row(
+    tx: &mut postgres::Transaction<'_>,
+    path: &std::path::Path,
+    id: &str,
+    hold: &Hold,
+) -> Result<super::store::SessionRow> {
+    read_session(tx, path, id)?
+        .filter(|row| row.incarnation == hold.incarnation)
+        .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+}
+
 /// Writes one session.
 pub(super) struct PgWriter {
     shared: Arc<Shared>,
@@ -48,11 +61,7 @@ impl PgWriter {
     fn classify(&self, how: Read) -> Result<(Classified, i64)> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
-            let row = read_session(tx, path, &self.id)?
-                .filter(|row| row.incarnation == self.hold.incarnation)
-                .ok_or_else(|| Error::NotFound {
-                    id: self.id.clone(),
-                })?;
+            let row = own_row(tx, path, &self.id, &self.hold)?;
             let rows = row.rows(tx, path);
             let c = match how {
                 Read::Tail => scan::tail_scan(&rows)?,
@@ -97,7 +106,8 @@ impl PgWriter {
 
     /// After a failed commit: whether the change that would have moved
     /// the session's end to `end` committed (the connection was lost
-    /// after the server committed it), read on a new connection. `false`
+    /// after the server committed it), read on a working connection (the
+    /// broken one is not lent again). `false`
     /// when it did not or it cannot be told.
     fn committed(&mut self, end: i64) -> bool {
         let Ok(mut client) = self.shared.client() else {
@@ -135,11 +145,7 @@ impl LogWriter for PgWriter {
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
-            let row = read_session(tx, path, &self.id)?
-                .filter(|row| row.incarnation == self.hold.incarnation)
-                .ok_or_else(|| Error::NotFound {
-                    id: self.id.clone(),
-                })?;
+            let row = own_row(tx, path, &self.id, &self.hold)?;
             scan::read_from(&row.rows(tx, path), from_seq)
         })
     }
@@ -164,36 +170,14 @@ impl LogWriter for PgWriter {
         let (id, hold) = (self.id.clone(), self.hold.clone());
         let location = shared.location.clone();
         let path = shared.path.clone();
-        // The stored next seq a repair starts from: what the rows hold,
-        // which the session row mirrors unless the log was damaged.
         let result = shared.write(|tx| {
-            let row = read_session(tx, &path, &id)?
-                .filter(|row| row.incarnation == hold.incarnation)
-                .ok_or_else(|| Error::NotFound { id: id.clone() })?;
+            let row = own_row(tx, &path, &id, &hold)?;
             let now = scan::full_scan_for(&row.rows(tx, &path), salvage)?;
-            if now.scan.stored_len() != scan.stored_len()
-                || now.scan.tail != scan.tail
-                || (!scan.closers.is_empty() && now.scan.closers != scan.closers)
-            {
-                return Err(Error::StaleRepair {
-                    id: id.clone(),
-                    detail: format!(
-                        "the stored tail changed since it was scanned (stored next seq is {}; \
-                         the repair's closers start at seq {})",
-                        now.scan.stored_len(),
-                        scan.stored_len()
-                    ),
-                });
-            }
-            let stored_next: i64 = tx
-                .query_one(
-                    "SELECT next_seq FROM turnwal_sessions WHERE session_id = $1",
-                    &[&id],
-                )
-                .map_err(|e| pg_error("repair", &location, e))?
-                .get(0);
+            scan::check_unchanged(&id, &now.scan, scan)?;
+            // Claimed from where the session row says the log ends (which
+            // differs from the rows' end when they were damaged).
             let claimed = Hold {
-                next_seq: stored_next,
+                next_seq: row.next_seq,
                 ..hold.clone()
             };
             let revision = epoch::claim(tx, &location, &id, &claimed, end, 0)?;

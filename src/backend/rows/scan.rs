@@ -545,6 +545,28 @@ fn classify(
     }))
 }
 
+/// Refuses a repair decided from `scan` when the session, read again under
+/// the writer's transaction, scans to something else (`now`): another
+/// kept length or tail, or other closers (empty closers with a cut are a
+/// cut alone, which a live writer adopting the log asks for).
+pub(crate) fn check_unchanged(id: &str, now: &Scan, scan: &Scan) -> Result<()> {
+    if now.stored_len() != scan.stored_len()
+        || now.tail != scan.tail
+        || (!scan.closers.is_empty() && now.closers != scan.closers)
+    {
+        return Err(Error::StaleRepair {
+            id: id.to_owned(),
+            detail: format!(
+                "the stored tail changed since it was scanned (stored next seq is {}; the \
+                 repair's closers start at seq {})",
+                now.stored_len(),
+                scan.stored_len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Reads and classifies every row of a session.
 pub(crate) fn full_scan(src: &dyn Rows) -> Result<Classified> {
     full_scan_for(src, false)

@@ -166,22 +166,7 @@ impl LogWriter for SqliteWriter {
         let quarantined = self.shared.conn().write(&path, |conn| {
             let row = self.own_row(conn)?;
             let now = scan::full_scan_for(&row.rows(conn, &path), salvage)?;
-            // Empty closers with a cut: a cut alone (a live writer that
-            // adopts the log continues its open turn).
-            if now.scan.stored_len() != scan.stored_len()
-                || now.scan.tail != scan.tail
-                || (!scan.closers.is_empty() && now.scan.closers != scan.closers)
-            {
-                return Err(Error::StaleRepair {
-                    id: id.clone(),
-                    detail: format!(
-                        "the stored tail changed since it was scanned (stored next seq is {}; \
-                         the repair's closers start at seq {})",
-                        now.scan.stored_len(),
-                        scan.stored_len()
-                    ),
-                });
-            }
+            scan::check_unchanged(&id, &now.scan, scan)?;
             let mut quarantined = None;
             if let (Some(plan), Some(cut)) = (&now.plan, &now.scan.cut) {
                 quarantined = self.quarantine(conn, cut, plan)?;

@@ -4,7 +4,7 @@
 //! compressed).
 
 use super::TornTail;
-use crate::backend::rows::codec::{self, Col, RowIn};
+use crate::backend::rows::codec::{self, RowIn};
 use crate::event::Event;
 
 fn client(url: &str) -> postgres::Client {
@@ -61,23 +61,16 @@ pub(super) fn tear_postgres(url: &str, id: &str, how: TornTail, events: u64) {
             // the cut, is replaced by rows of its kept members.
             let straddling = client
                 .query_opt(
-                    "SELECT seq, type, time, data, ignorable FROM turnwal_events \
-                     WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT 1",
+                    "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable \
+                     FROM turnwal_events WHERE session_id = $1 AND seq < $2 \
+                     ORDER BY seq DESC LIMIT 1",
                     &[&id, &(keep as i64)],
                 )
                 .expect("the rows read");
             let mut from = keep as i64;
             let mut reinsert = Vec::new();
-            if let Some(r) = straddling.filter(|r| r.get::<_, Option<bool>>(4) == Some(false)) {
-                let row = RowIn {
-                    seq: Col::Integer(r.get(0)),
-                    event_type: Col::Text(r.get::<_, String>(1).into_bytes()),
-                    time: Col::Integer(r.get(2)),
-                    data: Col::Text(r.get::<_, String>(3).into_bytes()),
-                    source_event_seqs: Col::Null,
-                    surface_op: Col::Null,
-                    ignorable: Col::Integer(codec::PACKED_DISCRIMINATOR),
-                };
+            let straddling = straddling.map(|r| crate::backend::postgres::row_in_at(&r, 0));
+            if let Some(row) = straddling.filter(RowIn::is_packed) {
                 let members = codec::decode_row(&row).expect("a stored packed row decodes");
                 let kept: Vec<Event> = members.into_iter().filter(|e| e.seq() < keep).collect();
                 from = row.seq_key();
