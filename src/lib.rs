@@ -111,7 +111,7 @@ pub mod view;
 #[cfg(any(feature = "cli", feature = "testkit"))]
 pub mod workload;
 
-pub use backend::SyncMode;
+pub use backend::{Deletion, SyncMode};
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
 pub use error::{Corruption, Error, Result, Unit};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};

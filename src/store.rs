@@ -954,6 +954,44 @@ impl Store {
         }
     }
 
+    /// Deletes a session only if `check`, shown the session as it is under
+    /// its writer lock, agrees ([`Backend::delete_if`]): what a caller that
+    /// chose the session from an earlier listing uses, so that a session
+    /// written since is kept (`turnwal prune`). A session this store holds
+    /// open, or created and has not written, is refused as in use.
+    ///
+    /// ```
+    /// use turnwal::{Deletion, Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 0)).unwrap();
+    /// store.append("s", &[
+    ///     Event::new("turn/start", 0, 1, r#"{"turn":1}"#).unwrap(),
+    ///     Event::new("turn/end", 1, 2, r#"{"turn":1,"reason":{"kind":"completed"}}"#).unwrap(),
+    /// ]).unwrap();
+    /// store.close("s").unwrap();
+    /// // Listed with 2 events: deleted only if it still has 2.
+    /// let gone = store.delete_if("s", |now| now.events == 2).unwrap();
+    /// assert!(matches!(gone, Deletion::Deleted(s) if s.events == 2));
+    /// assert!(matches!(store.delete_if("s", |_| true).unwrap(), Deletion::NotFound));
+    /// ```
+    pub fn delete_if(
+        &self,
+        id: &str,
+        mut check: impl FnMut(&SessionSummary) -> bool,
+    ) -> Result<crate::backend::Deletion> {
+        let slot = self.slot(id);
+        // Held throughout: no writer of this store opens the session while
+        // the backend decides.
+        let guard = Store::lock(&slot);
+        match &*guard {
+            Slot::Cold => self.backend.delete_if(id, &mut check),
+            Slot::Pending { .. } | Slot::Live(_) => Err(Error::InvalidArgument(format!(
+                "session {id:?} is open for writing in this store; close it before deleting it"
+            ))),
+        }
+    }
+
     /// Recovers a session: with `dry_run`, reports what would be cut and
     /// appended without writing; otherwise commits it (as `load` does).
     pub fn recover(&self, id: &str, dry_run: bool) -> Result<RecoveryReport> {

@@ -204,14 +204,26 @@ impl Backend for MemoryBackend {
         })))
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<super::Deletion> {
+        use super::Deletion;
+        if self.sessions().get(id).is_some_and(|s| s.locked) {
+            return Err(MemoryBackend::locked_error(id));
+        }
+        let Some(summary) = self.summary(id)? else {
+            return Ok(Deletion::NotFound);
+        };
         let mut sessions = self.sessions();
         match sessions.get(id) {
-            None => Ok(false),
+            None => Ok(Deletion::NotFound),
             Some(s) if s.locked => Err(MemoryBackend::locked_error(id)),
+            Some(_) if !check(&summary) => Ok(Deletion::Kept(summary)),
             Some(_) => {
                 sessions.remove(id);
-                Ok(true)
+                Ok(Deletion::Deleted(summary))
             }
         }
     }

@@ -282,9 +282,28 @@ pub trait Backend: Send + Sync {
     /// exist, `Locked` when another writer holds it.
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>>;
 
+    /// Deletes a stored session if `check` agrees, deciding from the
+    /// session as it is under its writer lock: takes the lock (`Locked`
+    /// when a writer holds it), reads the session's summary, shows it to
+    /// `check`, and deletes only if `check` returns true. So a caller that
+    /// chose the session from an earlier listing (`turnwal prune`) can
+    /// refuse to delete one that was written since: nothing acknowledged
+    /// after the summary was read can be deleted with it, because no
+    /// append gets past the lock until the session is gone.
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<Deletion>;
+
     /// Deletes a stored session (taking its writer lock first); `false` when
     /// it does not exist.
-    fn delete(&self, id: &str) -> Result<bool>;
+    fn delete(&self, id: &str) -> Result<bool> {
+        Ok(matches!(
+            self.delete_if(id, &mut |_| true)?,
+            Deletion::Deleted(_)
+        ))
+    }
 
     /// The backend itself, for a caller that uses what one backend offers
     /// beyond this trait (the SQLite and WAL stores'
@@ -305,6 +324,17 @@ pub trait Backend: Send + Sync {
         let _ = id;
         Ok(None)
     }
+}
+
+/// What [`Backend::delete_if`] found and did.
+#[derive(Debug, Clone)]
+pub enum Deletion {
+    /// Deleted; the session as it was read under its writer lock.
+    Deleted(SessionSummary),
+    /// Kept because the check refused; the summary it was shown.
+    Kept(SessionSummary),
+    /// No such session.
+    NotFound,
 }
 
 /// The exclusive writer of one session.

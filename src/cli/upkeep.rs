@@ -9,6 +9,7 @@ use super::args::{DuArgs, PruneArgs};
 use super::output::{Table, count, display_id, human_bytes, id_json, json_line, local_time};
 use super::sessions::natural_cmp;
 use super::{Failure, Outcome, exit, when};
+use crate::backend::Deletion;
 use crate::scan::SessionSummary;
 use crate::store::Store;
 
@@ -65,6 +66,16 @@ pub(crate) fn du(store: &Store, args: &DuArgs, out: &mut dyn Write) -> Outcome {
     Ok(exit::SUCCESS)
 }
 
+/// When a session was last active: its last event, or its creation when
+/// it has none.
+fn active(s: &SessionSummary) -> Option<i64> {
+    s.last_activity.or_else(|| {
+        s.header
+            .as_ref()
+            .and_then(|h| i64::try_from(h.created_at).ok())
+    })
+}
+
 /// The sessions `prune` removes: those last active before the cutoff, or
 /// all but the `keep` most recently active (a session with no event counts
 /// as its creation time).
@@ -73,18 +84,12 @@ fn doomed(
     args: &PruneArgs,
     now: i64,
 ) -> Result<Vec<SessionSummary>, Failure> {
-    let active = |s: &SessionSummary| {
-        s.last_activity.or_else(|| {
-            s.header
-                .as_ref()
-                .and_then(|h| i64::try_from(h.created_at).ok())
-        })
-    };
     match (&args.older_than, args.keep) {
         (Some(age), None) => {
             let age = when::parse_duration(age).map_err(Failure::Usage)?;
-            let cutoff = now - age.as_millis() as i64;
-            sessions.retain(|s| active(s).is_some_and(|t| t < cutoff));
+            // Older than the epoch: nothing is that old.
+            let cutoff = when::ago(now, age);
+            sessions.retain(|s| cutoff.is_some_and(|c| active(s).is_some_and(|t| t < c)));
         }
         (None, Some(keep)) => {
             sessions.sort_by(|a, b| {
@@ -104,46 +109,83 @@ fn doomed(
     Ok(sessions)
 }
 
-/// `turnwal prune`: removes old sessions (each under its writer lock, as
-/// `rm` does), or with `--dry-run` names them.
+/// `turnwal prune`: removes old sessions, or with `--dry-run` names them.
+/// Sessions are chosen from a listing, and each is then deleted under its
+/// writer lock only if it is as the listing found it (the same events and
+/// last activity, so the same age and rank): one written since, or held by
+/// a writer, is kept and named. Nothing acknowledged after the listing is
+/// ever deleted.
 pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Outcome {
     super::check::report_foreign(store)?;
     let doomed = doomed(store.list()?, args, when::now_ms())?;
-    let (mut removed, mut bytes, mut worst) = (0u64, 0u64, exit::SUCCESS);
-    for s in &doomed {
+    let (mut removed, mut bytes, mut skipped, mut worst) = (0u64, 0u64, 0u64, exit::SUCCESS);
+    let line = |s: &SessionSummary| {
         let when = s
             .last_activity
             .map_or_else(|| "never".to_owned(), local_time);
-        let line = format!(
+        format!(
             "{} ({}, last active {when})",
             display_id(&s.id),
             human_bytes(s.bytes)
-        );
+        )
+    };
+    for s in &doomed {
         if args.dry_run {
-            writeln!(out, "would remove {line}")?;
-        } else if let Err(e) = store.delete(&s.id) {
-            // A session a writer holds is left alone; the others go.
-            let f = Failure::from(e);
-            eprintln!("turnwal: {f}");
-            worst = worst.max(f.exit_status());
+            writeln!(out, "would remove {}", line(s))?;
+            removed += 1;
+            bytes += s.bytes;
             continue;
-        } else {
-            writeln!(out, "removed {line}")?;
         }
-        removed += 1;
-        bytes += s.bytes;
+        let unchanged = |now: &SessionSummary| {
+            now.events == s.events && active(now) == active(s) && now.problem == s.problem
+        };
+        match store.delete_if(&s.id, unchanged) {
+            Ok(Deletion::Deleted(gone)) => {
+                writeln!(out, "removed {}", line(&gone))?;
+                removed += 1;
+                bytes += gone.bytes;
+            }
+            Ok(Deletion::Kept(now)) => {
+                writeln!(out, "skipped {}: written since prune listed it", line(&now))?;
+                skipped += 1;
+            }
+            Ok(Deletion::NotFound) => {
+                writeln!(
+                    out,
+                    "skipped {}: removed by someone else",
+                    display_id(&s.id)
+                )?;
+            }
+            Err(e @ crate::Error::Locked { .. }) => {
+                writeln!(out, "skipped {}: {e}", display_id(&s.id))?;
+                skipped += 1;
+            }
+            Err(e) => {
+                let f = Failure::from(e);
+                eprintln!("turnwal: {f}");
+                worst = worst.max(f.exit_status());
+            }
+        }
     }
-    writeln!(
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    write!(
         out,
-        "{} {}, {}",
-        if args.dry_run {
-            "would remove"
-        } else {
-            "removed"
-        },
+        "{verb} {}, {}",
         count(removed, "session"),
         human_bytes(bytes)
     )?;
+    if skipped > 0 {
+        write!(
+            out,
+            "; skipped {} in use or written since",
+            count(skipped, "session")
+        )?;
+    }
+    writeln!(out)?;
     Ok(worst)
 }
 

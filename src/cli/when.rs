@@ -9,9 +9,13 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
         .find(|c: char| !c.is_ascii_digit())
         .ok_or_else(|| format!("{text:?} needs a unit: s, m, h, d or w (as in 30d)"))?;
     let (digits, unit) = text.split_at(unit_at);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (as in 90m, 12h, 30d)"))?;
+    if digits.is_empty() {
+        return Err(format!("{text:?} is not a duration (as in 90m, 12h, 30d)"));
+    }
+    // More digits than a u64 holds is still a duration, longer than any
+    // time since the epoch: saturate rather than refuse one spelling of
+    // "forever" and accept another.
+    let n: u64 = digits.parse().unwrap_or(u64::MAX);
     let secs = match unit {
         "s" => 1,
         "m" => 60,
@@ -20,9 +24,18 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
         "w" => 604_800,
         _ => return Err(format!("{text:?}: the unit is s, m, h, d or w")),
     };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    Ok(Duration::from_secs(n.saturating_mul(secs)))
+}
+
+/// The moment `back` before `now` (unix ms), or `None` when that is
+/// before the epoch: a duration longer than the time since 1970 reaches
+/// back past every time a session can have been written, so the callers
+/// read it as "nothing is that old" (`prune`) or "since the beginning"
+/// (`--since`). Checked, never wrapped: `9999999999999999s` is 3.2e8
+/// years, not a time a second ago.
+pub(crate) fn ago(now: i64, back: Duration) -> Option<i64> {
+    let back = i64::try_from(back.as_millis()).ok()?;
+    (back <= now).then(|| now - back)
 }
 
 /// Now, in unix milliseconds.
@@ -37,7 +50,7 @@ pub(crate) fn now_ms() -> i64 {
 /// `2026-12-01T08:30:00Z`, `2026-12-01T08:30:00.250Z`).
 pub(crate) fn parse_time(text: &str, now: i64) -> Result<i64, String> {
     if let Ok(back) = parse_duration(text) {
-        return Ok(now - back.as_millis() as i64);
+        return Ok(ago(now, back).unwrap_or(i64::MIN));
     }
     let bad = || {
         format!(
@@ -108,7 +121,11 @@ mod tests {
         assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(1_209_600)));
         assert!(parse_duration("12").unwrap_err().contains("needs a unit"));
         assert!(parse_duration("3y").is_err());
-        assert!(parse_duration("99999999999999999999d").is_err());
+        assert_eq!(
+            parse_duration("99999999999999999999d"),
+            Ok(Duration::from_secs(u64::MAX))
+        );
+        assert!(parse_duration("d").is_err());
         let now = 1_700_000_000_000;
         assert_eq!(parse_time("1h", now), Ok(now - 3_600_000));
         assert_eq!(parse_time("2023-11-14", now), Ok(1_699_920_000_000));
@@ -130,6 +147,14 @@ mod tests {
         ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
+        // Longer than the time since the epoch: since the beginning, never
+        // a wrap into the future.
+        assert_eq!(parse_time("9999999999999999s", now), Ok(i64::MIN));
+        assert_eq!(parse_time("19674d", now), Ok(now - 19674 * 86_400_000));
+        assert_eq!(parse_time("19676d", now), Ok(i64::MIN));
+        assert_eq!(ago(now, Duration::from_secs(u64::MAX)), None);
+        assert_eq!(ago(now, Duration::from_millis(now as u64)), Some(0));
+        assert_eq!(ago(now, Duration::from_millis(now as u64 + 1)), None);
         for ms in [0, 951_782_400_000, 1_700_000_000_123, -86_400_000] {
             assert_eq!(parse_time(&iso_utc(ms), now), Ok(ms), "{}", iso_utc(ms));
         }

@@ -1190,15 +1190,27 @@ impl Backend for JsonlBackend {
         ))))
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<super::Deletion> {
+        use super::Deletion;
         let Some(path) = self.find_log(id)? else {
-            return Ok(false);
+            return Ok(Deletion::NotFound);
         };
-        // Held while it goes: no writer is cut off mid-append.
+        // Held while it is read and while it goes: no writer appends in
+        // between, and none is cut off mid-append.
         let Some(_held) = self.open_held(id, &path)? else {
-            return Ok(false);
+            return Ok(Deletion::NotFound);
         };
+        let Some(summary) = self.summary(id)? else {
+            return Ok(Deletion::NotFound);
+        };
+        if !check(&summary) {
+            return Ok(Deletion::Kept(summary));
+        }
         self.remove_session(&path)?;
-        Ok(true)
+        Ok(Deletion::Deleted(summary))
     }
 }

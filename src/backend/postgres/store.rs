@@ -565,9 +565,41 @@ impl Backend for PgBackend {
         }))
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
-        self.shared
-            .write(|tx| delete_session(tx, &self.shared.location, id))
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<super::super::Deletion> {
+        use super::super::Deletion;
+        let path = &self.shared.path;
+        let location = &self.shared.location;
+        self.shared.write(|tx| {
+            // The session row locked first: every append and repair updates
+            // it in its own transaction, so none commits between this read
+            // and the delete (one waiting on the lock finds the session
+            // gone and is refused, acknowledging nothing).
+            let locked = tx
+                .query_opt(
+                    "SELECT 1 FROM turnwal_sessions WHERE session_id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .map_err(|e| pg_error("lock session", location, e))?;
+            if locked.is_none() {
+                return Ok(Deletion::NotFound);
+            }
+            let Some(row) = read_session(tx, path, id)? else {
+                return Ok(Deletion::NotFound);
+            };
+            let summary = scan::summarize(&row.rows(tx, path));
+            if !check(&summary) {
+                return Ok(Deletion::Kept(summary));
+            }
+            Ok(if delete_session(tx, location, id)? {
+                Deletion::Deleted(summary)
+            } else {
+                Deletion::NotFound
+            })
+        })
     }
 
     fn quarantined(&self) -> Result<Vec<PathBuf>> {

@@ -868,18 +868,34 @@ impl Backend for SqliteBackend {
         ))))
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<super::Deletion> {
+        use super::Deletion;
         if !self.exists(id)? {
-            return Ok(false);
+            return Ok(Deletion::NotFound);
         }
         let lock = WriterLock::acquire(&self.shared, id)?;
         let path = &self.shared.path;
-        let deleted = self
-            .shared
-            .conn()
-            .write(path, |conn| delete_session(conn, path, id))?;
+        // Read and deleted in one write transaction, under the writer lock.
+        let done = self.shared.conn().write(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(Deletion::NotFound);
+            };
+            let summary = scan::summarize(&row.rows(conn, path));
+            if !check(&summary) {
+                return Ok(Deletion::Kept(summary));
+            }
+            Ok(if delete_session(conn, path, id)? {
+                Deletion::Deleted(summary)
+            } else {
+                Deletion::NotFound
+            })
+        })?;
         drop(lock);
-        Ok(deleted)
+        Ok(done)
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {

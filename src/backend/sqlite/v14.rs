@@ -503,9 +503,13 @@ impl Backend for Schema14Backend {
         Err(self.read_only())
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
+    fn delete_if(
+        &self,
+        id: &str,
+        _check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<crate::backend::Deletion> {
         if !self.exists(id)? {
-            return Ok(false);
+            return Ok(crate::backend::Deletion::NotFound);
         }
         Err(self.read_only())
     }

@@ -939,19 +939,32 @@ impl Backend for WalBackend {
         writer.compact()
     }
 
-    fn delete(&self, id: &str) -> Result<bool> {
+    fn delete_if(
+        &self,
+        id: &str,
+        check: &mut dyn FnMut(&SessionSummary) -> bool,
+    ) -> Result<super::Deletion> {
+        use super::Deletion;
         let path = self.log_path(id);
         if !self
             .storage
             .exists(&path)
             .map_err(|e| Error::io("stat", &path, e))?
         {
-            return Ok(false);
+            return Ok(Deletion::NotFound);
         }
         let _lock = self.lock(id)?;
+        // Read after the lock: no append can land between this and the
+        // removal.
+        let Some(summary) = self.summary(id)? else {
+            return Ok(Deletion::NotFound);
+        };
+        if !check(&summary) {
+            return Ok(Deletion::Kept(summary));
+        }
         match self.storage.remove_file(&path) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Deletion::NotFound),
             Err(e) => return Err(Error::io("remove", &path, e)),
         }
         let dir = self.sessions_dir();
@@ -961,7 +974,7 @@ impl Backend for WalBackend {
         let _ = self.storage.remove_file(&unsynced_mark(&path));
         let _ = self.storage.remove_file(&proof::path_of(&path));
         let _ = self.storage.remove_file(&self.lock_path(id));
-        Ok(true)
+        Ok(Deletion::Deleted(summary))
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
