@@ -156,10 +156,10 @@ fn open_turn_note(scan: &Scan) -> String {
 /// Says on stderr what opening the session repaired before this input.
 fn report_repair(id: &str, scan: &Scan) {
     if let Some(cut) = &scan.cut {
-        eprintln!(
-            "turnwal: session {id:?}: cut {} bytes at byte {} (seq {}: {}) before appending",
+        super::terminal::warn(format_args!(
+            "session {id:?}: cut {} bytes at byte {} (seq {}: {}) before appending",
             cut.len, cut.offset, cut.seq, cut.reason
-        );
+        ));
     }
     if scan.closers.is_empty() {
         return;
@@ -169,8 +169,8 @@ fn report_repair(id: &str, scan: &Scan) {
         1 => ("closer", format!("seq {}", seqs[0])),
         _ => ("closers", format!("seqs {}", seqs.join(", "))),
     };
-    eprintln!(
-        "turnwal: session {id:?}: turn {} was left open by an earlier writer; closed it as \
+    super::terminal::warn(format_args!(
+        "session {id:?}: turn {} was left open by an earlier writer; closed it as \
          interrupted before appending (append --continue would continue it): {} synthetic \
          {closers} at {seqs}: {}",
         scan.last_turn,
@@ -180,7 +180,7 @@ fn report_repair(id: &str, scan: &Scan) {
             .map(|e| e.to_json())
             .collect::<Vec<_>>()
             .join(" ")
-    );
+    ));
 }
 
 /// A line the session refuses.

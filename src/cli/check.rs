@@ -45,7 +45,7 @@ pub(crate) fn verify(store: &Store, args: &VerifyArgs, out: &mut dyn Write) -> O
                 Err(e) if only.is_none() => {
                     progress.clear();
                     let f = Failure::from(e);
-                    eprintln!("turnwal: {f}");
+                    super::terminal::warn(&f);
                     worst = worst.max(f.exit_status());
                     summary.unreadable += 1;
                     return Ok(());
@@ -223,7 +223,7 @@ pub(crate) fn recover_all(
             Ok(_) => recovered += 1,
             Err(Failure::Output(e)) => return Err(Failure::Output(e)),
             Err(f) => {
-                eprintln!("turnwal: {f}");
+                super::terminal::warn(&f);
                 worst = worst.max(f.exit_status());
                 failed += 1;
             }
@@ -247,10 +247,10 @@ pub(crate) fn recover_all(
 /// opening it, and go on with the sessions.
 pub(crate) fn report_foreign(store: &Store) -> Result<(), Failure> {
     for (path, kind) in store.foreign_entries()? {
-        eprintln!(
-            "turnwal: skipped {}: {kind}, not a session log; remove or rename it",
+        super::terminal::warn(format_args!(
+            "skipped {}: {kind}, not a session log; remove or rename it",
             path.display()
-        );
+        ));
     }
     Ok(())
 }

@@ -181,7 +181,7 @@ pub(crate) fn run(
                 }
                 // Whatever was printed for earlier sessions goes out first.
                 out.flush()?;
-                eprintln!("turnwal: {}: not copied: {reason}", display_id(id));
+                super::terminal::warn(format_args!("{}: not copied: {reason}", display_id(id)));
                 worst = worst.max(failure.exit_status());
             }
         }

@@ -127,7 +127,7 @@ pub(crate) fn grep(store: &Store, args: &GrepArgs, out: &mut dyn Write) -> Outco
             Err(Failure::Output(e)) => return Err(Failure::Output(e)),
             Err(failure) if args.sessions.is_empty() => {
                 // One unreadable session does not stop the search.
-                eprintln!("turnwal: {failure}");
+                super::terminal::warn(&failure);
                 worst = worst.max(failure.exit_status());
             }
             Err(failure) => return Err(failure),

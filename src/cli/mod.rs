@@ -34,6 +34,7 @@ mod read;
 mod sessions;
 mod show;
 mod stats;
+mod terminal;
 mod transfer;
 mod upkeep;
 mod when;
@@ -150,7 +151,7 @@ pub fn main() -> ExitCode {
             // What was printed before the failure (acks, listed sessions)
             // still goes out, ahead of the error.
             let _ = out.flush();
-            eprintln!("turnwal: {failure}");
+            terminal::warn(&failure);
             ExitCode::from(failure.exit_status())
         }
     }
@@ -186,6 +187,29 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             )));
         }
         open(SyncMode::default(), IfMissing::Empty)
+    };
+    // Text for people goes through `Visible`: no control character from a
+    // log reaches a terminal. JSON stays exact; `show` escapes the data it
+    // shows itself (it colours its own text on a terminal).
+    let exact = match &command {
+        Command::Cat(_) | Command::Tail(_) | Command::Export(_) | Command::Show(_) => true,
+        Command::Completions(_) | Command::Man => true,
+        Command::Ls(a) => a.json,
+        Command::Head(a) => a.json,
+        Command::Du(a) => a.json,
+        Command::Stats(a) => a.json,
+        Command::Grep(a) => a.json,
+        Command::Verify(a) => a.json,
+        Command::Convert(a) => a.json,
+        Command::Bench(a) => a.json,
+        _ => false,
+    };
+    let mut visible;
+    let out: &mut dyn Write = if exact {
+        out
+    } else {
+        visible = terminal::Visible::new(out);
+        &mut visible
     };
     match command {
         Command::Demo => {

@@ -269,9 +269,20 @@ impl Table {
         }
     }
 
-    /// Adds a row.
+    /// Adds a row. Each cell is one line for a terminal
+    /// ([`visible_line`](super::terminal::visible_line)): a cwd or a title
+    /// from a log can neither break the layout nor reach the terminal as a
+    /// control sequence.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| match super::terminal::visible_line(&c) {
+                    std::borrow::Cow::Borrowed(_) => c,
+                    std::borrow::Cow::Owned(shown) => shown,
+                })
+                .collect(),
+        );
     }
 
     /// Writes the table, columns separated by two spaces.
@@ -306,15 +317,26 @@ impl Table {
 
 /// A session id for text output: as is, unless it is empty, starts with a
 /// quote, holds whitespace or control characters (which would break the
-/// layout) or a lone UTF-16 surrogate (which has no UTF-8); then as the JSON
-/// string `JSON.stringify` writes, which every id argument also accepts.
+/// layout, or act on a terminal) or a lone UTF-16 surrogate (which has no
+/// UTF-8); then as the JSON string `JSON.stringify` writes, which every id
+/// argument also accepts, with DEL and the C1 controls (which JSON leaves
+/// raw) spelled `\u007f`, `\u009b`, … as JSON allows.
 pub(crate) fn display_id(id: &str) -> Cow<'_, str> {
     if id.is_empty()
         || id.starts_with('"')
         || jsstr::has_lone_surrogate(id)
         || id.chars().any(|c| c.is_whitespace() || c.is_control())
     {
-        Cow::Owned(jsstr::to_json(id))
+        let json = jsstr::to_json(id);
+        let mut out = String::with_capacity(json.len());
+        for c in json.chars() {
+            if matches!(c, '\x7f' | '\u{80}'..='\u{9f}') {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        Cow::Owned(out)
     } else {
         Cow::Borrowed(id)
     }
@@ -374,6 +396,33 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_shown_round_trip_and_carry_no_control_character() {
+        for id in [
+            "plain",
+            "with space",
+            "esc\u{1b}]0;x\u{7}",
+            "del\u{7f}c1\u{9b}",
+            "\"quoted",
+            "",
+        ] {
+            let shown = display_id(id);
+            assert!(
+                !shown
+                    .chars()
+                    .any(|c| matches!(c, '\0'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')),
+                "{shown:?}"
+            );
+            let back = if shown.starts_with('"') {
+                parse_id(&shown).unwrap()
+            } else {
+                shown.into_owned()
+            };
+            assert_eq!(back, id);
+        }
+        assert_eq!(display_id("del\u{7f}c1\u{9b}"), r#""del\u007fc1\u009b""#);
+    }
 
     #[test]
     fn iso_times() {

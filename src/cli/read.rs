@@ -55,7 +55,7 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
     write_events(out, salvage.events.iter().filter(|e| e.seq() >= from))?;
     out.flush()?;
     for gap in &salvage.gaps {
-        eprintln!("turnwal: {}", gap_text(gap));
+        super::terminal::warn(gap_text(gap));
     }
     let damaged = salvage.gaps.iter().any(|g| g.damaged);
     Ok(if damaged {

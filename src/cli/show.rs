@@ -4,7 +4,10 @@
 //! complete `assistant/message` replaced them); tool calls with their
 //! arguments and results, failures marked; model and tokens per message;
 //! the closers recovery would add to a crashed session, marked as such.
-//! Read in place ([`Store::inspect_view`]); writes nothing.
+//! Read in place ([`Store::inspect_view`]); writes nothing. Every string
+//! taken from the log is made visible (`cli::terminal`) before it is
+//! rendered in any format: the text format paints its own escape
+//! sequences on a terminal, so none may come from the data.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -13,6 +16,7 @@ use serde_json::Value;
 
 use super::args::{ShowArgs, ShowFormat};
 use super::output::{display_id, iso_utc};
+use super::terminal::{visible_line, visible_text};
 use super::{Failure, Outcome, exit};
 use crate::event::EventKind;
 use crate::store::Store;
@@ -144,7 +148,7 @@ impl Builder {
                 EventKind::ToolResult => {
                     "tool/result, the call never ran (TOOL_NOT_STARTED)".to_owned()
                 }
-                _ => event.event_type().to_owned(),
+                _ => visible_line(event.event_type()).into_owned(),
             };
             self.turn().items.push(Item::Recovery(what));
             return;
@@ -165,7 +169,7 @@ impl Builder {
                 turn.outcome = data
                     .pointer("/reason/kind")
                     .and_then(Value::as_str)
-                    .map(str::to_owned);
+                    .map(|kind| visible_line(kind).into_owned());
             }
             EventKind::StepEnd => self.flush_stream(),
             EventKind::StepStart => {
@@ -173,7 +177,7 @@ impl Builder {
                 self.stream.step = data.get("step").and_then(Value::as_u64).unwrap_or(0);
             }
             EventKind::UserMessage => {
-                let text = message_text(&data);
+                let text = visible_text(&message_text(&data)).into_owned();
                 self.turn().items.push(Item::User(text));
             }
             EventKind::AssistantChunk => {
@@ -183,8 +187,10 @@ impl Builder {
                     chunk.and_then(|c| c.get("type")).and_then(Value::as_str),
                     text,
                 ) {
-                    (Some("text-delta"), Some(t)) => self.stream.text.push_str(t),
-                    (Some("reasoning-delta"), Some(t)) => self.stream.reasoning.push_str(t),
+                    (Some("text-delta"), Some(t)) => self.stream.text.push_str(&visible_text(t)),
+                    (Some("reasoning-delta"), Some(t)) => {
+                        self.stream.reasoning.push_str(&visible_text(t));
+                    }
                     _ => {}
                 }
             }
@@ -205,11 +211,14 @@ impl Builder {
                 let tokens = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64);
                 let item = Item::Assistant {
                     step: data.get("step").and_then(Value::as_u64).unwrap_or(0),
-                    text: text_of(content, "text"),
-                    reasoning: text_of(content, "reasoning"),
-                    model: model.map(|m| match provider {
-                        Some(p) => format!("{p}/{m}"),
-                        None => m.to_owned(),
+                    text: visible_text(&text_of(content, "text")).into_owned(),
+                    reasoning: visible_text(&text_of(content, "reasoning")).into_owned(),
+                    model: model.map(|m| {
+                        visible_line(&match provider {
+                            Some(p) => format!("{p}/{m}"),
+                            None => m.to_owned(),
+                        })
+                        .into_owned()
                     }),
                     tokens: tokens("inputTokens").zip(tokens("outputTokens")),
                     streamed: false,
@@ -217,13 +226,13 @@ impl Builder {
                 self.turn().items.push(item);
             }
             EventKind::ToolCall => {
-                let field = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                let (id, name) = (field("callId"), field("name"));
-                self.tools.insert(id.clone(), name.clone());
+                let field = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("");
+                let (id, name) = (field("callId"), visible_line(field("name")).into_owned());
+                self.tools.insert(id.to_owned(), name.clone());
                 self.turn().items.push(Item::Call {
-                    id,
+                    id: visible_line(id).into_owned(),
                     name,
-                    arguments: field("arguments"),
+                    arguments: visible_text(field("arguments")).into_owned(),
                 });
             }
             EventKind::ToolResult => {
@@ -234,20 +243,19 @@ impl Builder {
                 let id = block
                     .get("toolCallId")
                     .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
+                    .unwrap_or("");
                 let failed = data.get("error").is_some()
                     || block.get("isError").and_then(Value::as_bool) == Some(true);
-                let tool = self.tools.get(&id).cloned();
+                let tool = self.tools.get(id).cloned();
                 self.turn().items.push(Item::Result {
                     tool,
-                    text: text_of(block.get("content"), "text"),
-                    id,
+                    text: visible_text(&text_of(block.get("content"), "text")).into_owned(),
+                    id: visible_line(id).into_owned(),
                     failed,
                 });
             }
             _ => {
-                let name = event.event_type().to_owned();
+                let name = visible_line(event.event_type()).into_owned();
                 self.turn().items.push(Item::Other(name));
             }
         }
@@ -279,7 +287,7 @@ pub(crate) fn show(store: &Store, args: &ShowArgs, out: &mut dyn Write) -> Outco
     let header = view.header();
     let title = Title {
         id: display_id(&args.session).into_owned(),
-        cwd: header.cwd.clone(),
+        cwd: header.cwd.as_deref().map(|c| visible_line(c).into_owned()),
         created: i64::try_from(header.created_at).ok().map(iso_utc),
         state: view.state().code(),
     };

@@ -145,7 +145,7 @@ fn store_stats(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
             Ok(read) => read,
             Err(failure) => {
                 // One unreadable session does not hide the others.
-                eprintln!("turnwal: {failure}");
+                super::terminal::warn(&failure);
                 worst = worst.max(failure.exit_status());
                 continue;
             }

@@ -162,7 +162,7 @@ pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Out
             }
             Err(e) => {
                 let f = Failure::from(e);
-                eprintln!("turnwal: {f}");
+                super::terminal::warn(&f);
                 worst = worst.max(f.exit_status());
             }
         }
