@@ -393,17 +393,30 @@ impl Store {
     /// Seals every closed turn of `id` (the native WAL's format version 2:
     /// docs/FORMAT.md, "Sealing and compaction"), rewriting its log whole
     /// and atomically under the writer lock; a version-1 log becomes
-    /// version 2. A session on disk that this store does not hold is opened
-    /// first, as its next append would (committing any crash repair). Every
-    /// event reads back byte for byte as before. `None` for backends with
-    /// nothing to compact, and for a session not yet materialized.
+    /// version 2. Every event reads back byte for byte as before. `None`
+    /// for backends with nothing to compact, and for a session not yet
+    /// materialized.
+    ///
+    /// Compaction seals and does nothing else. A session on disk that this
+    /// store does not hold is compacted as it is stored, under its writer
+    /// lock, and not kept open: an open final turn stays open (a pipeline
+    /// streaming it with `append --continue` goes on), and a log that needs
+    /// a cut (torn bytes, debris, an interrupted repair) is refused,
+    /// naming `recover`, with nothing written. A session this store holds
+    /// open is compacted by its writer, whose open already committed any
+    /// repair.
     pub fn compact(&self, id: &str) -> Result<Option<crate::backend::Compaction>> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
-        if let Slot::Pending { .. } = &*guard {
-            return Ok(None);
+        match &mut *guard {
+            Slot::Pending { .. } => Ok(None),
+            Slot::Live(live) => live.writer.compact(),
+            Slot::Cold => match self.backend.compact(id)? {
+                Some(done) => Ok(Some(done)),
+                None if self.backend.exists(id)? => Ok(None),
+                None => Err(Error::NotFound { id: id.to_owned() }),
+            },
         }
-        self.live(id, &mut guard, Reading::Tail)?.0.writer.compact()
     }
 
     /// Closes every session this store holds open ([`Store::close`]: a WAL

@@ -1655,6 +1655,92 @@ fn compact_seals_sessions_and_reports_bytes() {
     assert_eq!(out.status, 4, "{}", out.stderr);
 }
 
+/// `compact` only seals (issue 26, item 8): a session whose turn is open
+/// (a pipeline streaming it with `append --continue`) keeps it open, its
+/// closed turns sealed, and the pipeline goes on; a torn tail is refused,
+/// naming `recover`, with not a byte written, while `--all` still
+/// compacts the other sessions.
+#[test]
+fn compact_seals_and_leaves_an_open_turn_open_and_a_torn_tail_to_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    let mut events = session_with_turns(store, "s", 2);
+    let open = vec![
+        ev("turn/start", 12, T0 + 900, r#"{"turn":3}"#),
+        ev("user/message", 13, T0 + 901, r#"{"id":"u3","text":"go"}"#),
+    ];
+    let out = run(store, &["append", "s", "--continue", "-q"], &lines(&open));
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    events.extend(open);
+    let before = fs::metadata(log_path(store, "s")).unwrap().len();
+    let out = run(store, &["compact", "s"], "");
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+    let after = fs::metadata(log_path(store, "s")).unwrap().len();
+    assert!(after < before, "{before} -> {after}");
+    assert_eq!(out.stdout, format!("s {before} -> {after} bytes\n"));
+    // Stored as it was: 14 events, the turn still open (cat adds the
+    // closers recovery would write; --raw shows the stored events alone).
+    let raw = run(store, &["cat", "s", "--raw"], "");
+    assert_eq!(raw.stdout, lines(&events));
+    let out = run(store, &["verify", "s"], "");
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with("s: open-turn, 14 events"),
+        "{}",
+        out.stdout
+    );
+    // The pipeline finishes its turn.
+    let end = ev(
+        "turn/end",
+        14,
+        T0 + 950,
+        r#"{"turn":3,"reason":{"kind":"completed"}}"#,
+    );
+    let out = run(
+        store,
+        &["append", "s", "--continue"],
+        &lines(&[end.clone()]),
+    );
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "ack 14\n", "")
+    );
+    events.push(end);
+    assert_eq!(run(store, &["cat", "s"], "").stdout, lines(&events));
+
+    // A torn tail: refused, naming recover, nothing written; --all still
+    // compacts the other session and exits with the refusal's status.
+    session_with_turns(store, "t", 2);
+    let mut torn = fs::read(log_path(store, "s")).unwrap();
+    torn.extend_from_slice(b"torn bytes of a batch never acknowledged");
+    fs::write(log_path(store, "s"), &torn).unwrap();
+    let proof = fs::read(dir.path().join("sessions/.s.durable")).unwrap();
+    let t_before = fs::metadata(log_path(store, "t")).unwrap().len();
+    let out = run(store, &["compact", "--all"], "");
+    assert_eq!(out.status, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "session \"s\" needs recovery before it can be compacted: incomplete-record at byte"
+        ) && out.stderr.contains("`turnwal recover` repairs it"),
+        "{}",
+        out.stderr
+    );
+    let t_after = fs::metadata(log_path(store, "t")).unwrap().len();
+    assert_eq!(out.stdout, format!("t {t_before} -> {t_after} bytes\n"));
+    assert_eq!(fs::read(log_path(store, "s")).unwrap(), torn);
+    assert_eq!(
+        fs::read(dir.path().join("sessions/.s.durable")).unwrap(),
+        proof
+    );
+    let out = run(store, &["verify", "s"], "");
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with("s: torn, 15 events"),
+        "{}",
+        out.stdout
+    );
+}
+
 // ---------------------------------------------------------------- help
 
 #[test]

@@ -315,8 +315,9 @@ pub trait Backend: Send + Sync {
     }
 
     /// Compacts a stored session that no writer holds: takes its writer
-    /// lock, commits any crash repair as a writer's open would, and seals
-    /// every closed turn ([`LogWriter::compact`]). `None` when the backend
+    /// lock and seals every closed turn ([`LogWriter::compact`]), and
+    /// nothing else: an open final turn stays open as stored, and a log
+    /// that needs a cut is refused (naming `recover`) with nothing written. `None` when the backend
     /// has nothing to compact or the session does not exist. The default
     /// does nothing and returns `None` (SQLite, JSONL, memory); the native
     /// WAL rewrites the log into format version 2.

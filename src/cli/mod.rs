@@ -85,7 +85,7 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    fn exit_status(&self) -> u8 {
+    pub(crate) fn exit_status(&self) -> u8 {
         match self {
             Failure::Store(Error::Corrupt(_)) | Failure::Corrupt(_) => exit::CORRUPT,
             Failure::Rejected { .. } => exit::REJECTED,

@@ -244,19 +244,29 @@ pub(crate) fn compact(
     } else {
         args.sessions.clone()
     };
+    // Each session on its own: one that needs `recover` (or is corrupt, or
+    // held) is named on stderr and the others are still compacted; the
+    // exit status is the worst.
+    let mut worst = exit::SUCCESS;
     for id in ids {
-        let done = store.compact(&id)?;
-        store.close(&id)?;
-        match done {
-            Some(c) => writeln!(out, "{} {} -> {} bytes", display_id(&id), c.before, c.after)?,
-            None => writeln!(
+        match store.compact(&id).and_then(|done| {
+            store.close(&id)?;
+            Ok(done)
+        }) {
+            Ok(Some(c)) => writeln!(out, "{} {} -> {} bytes", display_id(&id), c.before, c.after)?,
+            Ok(None) => writeln!(
                 out,
                 "{} unchanged (nothing to compact in this store)",
                 display_id(&id)
             )?,
+            Err(e) => {
+                let f = super::Failure::from(e);
+                super::terminal::warn(&f);
+                worst = worst.max(f.exit_status());
+            }
         }
     }
-    Ok(exit::SUCCESS)
+    Ok(worst)
 }
 
 pub(crate) fn rm(store: &Store, id: &str, out: &mut dyn Write) -> Outcome {

@@ -932,10 +932,9 @@ impl Backend for WalBackend {
         let Some(mut writer) = self.open(id)? else {
             return Ok(None);
         };
-        let scan = writer.scan()?;
-        if scan.needs_repair() {
-            writer.repair(&scan)?;
-        }
+        // Sealing only: an open turn stays open (the copy keeps the tail
+        // record for record), and a log that needs a cut is refused by the
+        // writer's compaction before anything is written.
         writer.compact()
     }
 

@@ -939,18 +939,25 @@ impl LogWriter for WalWriter {
 
     fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
         self.check_poison()?;
-        if let Err(failure) = self.flush_pending(true) {
+        // Accepted events become durable first. Only those: a writer just
+        // opened on a log nobody scanned yet (`WalBackend::compact`) holds
+        // nothing, and a sync would prove whatever the file holds, a torn
+        // tail included, before the scan below has judged it.
+        if (!self.pending.is_empty() || self.rewrite)
+            && let Err(failure) = self.flush_pending(true)
+        {
             return Err(self.restore(failure));
         }
         let before = self.written_len;
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
         let classified = scan_log_proven(&map, &self.path, proven)?;
-        if classified.scan.cut.is_some() {
+        if let Some(cut) = &classified.scan.cut {
             return Err(Error::InvalidArgument(format!(
-                "session {:?} needs a repair before it can be compacted (open it for \
-                 writing first)",
-                self.id
+                "session {:?} needs recovery before it can be compacted: {} (`turnwal \
+                 recover` repairs it; compaction only seals, it never cuts)",
+                self.id,
+                cut.problem("byte")
             )));
         }
         // A fresh salt: the durability proof names it, so a proof written
