@@ -1699,7 +1699,7 @@ fn compact_seals_and_leaves_an_open_turn_open_and_a_torn_tail_to_recover() {
     let out = run(
         store,
         &["append", "s", "--continue"],
-        &lines(&[end.clone()]),
+        &lines(std::slice::from_ref(&end)),
     );
     assert_eq!(
         (out.status, out.stdout.as_str(), out.stderr.as_str()),
