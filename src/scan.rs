@@ -139,6 +139,15 @@ pub enum Proof {
     /// but its checksum fails, where no torn or lost sector could have
     /// left the frame intact: damage after the fact, not a tear (WAL).
     DamagedInPlace,
+    /// It is the log's first record, written with the file, which is
+    /// published only complete and fsynced (WAL).
+    FirstRecord,
+    /// A valid record states that the file it was published in, fsynced
+    /// whole before its name pointed at it, reaches past it (WAL).
+    Published,
+    /// It is a sealed unit with an intact frame: units reach a log only in
+    /// a file published whole, never appended (WAL).
+    SealedUnit,
 }
 
 impl Proof {
@@ -151,6 +160,9 @@ impl Proof {
             Proof::Materialized => "inside-materialized-batch",
             Proof::LaterCommit => "before-a-later-commit",
             Proof::DamagedInPlace => "damaged-in-place",
+            Proof::FirstRecord => "first-record",
+            Proof::Published => "inside-published-copy",
+            Proof::SealedUnit => "sealed-unit",
         }
     }
 }

@@ -296,11 +296,16 @@ fn write_log(dir: &Path, batches: &[Vec<Event>], policy: Policy) -> Log {
     assert_eq!((file.header.clone(), file.policy), (header(), policy));
 
     // Every byte, re-encoded: each record's watermark is the length that was
-    // fdatasync'ed before its batch was written.
+    // fdatasync'ed before its batch was written; the first batch's records,
+    // published with the file, state the file's length as it was published
+    // (FORMAT.md, "Published files"; a record's length does not depend on
+    // its watermark, so one encoding finds it).
     let mut expect = Vec::new();
     format::encode_file_header(&mut expect, &header(), policy, file.salt);
     let mut events: Vec<Event> = Vec::new();
-    let mut synced = 0;
+    let mut probe = expect.clone();
+    encode_after(&mut probe, policy, &[], &batches[0], 0, file.salt);
+    let mut synced = probe.len() as u64;
     for (i, batch) in batches.iter().enumerate() {
         encode_after(&mut expect, policy, &events, batch, synced, file.salt);
         events.extend(batch.iter().cloned());
@@ -581,11 +586,26 @@ fn expect_corrupt(result: Result<turnwal::SessionView, Error>) -> Box<turnwal::C
     }
 }
 
-/// The proof FORMAT.md's watermark rule names for a hole at record `r`
-/// whose damage ends before byte `damage_end`: the first intact later record
-/// whose watermark lies past the hole.
+/// The proof RECOVERY.md's rules name, in their order, for damage first
+/// at record `r` and ending before byte `damage_end`, with no durability
+/// proof: the first record is never torn (`first-record`); an intact
+/// earlier record of the published first batch states the file's length
+/// past it (`inside-published-copy`, named by the first record stating the
+/// largest watermark); else the first intact later record whose watermark
+/// lies past it (`below-later-watermark`).
 fn proof_text(log: &Log, r: usize, damage_end: u64) -> String {
     let offset = log.starts[r];
+    if r == 0 {
+        return "this is the log's first record, written with the file".to_owned();
+    }
+    let stated = (0..r).max_by_key(|&j| (log.heads[j].watermark, std::cmp::Reverse(j)));
+    if let Some(j) = stated.filter(|&j| log.heads[j].watermark > offset) {
+        return format!(
+            "the record at byte {} (seq {j}) was published in a file durable through byte {}, \
+             so this record had been acknowledged [rule: inside-published-copy]",
+            log.starts[j], log.heads[j].watermark
+        );
+    }
     let j = (r + 1..log.events.len())
         .find(|&j| log.starts[j] >= damage_end && log.heads[j].watermark > offset)
         .expect("a later record proves the hole acknowledged");
@@ -593,6 +613,33 @@ fn proof_text(log: &Log, r: usize, damage_end: u64) -> String {
         "the record at byte {} (seq {j}) shows the log was durable through byte {}",
         log.starts[j], log.heads[j].watermark
     )
+}
+
+/// Checks that `image` (installed in `dir`, without a durability proof)
+/// cut short inside the published first batch, keeping its first `n`
+/// records intact, is refused as corrupt at the first missing or damaged
+/// byte and left as it was: the first batch is published whole (FORMAT.md,
+/// "Published files"), so no crash can shorten it.
+fn check_refused_inside_first_batch(dir: &Path, log: &Log, image: &[u8], n: usize) {
+    let path = install(dir, image);
+    let end_n = log.end_of(n);
+    let store = Store::open(dir).unwrap();
+    for result in [store.inspect(ID), store.load(ID)] {
+        let c = expect_corrupt(result);
+        let ctx = format!("image of {} bytes keeping {n} records", image.len());
+        assert_eq!(c.offset, end_n, "{ctx}: {}", c.reason);
+        let rule = match () {
+            _ if image.len() as u64 == end_n && n > 0 => "shorter-than-proven",
+            _ if n == 0 => "first-record",
+            _ => "inside-published-copy",
+        };
+        assert!(
+            c.reason.contains(&format!("[rule: {rule}]")),
+            "{ctx}: expected {rule}: {}",
+            c.reason
+        );
+    }
+    assert_bytes(&fs::read(&path).unwrap(), image, "a refusal wrote nothing");
 }
 
 #[test]
@@ -619,9 +666,15 @@ fn truncation_at_every_byte_offset() {
         );
     });
 
+    // Inside the first batch: published whole with the file, never torn.
+    let first_batch_end = log.end_of(log.batches[0].len());
     let cuts: Vec<u64> = (log.records_start..=len).collect();
     parallel(&cuts, |dir, &k| {
         let n = log.kept_at(k);
+        if k < first_batch_end {
+            check_refused_inside_first_batch(dir, &log, &log.bytes[..k as usize], n);
+            return;
+        }
         let rest = &log.bytes[log.end_of(n) as usize..k as usize];
         check_recovers(
             dir,
@@ -1091,8 +1144,13 @@ fn stale_copied_records_are_never_returned() {
         }
         cases.push((n, prefix.iter().chain(foreign).copied().collect()));
     }
+    let first_batch = log.batches[0].len();
     parallel(&cases, |dir, (n, image)| {
-        check_recovers(dir, &log, image, *n, CutReason::Invalid);
+        if *n < first_batch {
+            check_refused_inside_first_batch(dir, &log, image, *n);
+        } else {
+            check_recovers(dir, &log, image, *n, CutReason::Invalid);
+        }
     });
     eprintln!("stale and foreign records: {} images", cases.len());
 }

@@ -521,9 +521,41 @@ impl RecordHead {
     }
 }
 
+/// The fewest bytes of plain records any one event of a sealed unit takes:
+/// a single-event record is at least [`MIN_RECORD_LEN`] bytes, and a chunk
+/// run of `n` members at least `56 + 5n` (its packed row holds `n` texts of
+/// at least `""` and `n − 1` time deltas of at least one digit, with their
+/// commas). So a unit states at most `plain_len / 4` events; a count past
+/// that is a lie the head itself gives away, refused before anything is
+/// sized from it.
+pub const MIN_PLAIN_BYTES_PER_EVENT: u32 = 4;
+
 /// Parses a record header and checks the framing fields (kind, flags,
-/// lengths). `bytes` must hold at least [`RECORD_HEADER_LEN`] bytes.
+/// lengths) and the seqs it claims (every one a safe integer; a sealed
+/// unit's count within what its plain length can hold). `bytes` must hold
+/// at least [`RECORD_HEADER_LEN`] bytes.
 pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
+    let head = parse_framing(bytes)?;
+    if head.is_sealed() && head.surface_len > head.sources_len / MIN_PLAIN_BYTES_PER_EVENT {
+        return Err(format!(
+            "sealed unit states {} events, more than its {} plain bytes can hold",
+            head.surface_len, head.sources_len
+        ));
+    }
+    // count >= 1 for every kind (a unit of none is refused above).
+    let last = head.seq.checked_add(head.count() - 1);
+    if last.is_none_or(|last| last > crate::event::MAX_SAFE_INTEGER) {
+        return Err(format!(
+            "record seqs {}..{} pass the largest safe integer",
+            head.seq,
+            head.seq.saturating_add(head.count())
+        ));
+    }
+    Ok(head)
+}
+
+/// [`parse_head`]'s framing checks.
+fn parse_framing(bytes: &[u8]) -> Result<RecordHead, String> {
     let head = RecordHead {
         kind: u8::from_le_bytes(get(bytes, REC_KIND_FIELD)),
         flags: u8::from_le_bytes(get(bytes, REC_FLAGS_FIELD)),
@@ -841,6 +873,29 @@ impl Encoded {
             self.closing_end = Some((out.len() - start) as u64);
         }
     }
+}
+
+/// Stamps every record of a file about to be published whole
+/// (materialization, a compaction's or a seal's rewrite) with the file's
+/// length as its watermark, and recomputes each checksum with `salt`. The
+/// file is written and fsynced whole before its name points at it, so
+/// every byte of it is durable before anyone can read it, and each record
+/// says so: damage anywhere below that length is acknowledged data, never
+/// a tear, whatever the durability proof beside it says (docs/FORMAT.md,
+/// "Published files"). `file` holds the file header and whole records.
+pub fn stamp_published(file: &mut [u8], records_start: usize, salt: u32) {
+    let len = file.len() as u64;
+    let mut at = records_start;
+    while at < file.len() {
+        let head = parse_head(&file[at..at + RECORD_HEADER_LEN]).expect("a record just encoded");
+        let end = at + head.record_len() as usize;
+        let record = &mut file[at..end];
+        put(record, REC_WATERMARK_FIELD, len.to_le_bytes());
+        let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+        put(record, REC_CRC_FIELD, crc.to_le_bytes());
+        at = end;
+    }
+    debug_assert_eq!(at, file.len(), "whole records");
 }
 
 /// Appends the records of one append batch: in version 2 (`pack`), the

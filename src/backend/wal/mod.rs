@@ -634,8 +634,13 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
+        // Sized by the file, not by counts read from it: a unit's count
+        // is checked when it is decompressed, and many events pack into few
+        // bytes only inside units, whose events are held as they are read.
         let mut entries = view::Entries::with_capacity(
-            usize::try_from(classified.scan.stored_len()).unwrap_or(0),
+            usize::try_from(classified.scan.stored_len())
+                .unwrap_or(0)
+                .min(map.len() / format::MIN_RECORD_LEN),
         );
         for (at, head) in scan::heads(&map, start, classified.kept_end) {
             if head.is_v2() {
@@ -810,7 +815,10 @@ impl Backend for WalBackend {
             })?;
         }
         let pack = version >= format::FORMAT_VERSION;
+        let records_start = bytes.len();
         format::encode_batch(&mut bytes, batch, placements, 0, salt, pack);
+        // Published whole: every record states the file's length.
+        format::stamp_published(&mut bytes, records_start, salt);
         let tmp = dir.join(format!(".{name}.{:016x}.tmp", self.storage.random()));
         let io = |op, e| Error::io(op, &tmp, e);
         let mut file = self

@@ -58,6 +58,11 @@ pub struct Frames {
     pub committed_time: Option<i64>,
     /// The last valid record.
     pub last: Option<RecordHead>,
+    /// The valid record stating the largest watermark, as (its offset, its
+    /// head): a record of a published copy states the copy's whole length
+    /// (docs/FORMAT.md, "Published files"), so bytes below it were durable
+    /// before the log could be read at all.
+    pub stated: Option<(u64, RecordHead)>,
     /// The first invalid byte range, if the valid records do not reach the end.
     pub invalid: Option<Invalid>,
     /// What proves the invalid bytes acknowledged (or, with no invalid
@@ -163,6 +168,7 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
         committed_turn: 0,
         committed_time: None,
         last: None,
+        stated: None,
         invalid: None,
         damage: None,
         file,
@@ -178,6 +184,14 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
                         head.kind
                     ),
                 ));
+            }
+            // A unit's inside is checked too (decompressed, bounded by its
+            // plain length): every entry point that scans decides from the
+            // same evidence as `verify`, and a unit whose count, length or
+            // records lie is refused at its own offset.
+            if head.is_sealed() {
+                super::seal::check_unit(unit_frame(bytes, at, &head), &head)
+                    .map_err(|d| (CutReason::Invalid, d))?;
             }
             Ok(head)
         });
@@ -201,6 +215,12 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
                     frames.committed = frames.records;
                     frames.committed_turn = u64::from(head.turn);
                     frames.committed_time = Some(head.time);
+                }
+                if frames
+                    .stated
+                    .is_none_or(|(_, s)| head.watermark > s.watermark)
+                {
+                    frames.stated = Some((at - head.record_len(), head));
                 }
                 frames.last = Some(head);
             }
@@ -242,7 +262,31 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
                 Proof::Missing.code()
             ),
         }),
-        None => None,
+        // A log is published with its first batch, so a log of no record
+        // lost it, unless a salvage cut everything and said so in the proof.
+        None if proven == 0 && frames.records == 0 => Some(Damage {
+            offset: len,
+            proof: Proof::FirstRecord,
+            detail: format!(
+                "the log holds no record, but a log is published with its first batch, so \
+                 its first records are missing [rule: {}]",
+                Proof::FirstRecord.code()
+            ),
+        }),
+        None => match frames.stated {
+            Some((at, head)) if proven == 0 && head.watermark > len => Some(Damage {
+                offset: len,
+                proof: Proof::Missing,
+                detail: format!(
+                    "the log ends at byte {len}, but the record at byte {at} (seq {}) shows the \
+                     log was durable through byte {} [rule: {}]: acknowledged bytes are missing",
+                    head.seq,
+                    head.watermark,
+                    Proof::Missing.code()
+                ),
+            }),
+            _ => None,
+        },
     };
     Ok(frames)
 }
@@ -277,6 +321,9 @@ pub fn damage_evidence(
                  record had been acknowledged"
             ),
         ));
+    }
+    if let Some(published) = published(bytes, frames, p, proven) {
+        return Some(published);
     }
     if invalid.reason == CutReason::ZeroFill {
         return None;
@@ -316,6 +363,78 @@ pub fn damage_evidence(
         at += head.record_len();
     }
     materialized.or_else(|| damaged_in_place(bytes, p, frames.records, salt))
+}
+
+/// The evidence that the bytes at `p` were published whole, never
+/// appended, so no torn write can have produced them (docs/FORMAT.md,
+/// "Published files"; docs/RECOVERY.md, "Proof"):
+///
+/// - `first-record`: `p` is the first record. A log's first records are
+///   written with its file (materialization, or a rewrite: compaction, a
+///   seal, a copy), which is fsynced whole before its name points at it.
+/// - `inside-published-copy`: a valid record before `p` states a
+///   watermark past `p`. An appended record's watermark never passes its
+///   own offset; a published file's records state the file's whole length.
+/// - `sealed-unit`: the record at `p` is a sealed unit with an intact frame
+///   (kind 18, the expected seq, a trailer equal to its length, inside the
+///   file). Units only ever reach a log inside a published file.
+///
+/// The first two are evidence only while no durability proof of this file
+/// states less than they would: an explicit salvage that cut below a
+/// published length first lowered the proof durably, and the records it
+/// kept still state the old length. Whatever else the proof states (or if
+/// it states more) decides first, as `inside-proven-length`.
+fn published(bytes: &[u8], frames: &Frames, p: u64, proven: u64) -> Option<(Proof, String)> {
+    let start = frames.file.records_start;
+    let stated = frames.stated.filter(|(_, head)| head.watermark > p);
+    let floor = stated.map_or(start + 1, |(_, head)| head.watermark.max(start + 1));
+    if proven == 0 || proven >= floor {
+        if p == start {
+            return Some((
+                Proof::FirstRecord,
+                "this is the log's first record, written with the file, which is fsynced whole \
+                 before it is published, so no torn write produced it"
+                    .to_owned(),
+            ));
+        }
+        if let Some((at, head)) = stated {
+            return Some((
+                Proof::Published,
+                format!(
+                    "the record at byte {at} (seq {}) was published in a file durable through \
+                     byte {}, so this record had been acknowledged",
+                    head.seq, head.watermark
+                ),
+            ));
+        }
+    }
+    let rest = &bytes[p as usize..];
+    if rest.len() < RECORD_HEADER_LEN {
+        return None;
+    }
+    let head = format::parse_head(&rest[..RECORD_HEADER_LEN]).ok()?;
+    let len = head.record_len();
+    if !head.is_sealed() || head.seq != frames.records || len > rest.len() as u64 {
+        return None;
+    }
+    let trailer = &rest[len as usize - format::TRAILER_LEN..len as usize];
+    if u64::from(u32::from_le_bytes(trailer.try_into().expect("4 bytes"))) != len {
+        return None;
+    }
+    Some((
+        Proof::SealedUnit,
+        format!(
+            "it is a sealed unit of {} events, {len} bytes, its frame intact: units reach a log \
+             only inside a file published whole, never appended, so no torn write produced it",
+            head.count()
+        ),
+    ))
+}
+
+/// The zstd frame of the sealed unit at `at`, whose head is `head`.
+pub(super) fn unit_frame<'a>(bytes: &'a [u8], at: u64, head: &RecordHead) -> &'a [u8] {
+    let from = at as usize + RECORD_HEADER_LEN;
+    &bytes[from..from + head.data_len as usize]
 }
 
 /// The smallest unit a power loss tears or loses: a 512-byte sector.

@@ -43,12 +43,26 @@ pub fn unit_events(
     frame: &[u8],
     head: &RecordHead,
 ) -> Result<(Vec<Event>, Vec<RecordHead>), String> {
-    let mut events = Vec::with_capacity(head.count() as usize);
+    // Not sized from the head's count: that is a number read from disk,
+    // and the walk below is what checks it against the events the frame
+    // really holds.
+    let mut events = Vec::new();
     let inner_heads = walk_unit(frame, head, |record, inner| {
         events.extend(format::decode_records(record, inner)?);
         Ok(())
     })?;
     Ok((events, inner_heads))
+}
+
+/// Checks the sealed unit whose head is `head` and whose frame is `frame`
+/// as [`unit_events`] does (it decompresses, bounded by `plain_len`, and
+/// walks its inner records: checksums, contiguous seqs, the count its head
+/// states, the closing `turn/end`, the head's turn and time), without
+/// decoding a payload: what a scan checks of every unit, so that every
+/// entry point decides from the same evidence (docs/FORMAT.md, "Sealed
+/// units").
+pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), String> {
+    walk_unit(frame, head, |_, _| Ok(())).map(drop)
 }
 
 /// Decompresses the sealed unit whose head is `head` and whose frame is
@@ -185,7 +199,8 @@ fn finish(record: &mut [u8], salt: u32) {
     format::put(record, REC_CRC_FIELD, crc.to_le_bytes());
 }
 
-/// Appends a copy of a valid record with watermark 0 and `salt`'s checksum.
+/// Appends a copy of a valid record with watermark 0 and `salt`'s checksum
+/// (the copy is stamped with its length once it is whole).
 fn copy_record(out: &mut Vec<u8>, record: &[u8], salt: u32) {
     let start = out.len();
     out.extend_from_slice(record);
@@ -218,7 +233,8 @@ pub struct SealedCopy {
 /// are, every closed turn after them sealed (a unit closes at the first
 /// turn boundary after [`UNIT_TARGET_LEN`] plain bytes; a turn whose records
 /// alone exceed 64 MiB stays plain), the open tail copied record for
-/// record. Every record of the copy has watermark 0 and `salt`'s checksum.
+/// record. Every record of the copy states the copy's length as its
+/// watermark ([`format::stamp_published`]) and has `salt`'s checksum.
 /// `None` when there is nothing to seal in a version-2 log.
 pub fn sealed_copy(
     bytes: &[u8],
@@ -236,6 +252,7 @@ pub fn sealed_copy(
         salt,
         format::FORMAT_VERSION,
     );
+    let records_start = out.len();
     let mut group: Vec<Plain> = Vec::new();
     let mut group_len = 0usize;
     let mut turn: Vec<Plain> = Vec::new();
@@ -299,6 +316,7 @@ pub fn sealed_copy(
             salt,
         );
     }
+    format::stamp_published(&mut out, records_start, salt);
     Ok(Some(SealedCopy {
         bytes: out,
         events: classified.scan.stored_len(),

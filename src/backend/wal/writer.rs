@@ -662,6 +662,16 @@ fn scan_clean_end(
                 && !commit.in_turn()
                 && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
     };
+    // A unit at the end is the commit point the scan takes its count from:
+    // check it (decompressed, bounded) before trusting it, as the full scan
+    // checks every unit, so that no append continues from a count the
+    // unit's records do not hold. The full scan decides what a bad one is.
+    if last.is_sealed() {
+        let at = bytes.len() as u64 - last.record_len();
+        if super::seal::check_unit(super::scan::unit_frame(bytes, at, &last), &last).is_err() {
+            return Ok(None);
+        }
+    }
     let (commit, tail) = if closes(&last, previous.as_ref()) {
         (Some(last), Vec::new())
     } else {
@@ -774,7 +784,11 @@ pub(super) fn decode_kept(
     path: &std::path::Path,
 ) -> Result<Vec<Event>> {
     let kept = classified.scan.stored_len();
-    let mut events = Vec::with_capacity(kept.saturating_sub(from_seq) as usize);
+    // At most one event per smallest record of the file up front: a count
+    // read from disk never sizes an allocation by itself.
+    let mut events = Vec::with_capacity(
+        (kept.saturating_sub(from_seq) as usize).min(bytes.len() / format::MIN_RECORD_LEN),
+    );
     let start = classified.frames.file.records_start;
     for (at, head) in heads(bytes, start, classified.kept_end) {
         if head.next_seq() > from_seq {

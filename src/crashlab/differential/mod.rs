@@ -872,7 +872,7 @@ impl Differential {
                 // it (a cut never falls inside a packed row).
                 TornTail::CutLast(_)
                     if tail.last_synthetic
-                        || tail.sealed.last() == Some(&true)
+                        || tail.published.last() == Some(&true)
                         || !last_row_is_scalar(&self.sqlite_path(), &id)
                         || jsonl.iter().any(|&c| {
                             JsonlFile::read(&self.jsonl_root(c), c, &id).last_line_is_packed()
@@ -889,10 +889,13 @@ impl Differential {
                     while keep > 0 && tail.partial_repair.get(keep as usize - 1) == Some(&true) {
                         keep -= 1;
                     }
-                    // A sealed unit is published whole by an atomic rewrite:
-                    // a crash drops events after the last unit only.
-                    let sealed_end = tail.sealed.iter().rposition(|&s| s).map_or(0, |i| i + 1);
-                    let keep = keep.max(sealed_end as u64);
+                    // A sealed unit, and every record of a file published
+                    // whole (materialization, a rewrite), is published by an
+                    // atomic rename of a file fsynced first: a crash drops
+                    // events after them only.
+                    let published_end =
+                        tail.published.iter().rposition(|&s| s).map_or(0, |i| i + 1);
+                    let keep = keep.max(published_end as u64);
                     TornTail::DropLast(u8::try_from(events - keep).unwrap_or(u8::MAX))
                 }
                 other => other,

@@ -277,14 +277,17 @@ impl JsonlFile {
 }
 
 /// What a tear must respect at the end of a WAL log: repairs (a cut never
-/// leaves part of one) and sealed units (published whole).
+/// leaves part of one) and published records (sealed units, and every
+/// record of a file published whole).
 pub(super) struct WalTail {
     /// Whether the last record is a synthetic closer (the end of a repair).
     pub(super) last_synthetic: bool,
     /// Per event: whether cutting right after it leaves part of a repair.
     pub(super) partial_repair: Vec<bool>,
-    /// Per event: whether it is inside a sealed unit.
-    pub(super) sealed: Vec<bool>,
+    /// Per event: whether its record was published whole (materialization
+    /// or a rewrite: docs/FORMAT.md, "Published files"), so no crash tears
+    /// or drops it.
+    pub(super) published: Vec<bool>,
 }
 
 /// The [`WalTail`] of the last `events` events of the WAL log of `id`.
@@ -298,15 +301,21 @@ pub(super) fn wal_tail(root: &Path, id: &str, events: u64) -> WalTail {
     // Walk back over the records: each ends with its length. A chunk-run
     // record (or a sealed unit) stands for each of its events.
     let mut counted = 0;
+    let mut ends = Vec::new();
     while counted < events {
         let len =
             u32::from_le_bytes(bytes[end - TRAILER_LEN..end].try_into().expect("4 bytes")) as usize;
         let head = parse_head(&bytes[end - len..end]).expect("a valid record");
         counted += head.count();
         heads.extend(std::iter::repeat_n(head, head.count() as usize));
+        ends.extend(std::iter::repeat_n(end as u64, head.count() as usize));
         end -= len;
     }
     heads.reverse();
+    ends.reverse();
+    // The published length: what a record of a published file states (an
+    // appended record's watermark never passes its own offset).
+    let published_len = heads.iter().map(|h| h.watermark).max().unwrap_or(0);
     let last = heads.last().is_some_and(|h| h.synthetic());
     let partial = heads
         .iter()
@@ -315,7 +324,7 @@ pub(super) fn wal_tail(root: &Path, id: &str, events: u64) -> WalTail {
     WalTail {
         last_synthetic: last,
         partial_repair: partial,
-        sealed: heads.iter().map(|h| h.is_sealed()).collect(),
+        published: ends.iter().map(|&e| e <= published_len).collect(),
     }
 }
 
