@@ -325,7 +325,7 @@ mod wal_damage {
         };
         let mut sent: Vec<Event> = Vec::new();
         let mut acked = 0u64;
-        let mut append = |batch: &[Event], sent: &mut Vec<Event>, acked: &mut u64| {
+        let append = |batch: &[Event], sent: &mut Vec<Event>, acked: &mut u64| {
             let first = sent.is_empty();
             let receipt = store.append(ID, batch).unwrap();
             sent.extend(batch.iter().cloned());
