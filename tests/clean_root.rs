@@ -578,6 +578,14 @@ fn proof_slot(tag: u32, len: u64, boot: u64) -> Vec<u8> {
     out
 }
 
+/// Gives `path` a modification time long before the machine started, as a
+/// transcript nobody has written since a power loss has.
+fn written_before_this_boot(path: &Path) {
+    let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+    let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    file.set_modified(long_ago).unwrap();
+}
+
 /// The length of a raw transcript up to and including its first
 /// `turn/end` line.
 fn through_first_turn(bytes: &[u8]) -> usize {
@@ -588,9 +596,12 @@ fn through_first_turn(bytes: &[u8]) -> usize {
 
 /// A proof in the state directory decides a recovery only for the bytes it
 /// was written for. A proof from an earlier boot turns a hole followed by
-/// intact lines (a later `turn/end` among them) into a tear; the same proof
-/// for another transcript, or for a transcript since replaced at the same
-/// path, proves nothing, and upstream's rule refuses the log.
+/// intact lines (a later `turn/end` among them) into a tear, when nothing
+/// has written the transcript since the machine started; the same proof
+/// for another transcript, for a transcript since replaced at the same
+/// path, or for one written in this boot (another writer appended after
+/// the restart: issue 26, item 7) proves nothing, and upstream's rule
+/// refuses the log.
 #[test]
 fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
     let place = Place::new();
@@ -632,6 +643,14 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
     let slot = proof_slot(crc32fast::hash(&bytes_a[..len]), len as u64, 1);
     fs::write(&proof_a, &slot).unwrap();
     damage(&a, "\"a2\"");
+    // Written in this boot (the damage was): the proof licenses nothing,
+    // and upstream's rule refuses the log, as it refuses it with no proof.
+    let err = place
+        .store(Compression::None, Policy::Strict)
+        .inspect("a")
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    written_before_this_boot(&a);
     // Cut from the damaged line (turn 2's user message, seq 7) on.
     let line = {
         let text = String::from_utf8_lossy(&bytes_a);
@@ -679,6 +698,7 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
     assert_eq!(replaced.len(), bytes_a.len());
     fs::write(&a, &replaced).unwrap();
     damage(&a, "\"a2\"");
+    written_before_this_boot(&a);
     let err = place
         .store(Compression::None, Policy::Strict)
         .inspect("a")
@@ -688,9 +708,86 @@ fn a_proof_counts_only_for_the_bytes_it_was_written_for() {
     // And the original bytes with the proof: a tear again.
     fs::write(&a, &bytes_a).unwrap();
     damage(&a, "\"a2\"");
+    written_before_this_boot(&a);
     let view = place
         .store(Compression::None, Policy::Strict)
         .inspect("a")
         .unwrap();
     assert_eq!(view.stored, 7);
+}
+
+/// Issue 26, item 7 (`g7`): a proof from an earlier boot, then turns
+/// another writer (the upstream harness keeps no turnwal proof) appended
+/// after the restart, one of them damaged. The proof licenses no cut:
+/// `recover` refuses the log as corrupt and cuts nothing, exactly as it
+/// refuses the same log with no proof at all, as upstream refuses it.
+#[test]
+fn a_proof_from_an_earlier_boot_licenses_no_cut_of_turns_appended_since() {
+    let place = Place::new();
+    let other_state = place._tmp.path().join("other-state");
+    fs::create_dir(&other_state).unwrap();
+    fs::set_permissions(&other_state, fs::Permissions::from_mode(0o700)).unwrap();
+    let spec = format!("jsonl+none:{}", place.root.display());
+    let cli = |state: &Path, args: &[&str], input: &str| {
+        let mut child = Command::new(BIN)
+            .env_remove("TURNWAL_STORE")
+            .env("TURNWAL_STATE_DIR", state)
+            .args(["--store", &spec])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let turns = |from: u64, to: u64| -> String {
+        (from..=to)
+            .map(|n| lines(&turn(n, (n - 1) * 6, T0 + n as i64)))
+            .collect()
+    };
+    // Our writer: turns 1 and 2, with its proof.
+    let (status, _, err) = cli(
+        &place.state,
+        &["append", "s", "--create", "-q"],
+        &turns(1, 2),
+    );
+    assert_eq!((status, err.as_str()), (0, ""));
+    // The proof, as if written in an earlier boot (1 is no real boot id).
+    let log = place.root.join("_no-cwd/s/session.jsonl");
+    let proof = place.backend(Compression::None).proof_path(&log).unwrap();
+    let bytes = fs::read(&log).unwrap();
+    let stale = proof_slot(crc32fast::hash(&bytes), bytes.len() as u64, 1);
+    fs::write(&proof, &stale).unwrap();
+    // After the restart another writer appends turns 3, 4 and 5, each on
+    // its own, acknowledged, and keeps no proof in our state directory.
+    for n in 3..=5 {
+        let (status, _, err) = cli(&other_state, &["append", "s", "-q"], &turns(n, n));
+        assert_eq!((status, err.as_str()), (0, ""), "turn {n}");
+    }
+    damage(&log, "\"hi 3\"");
+    let damaged = fs::read(&log).unwrap();
+    let copy = place._tmp.path().join("copy");
+    fs::create_dir(&copy).unwrap();
+    for state in [&place.state, &other_state] {
+        let (status, out, err) = cli(state, &["recover", "s"], "");
+        assert_eq!((status, out.as_str()), (2, ""), "{err}");
+        assert!(
+            err.contains("corrupt at byte") && err.contains("(seq 13)"),
+            "{err}"
+        );
+        assert_eq!(fs::read(&log).unwrap(), damaged, "nothing was cut");
+        let (status, out, _) = cli(state, &["verify", "s"], "");
+        assert_eq!(status, 2, "{out}");
+    }
+    assert!(!place.root.join("_no-cwd/s/.turnwal-quarantine").exists());
+    // The proof is as it was: a refusal writes nothing.
+    assert_eq!(fs::read(&proof).unwrap(), stale);
 }

@@ -99,6 +99,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn boot_id(&self) -> Option<u64> {
         None
     }
+    /// Whether the file at `path` was last modified in the machine's
+    /// current boot: `Some(false)` only when it certainly was not (nothing
+    /// has written it since the machine started); `None` when unknown.
+    fn written_this_boot(&self, path: &Path) -> Option<bool> {
+        let _ = path;
+        None
+    }
     /// Refuses a directory another user could plant files in
     /// ([`check_private_dir`]); a simulated disk has one user and accepts
     /// every directory.
@@ -548,6 +555,26 @@ impl Storage for FsStorage {
                 u64::from(crc32fast::hash(a)) << 32 | u64::from(crc32fast::hash(b))
             })
         })
+    }
+
+    /// The file's modification time against the moment the machine
+    /// started (now less `CLOCK_BOOTTIME`). A file modified less than a
+    /// second before that counts as modified in this boot: a wrong answer
+    /// that way costs a refusal, the other way a cut.
+    fn written_this_boot(&self, path: &Path) -> Option<bool> {
+        let modified = std::fs::symlink_metadata(path).ok()?.modified().ok()?;
+        let mut up = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid clock id and a pointer to a timespec we own.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut up) } != 0 {
+            return None;
+        }
+        let uptime = std::time::Duration::new(up.tv_sec as u64, up.tv_nsec as u32);
+        let booted = std::time::SystemTime::now().checked_sub(uptime)?;
+        let margin = std::time::Duration::from_secs(1);
+        Some(modified + margin >= booted)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {

@@ -161,6 +161,8 @@ struct SimFile {
     pending: Vec<FileOp>,
     /// Bumped by every change, for revisions.
     version: u64,
+    /// The boot of the simulated machine in which it was last written.
+    written_boot: u64,
 }
 
 impl SimFile {
@@ -734,6 +736,12 @@ impl Storage for SimDisk {
         Some(self.lock().boot)
     }
 
+    fn written_this_boot(&self, path: &Path) -> Option<bool> {
+        let s = self.lock();
+        let inode = s.lookup(&normalize(path))?;
+        Some(s.files[&inode].written_boot == s.boot)
+    }
+
     fn random(&self) -> u64 {
         let mut s = self.lock();
         s.salts += 1;
@@ -801,6 +809,7 @@ impl StorageFile for SimHandle {
             SimFile::apply(&mut f.live, &op);
             f.pending.push(op);
             f.version += 1;
+            f.written_boot = s.boot;
             Ok(n)
         })
     }
@@ -829,11 +838,12 @@ impl StorageFile for SimHandle {
     }
 
     fn set_len(&mut self, len: u64) -> io::Result<()> {
-        self.with(Some(OpKind::SetLen), |_, f| {
+        self.with(Some(OpKind::SetLen), |s, f| {
             let op = FileOp::SetLen(len);
             SimFile::apply(&mut f.live, &op);
             f.pending.push(op);
             f.version += 1;
+            f.written_boot = s.boot;
             Ok(())
         })
     }

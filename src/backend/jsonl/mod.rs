@@ -312,7 +312,8 @@ impl JsonlBackend {
     /// prefix: another incarnation's proof, a file another writer rewrote,
     /// or damage inside the prefix — then upstream's own rule decides).
     fn proven(&self, log: &Path, bytes: &[u8]) -> Option<proof::Proven> {
-        proof::proven(self.storage(), &self.proof_at(log)?, bytes)
+        let untouched = self.storage().written_this_boot(log) == Some(false);
+        proof::proven(self.storage(), &self.proof_at(log)?, bytes, untouched)
     }
 
     /// Where repairs of the session whose transcript is `log` quarantine

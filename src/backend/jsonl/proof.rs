@@ -17,8 +17,11 @@
 //! then refuses a log whose acknowledged events are all intact. Only a
 //! restart of the machine can do that: while it runs, the page cache holds
 //! exactly what was written. So a defect past the proven length is a tear
-//! only when the proof was written in an earlier boot; in the same boot
-//! (a process crash, or bytes another program appended) upstream's rule
+//! only when the proof was written in an earlier boot and nothing has
+//! written the transcript since the machine started (a power loss tears
+//! only what was written before it; another program that appended since,
+//! the upstream harness among them, keeps no proof of its own); otherwise
+//! (a process crash, or bytes appended in this boot) upstream's rule
 //! stands. A defect inside the proven length is always corruption.
 //!
 //! The file holds two slots of 28 bytes, at offsets 0 and 4096 (different
@@ -157,18 +160,26 @@ fn slots(file: &dyn StorageFile) -> io::Result<[Option<Slot>; 2]> {
 pub(crate) struct Proven {
     /// The length of the transcript proven durable.
     pub len: u64,
-    /// Whether the machine restarted since the proof was written: only then
-    /// can a defect past `len` be a tear followed by intact lines.
+    /// Whether the machine restarted since the proof was written and
+    /// nothing has written the transcript since it started: only then can
+    /// a defect past `len` be a tear followed by intact lines.
     pub rebooted: bool,
 }
 
 /// What the proof at `proof` proves about `transcript`; `None` without a
 /// proof that describes these bytes (or in a directory that is not
 /// private).
+///
+/// `untouched` says whether the transcript has certainly not been written
+/// since the machine started. A power loss tears only what was written
+/// before it: bytes another writer (the upstream harness keeps no turnwal
+/// proof) appended after the restart were never torn by it, so a proof
+/// from an earlier boot licenses no cut in a transcript written since.
 pub(crate) fn proven(
     storage: &dyn Storage,
     proof: &ProofPath,
     transcript: &[u8],
+    untouched: bool,
 ) -> Option<Proven> {
     proof.check(storage).ok()?;
     let file = storage.open(&proof.file, OpenMode::Read).ok()?;
@@ -187,7 +198,7 @@ pub(crate) fn proven(
         .map(|slot| Proven {
             len: slot.len,
             // An unknown boot (either one) is never taken for a restart.
-            rebooted: slot.boot != 0 && boot.is_some_and(|b| b != slot.boot),
+            rebooted: untouched && slot.boot != 0 && boot.is_some_and(|b| b != slot.boot),
         })
 }
 
