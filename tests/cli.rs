@@ -2233,6 +2233,34 @@ fn prune_removes_old_sessions_and_dry_run_removes_nothing() {
     }
 }
 
+/// An export of a session with no event imports nothing, and says so
+/// (a session is stored with its first event).
+#[test]
+fn importing_a_session_of_no_event_says_nothing_was_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.export");
+    fs::write(
+        &file,
+        "{\"turnwalExport\":1,\"header\":{\"version\":0,\"id\":\"e\",\"createdAt\":1},\"policy\":\"strict\",\"events\":0}\n{\"turnwalExportEnd\":0}\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let out = run(&store, &["import", file.to_str().unwrap()], "");
+    assert_eq!(
+        (out.status, out.stdout, out.stderr.as_str()),
+        (
+            0,
+            format!(
+                "nothing imported: {} holds session e with no event, and a session is stored \
+                 only once it has one\n",
+                file.display()
+            ),
+            ""
+        )
+    );
+    assert!(!store.join("sessions").exists());
+}
+
 #[test]
 fn export_and_import_move_a_session_between_stores() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! `turnwal append`: events from stdin, acknowledged as they become durable.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
+
+use super::lines::Line;
 
 use super::args::AppendArgs;
 use super::{Failure, Outcome, exit};
@@ -218,12 +220,25 @@ fn read_batch(
     let mut batch = Batch::default();
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
+        let read = super::lines::read_line(reader, &mut buf, crate::limits::MAX_RECORD_LEN)
             .map_err(|e| Failure::Other(format!("reading stdin: {e}")))?;
-        if n == 0 {
-            return Ok((batch, End::Eof));
+        match read {
+            Line::Eof => return Ok((batch, End::Eof)),
+            Line::Read => {}
+            Line::TooLong => {
+                *line_no += 1;
+                let reason = format!(
+                    "the line is longer than {} bytes, the most one event can take (data {} \
+                     bytes, sourceEventSeqs and surfaceOp {} bytes each, the rest {} bytes); \
+                     refused after reading that much of it",
+                    crate::limits::MAX_RECORD_LEN,
+                    crate::limits::MAX_DATA_LEN,
+                    crate::limits::MAX_EXTRA_LEN,
+                    crate::limits::MAX_ENVELOPE_LEN
+                );
+                let line = *line_no;
+                return Ok((batch, End::Rejected(Rejected { line, reason })));
+            }
         }
         *line_no += 1;
         if !buf.trim_ascii().is_empty() {

@@ -27,6 +27,7 @@ mod convert;
 mod demo;
 mod digest;
 mod grep;
+mod lines;
 mod location;
 mod output;
 mod progress;

@@ -8,13 +8,14 @@
 //! bytes left out); a last line repeating the count, so a truncated file is
 //! refused rather than imported short.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::args::{ExportArgs, ImportArgs};
+use super::lines::{self, Line};
 use super::output::display_id;
 use super::{Failure, Outcome, exit};
 use crate::contract::Policy;
@@ -25,6 +26,9 @@ use crate::store::Store;
 
 /// The version of the export format this turnwal writes and reads.
 const EXPORT_VERSION: u64 = 1;
+/// The longest opening or closing line: a session header (at most 1 MiB of
+/// JSON in every store), its policy and counts, with room to spare.
+const MAX_FRAME_LINE: usize = 2 << 20;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -145,15 +149,36 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
         )
     };
     let bad = |line: usize, why: String| Failure::Corrupt(format!("{name}: line {line}: {why}"));
-    let mut lines = BufReader::new(reader).lines().enumerate();
-    let mut next = || -> Result<Option<(usize, String)>, Failure> {
-        match lines.next() {
-            None => Ok(None),
-            Some((i, Ok(line))) => Ok(Some((i + 1, line))),
-            Some((i, Err(e))) => Err(Failure::Other(format!("read {name}: line {}: {e}", i + 1))),
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    // Every line is refused once it passes the longest its kind can be,
+    // while it is read: the opening and closing lines hold a header and
+    // counts, an event line at most one event.
+    let mut next = |limit: usize| -> Result<Option<(usize, String)>, Failure> {
+        let read = lines::read_line(&mut reader, &mut buf, limit)
+            .map_err(|e| Failure::Other(format!("read {name}: line {}: {e}", line_no + 1)))?;
+        line_no += 1;
+        match read {
+            Line::Eof => Ok(None),
+            Line::TooLong => Err(bad(
+                line_no,
+                format!(
+                    "longer than {limit} bytes, the most a line of a turnwal export can be \
+                     here; refused after reading that much of it"
+                ),
+            )),
+            Line::Read => {
+                let text = std::str::from_utf8(&buf)
+                    .map_err(|e| bad(line_no, format!("not UTF-8: {e}")))?;
+                let text = text.strip_suffix('\n').unwrap_or(text);
+                let text = text.strip_suffix('\r').unwrap_or(text);
+                Ok(Some((line_no, text.to_owned())))
+            }
         }
     };
-    let (_, first) = next()?.ok_or_else(|| bad(1, "empty: not a turnwal export".into()))?;
+    let (_, first) =
+        next(MAX_FRAME_LINE)?.ok_or_else(|| bad(1, "empty: not a turnwal export".into()))?;
     let opening: Opening<'_> = serde_json::from_str(&first)
         .map_err(|e| bad(1, format!("not a turnwal export opening line: {e}")))?;
     if opening.turnwal_export != EXPORT_VERSION {
@@ -176,7 +201,12 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
     let count = opening.events;
     let mut events = Vec::new();
     let closing = loop {
-        let Some((n, line)) = next()? else {
+        let limit = if events.len() as u64 == count {
+            MAX_FRAME_LINE
+        } else {
+            crate::limits::MAX_RECORD_LEN
+        };
+        let Some((n, line)) = next(limit)? else {
             return Err(bad(
                 events.len() + 2,
                 format!(
@@ -201,7 +231,7 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
             ));
         }
     }
-    if let Some((n, _)) = next()? {
+    if let Some((n, _)) = next(MAX_FRAME_LINE)? {
         return Err(bad(n, "text after the closing line".into()));
     }
     if let Some(id) = &args.as_id {
@@ -211,11 +241,20 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
     if store.backend().exists(&id)? {
         return Err(Error::AlreadyExists { id, on_disk: true }.into());
     }
+    if events.is_empty() {
+        // A session is stored with its first event (as the harness stores
+        // it): one without any leaves nothing, and says so.
+        writeln!(
+            out,
+            "nothing imported: {name} holds session {} with no event, and a session is stored \
+             only once it has one",
+            display_id(&id)
+        )?;
+        return Ok(exit::SUCCESS);
+    }
     store.create_with_policy(header, policy)?;
     let written = (|| -> Result<(), Error> {
-        if !events.is_empty() {
-            store.append(&id, &events)?;
-        }
+        store.append(&id, &events)?;
         store.flush(&id)?;
         store.close(&id)
     })();

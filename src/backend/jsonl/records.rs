@@ -62,6 +62,15 @@ pub fn js_number_text(number: &serde_json::Number) -> String {
 /// gives the reason; the caller treats the line as unparsable, as
 /// upstream's scanner does.
 pub fn decode_line(line: &[u8]) -> Result<Vec<Event>, String> {
+    // Judged by its length before anything is built from it: no line a
+    // store writes is longer than one record at its largest.
+    if line.len() > crate::limits::MAX_RECORD_LEN {
+        return Err(format!(
+            "a line of {} bytes, longer than any record ({} bytes at most)",
+            line.len(),
+            crate::limits::MAX_RECORD_LEN
+        ));
+    }
     if memchr_chunks(line) {
         let text = std::str::from_utf8(line)
             .map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))?;
@@ -339,6 +348,33 @@ pub fn encode_records<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line longer than any record is refused by its length, before a
+    /// byte of it is parsed or copied (issue 26, item 9).
+    #[test]
+    fn a_line_longer_than_any_record_is_refused_by_its_length() {
+        let limit = crate::limits::MAX_RECORD_LEN;
+        let mut line = br#"{"type":"user/message","seq":0,"time":1,"data":{"text":""#.to_vec();
+        let tail = br#""}}"#;
+        line.resize(limit + 1 - tail.len(), b'a');
+        line.extend_from_slice(tail);
+        assert_eq!(line.len(), limit + 1);
+        let err = decode_line(&line).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "a line of {} bytes, longer than any record ({limit} bytes at most)",
+                limit + 1
+            )
+        );
+        // One byte shorter it is an event like any other.
+        line.remove(60);
+        let envelope = br#"{"type":"user/message","seq":0,"time":1,"data":}"#.len();
+        assert_eq!(
+            decode_line(&line).unwrap()[0].data().get().len(),
+            limit - envelope
+        );
+    }
 
     fn chunk(seq: u64, time: i64, text: &str) -> Event {
         Event::new(

@@ -208,7 +208,13 @@ impl<'p> LineScanner<'p> {
         if self.fragment.is_empty() && line_start < chunk.len() {
             self.fragment_at = at.unwrap_or(chunk_start + line_start as u64);
         }
-        self.fragment.extend_from_slice(&chunk[line_start..]);
+        // A line is held across chunks (zstd frames) only up to one byte past
+        // the longest a record can be: enough for `decode_line` to refuse it
+        // by its length, whatever the frames still to come hold.
+        let rest = &chunk[line_start..];
+        let room = (crate::limits::MAX_RECORD_LEN + 1).saturating_sub(self.fragment.len());
+        self.fragment
+            .extend_from_slice(&rest[..rest.len().min(room)]);
         Ok(())
     }
 
