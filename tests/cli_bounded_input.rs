@@ -16,6 +16,8 @@ use support::{BIN, T0, ev, turn};
 /// Runs `turnwal ARGS` feeding it `head`, then `filler` bytes of `b'A'`,
 /// then `tail`; returns its exit status, stdout, stderr and peak resident
 /// memory in bytes.
+// The child is reaped by `wait4` (for its own rusage), not `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run_fed(args: &[&str], head: &[u8], filler: usize, tail: &[u8]) -> (i32, String, String, u64) {
     let mut child = Command::new(BIN)
         .env_remove("TURNWAL_STORE")
