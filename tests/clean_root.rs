@@ -791,3 +791,66 @@ fn a_proof_from_an_earlier_boot_licenses_no_cut_of_turns_appended_since() {
     // The proof is as it was: a refusal writes nothing.
     assert_eq!(fs::read(&proof).unwrap(), stale);
 }
+
+/// A relative `TURNWAL_STATE_DIR` is refused (it would name another
+/// directory from every working directory); a creation that fails after
+/// making the session's directories (here: the proof cannot be written,
+/// because a file stands where its directory goes) leaves no empty
+/// directory in the root, and the error names what is in the way.
+#[test]
+fn a_failed_creation_leaves_the_root_as_it_was_and_says_why() {
+    let place = Place::new();
+    let spec = format!("jsonl+none:{}", place.root.display());
+    let input = lines(&turn(1, 0, T0));
+    let run = |state: &str| {
+        let mut child = Command::new(BIN)
+            .env_remove("TURNWAL_STORE")
+            .env("TURNWAL_STATE_DIR", state)
+            .args(["--store", &spec, "append", "s", "--create", "--cwd", "/w/p"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let before = files(&place.root);
+    let (status, out, err) = run("relative/state");
+    assert_eq!((status, out.as_str()), (4, ""));
+    assert!(
+        err.starts_with(
+            "turnwal: invalid argument: TURNWAL_STATE_DIR must be an absolute path, not \
+             relative/state"
+        ),
+        "{err}"
+    );
+    assert_eq!(files(&place.root), before);
+
+    fs::create_dir(&place.state).unwrap();
+    fs::set_permissions(&place.state, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(place.state.join("jsonl-proof"), b"not a directory").unwrap();
+    let (status, out, err) = run(place.state.to_str().unwrap());
+    assert_eq!((status, out.as_str()), (4, ""));
+    assert!(
+        err.contains(&format!(
+            "create directory {}: File exists (os error 17) (something that is not a directory \
+             is in the way)",
+            place.state.join("jsonl-proof").display()
+        )),
+        "{err}"
+    );
+    assert_eq!(files(&place.root), before, "no directory left behind");
+
+    // Once the way is clear the same append creates the session.
+    fs::remove_file(place.state.join("jsonl-proof")).unwrap();
+    let (status, out, err) = run(place.state.to_str().unwrap());
+    assert_eq!((status, err.as_str()), (0, ""));
+    assert_eq!(out, support::acks(0..6));
+}

@@ -129,7 +129,7 @@ impl JsonlBackend {
         let root = root.as_ref();
         let root = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
         JsonlBackend::check_root(storage.as_ref(), &root)?;
-        let state_dir = default_state_dir().and_then(|d| std::path::absolute(d).ok());
+        let state_dir = default_state_dir().map_err(Error::InvalidArgument)?;
         let backend = JsonlBackend {
             storage,
             root,
@@ -917,6 +917,112 @@ impl JsonlBackend {
     }
 }
 
+impl JsonlBackend {
+    /// [`Backend::create`]: the session's directories, then the transcript
+    /// published with the first batch, and its writer.
+    fn create_transcript(
+        &self,
+        header: &SessionHeader,
+        batch: &[Event],
+    ) -> Result<Box<dyn LogWriter>> {
+        let path = self.log_path(header)?;
+        let dir = path
+            .parent()
+            .expect("a transcript has a directory")
+            .to_owned();
+        let taken = || Error::AlreadyExists {
+            id: header.id.clone(),
+            on_disk: true,
+        };
+        self.check_root_encoding()?;
+        let opposite = dir.join(self.compression.opposite().log_name());
+        if self.entry_exists(&opposite)? {
+            return Err(self.encoding_mismatch(&opposite));
+        }
+        if self.find_log(&header.id)?.is_some() {
+            return Err(taken());
+        }
+        self.check_inside(&dir)?;
+        self.create_dirs(&dir)?;
+        if self.entry_exists(&path)? {
+            return Err(taken());
+        }
+        let bytes = self.materialization(header, batch);
+        // Another creator's cleanup can take a temp file in the instant
+        // before it is held (then its link finds no file): start over, and
+        // the session that creator published is found as taken.
+        // A failed creation of another session removes the directories it
+        // made if they are empty (`remove_empty_dirs`), which can be ours
+        // before our temp file is in them: make them again, and retry.
+        let mut attempts = 0;
+        let file = loop {
+            attempts += 1;
+            if attempts > 1 {
+                if self.entry_exists(&path)? {
+                    return Err(taken());
+                }
+                self.create_dirs(&dir)?;
+            }
+            self.remove_temps(&path);
+            let written = match self.write_temp(&path, &bytes) {
+                Err(Error::Io { source, .. }) if not_found(&source) && attempts < 8 => continue,
+                other => other?,
+            };
+            let Some((tmp, file)) = written else {
+                if attempts < 8 {
+                    continue;
+                }
+                return Err(Error::io("link", &path, io::ErrorKind::NotFound.into()));
+            };
+            let linked = self.storage.link(&tmp, &path);
+            let _ = self.storage.remove_file(&tmp);
+            match linked {
+                Ok(()) => break file,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
+                Err(e) if not_found(&e) && attempts < 8 => {}
+                Err(e) => return Err(Error::io("link", &path, e)),
+            }
+        };
+        // This writer holds the new transcript; from here a failure takes
+        // it back so a retry starts over.
+        // A proof an earlier transcript at this path left is not removed:
+        // a slot counts only where its tag is the CRC of the file's prefix
+        // of its length (bytes identical to what it proved), and the
+        // writer's first proofs overwrite both slots. Removing it here
+        // could race with a creator that won meanwhile and proves into it.
+        let published = self.sync_dir(&dir);
+        self.remove_legacy(&dir);
+        let mut writer = JsonlWriter::new(
+            self.clone(),
+            header.clone(),
+            path.clone(),
+            file,
+            bytes.len() as u64,
+            batch.len() as u64,
+        );
+        writer.swept();
+        // Published whole and fsynced (the directory too): all of it is
+        // durable.
+        if let Err(e) = published.and_then(|()| writer.prove(bytes.len() as u64)) {
+            drop(writer);
+            let _ = self.storage.remove_file(&path);
+            return Err(e);
+        }
+        Ok(Box::new(writer))
+    }
+
+    /// Removes the session directory `dir` and then its project directory,
+    /// each only if empty (a failed creation's; another session's files, or
+    /// a creator that raced it, keep them). Best effort.
+    fn remove_empty_dirs(&self, dir: &Path) {
+        if self.storage.remove_dir(dir).is_ok()
+            && let Some(project) = dir.parent().filter(|p| *p != self.root)
+        {
+            let _ = self.storage.remove_dir(project);
+        }
+    }
+}
+
 impl Backend for JsonlBackend {
     fn location(&self) -> String {
         self.root.display().to_string()
@@ -1089,80 +1195,17 @@ impl Backend for JsonlBackend {
         batch: &[Event],
         _placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
-        let path = self.log_path(header)?;
-        let dir = path
-            .parent()
-            .expect("a transcript has a directory")
-            .to_owned();
-        let taken = || Error::AlreadyExists {
-            id: header.id.clone(),
-            on_disk: true,
-        };
-        self.check_root_encoding()?;
-        let opposite = dir.join(self.compression.opposite().log_name());
-        if self.entry_exists(&opposite)? {
-            return Err(self.encoding_mismatch(&opposite));
-        }
-        if self.find_log(&header.id)?.is_some() {
-            return Err(taken());
-        }
-        self.check_inside(&dir)?;
-        self.create_dirs(&dir)?;
-        if self.entry_exists(&path)? {
-            return Err(taken());
-        }
-        let bytes = self.materialization(header, batch);
-        // Another creator's cleanup can take a temp file in the instant
-        // before it is held (then its link finds no file): start over, and
-        // the session that creator published is found as taken.
-        let mut attempts = 0;
-        let file = loop {
-            attempts += 1;
-            if attempts > 1 && self.entry_exists(&path)? {
-                return Err(taken());
+        let created = self.create_transcript(header, batch);
+        if created.is_err() {
+            // A creation that failed leaves no empty directory behind: the
+            // root holds what it held before.
+            if let Ok(path) = self.log_path(header)
+                && let Some(dir) = path.parent()
+            {
+                self.remove_empty_dirs(dir);
             }
-            self.remove_temps(&path);
-            let Some((tmp, file)) = self.write_temp(&path, &bytes)? else {
-                if attempts < 8 {
-                    continue;
-                }
-                return Err(Error::io("link", &path, io::ErrorKind::NotFound.into()));
-            };
-            let linked = self.storage.link(&tmp, &path);
-            let _ = self.storage.remove_file(&tmp);
-            match linked {
-                Ok(()) => break file,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
-                Err(e) if not_found(&e) && attempts < 8 => {}
-                Err(e) => return Err(Error::io("link", &path, e)),
-            }
-        };
-        // This writer holds the new transcript; from here a failure takes
-        // it back so a retry starts over.
-        // A proof an earlier transcript at this path left is not removed:
-        // a slot counts only where its tag is the CRC of the file's prefix
-        // of its length (bytes identical to what it proved), and the
-        // writer's first proofs overwrite both slots. Removing it here
-        // could race with a creator that won meanwhile and proves into it.
-        let published = self.sync_dir(&dir);
-        self.remove_legacy(&dir);
-        let mut writer = JsonlWriter::new(
-            self.clone(),
-            header.clone(),
-            path.clone(),
-            file,
-            bytes.len() as u64,
-            batch.len() as u64,
-        );
-        writer.swept();
-        // Published whole and fsynced (the directory too): all of it is
-        // durable.
-        if let Err(e) = published.and_then(|()| writer.prove(bytes.len() as u64)) {
-            drop(writer);
-            let _ = self.storage.remove_file(&path);
-            return Err(e);
         }
-        Ok(Box::new(writer))
+        created
     }
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {

@@ -62,23 +62,36 @@ pub(crate) const PROOF_DIR: &str = "jsonl-proof";
 /// The per-user state directory turnwal keeps its JSONL durability proofs
 /// in: `$TURNWAL_STATE_DIR` if set, else `$XDG_STATE_HOME/turnwal`, else
 /// `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
-/// proof is kept and upstream's rule decides every recovery).
-pub fn default_state_dir() -> Option<PathBuf> {
+/// proof is kept and upstream's rule decides every recovery). A relative
+/// `$TURNWAL_STATE_DIR` is refused: it would name another directory from
+/// every working directory, and a proof kept where the next reader does not
+/// look is a proof lost.
+pub fn default_state_dir() -> Result<Option<PathBuf>, String> {
     state_dir_from(|key| std::env::var_os(key))
 }
 
 /// [`default_state_dir`] over any environment. Empty values count as unset;
 /// a relative `$XDG_STATE_HOME` is ignored, as the XDG base directory
-/// specification says.
-pub(crate) fn state_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+/// specification says; a relative `$TURNWAL_STATE_DIR` is refused.
+pub(crate) fn state_dir_from(
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<PathBuf>, String> {
     let get = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = get("TURNWAL_STATE_DIR") {
-        return Some(dir);
+        if !dir.is_absolute() {
+            return Err(format!(
+                "TURNWAL_STATE_DIR must be an absolute path, not {}: it names where turnwal \
+                 keeps JSONL durability proofs, which must be the same directory whatever the \
+                 working directory",
+                dir.display()
+            ));
+        }
+        return Ok(Some(dir));
     }
     if let Some(dir) = get("XDG_STATE_HOME").filter(|d| d.is_absolute()) {
-        return Some(dir.join("turnwal"));
+        return Ok(Some(dir.join("turnwal")));
     }
-    get("HOME").map(|home| home.join(".local/state/turnwal"))
+    Ok(get("HOME").map(|home| home.join(".local/state/turnwal")))
 }
 
 /// The proof file of the transcript whose canonical path is `canonical`:
@@ -239,7 +252,18 @@ impl Prover {
         if self.file.is_none() {
             // Created 0700 (with each new parent made durable), then checked,
             // whoever created it.
-            storage.create_dir_all(self.path.file.parent().expect("a proof has a directory"))?;
+            let dir = self.path.file.parent().expect("a proof has a directory");
+            storage.create_dir_all(dir).map_err(|e| {
+                let why = if e.kind() == io::ErrorKind::AlreadyExists {
+                    " (something that is not a directory is in the way)"
+                } else {
+                    ""
+                };
+                io::Error::new(
+                    e.kind(),
+                    format!("create directory {}: {e}{why}", dir.display()),
+                )
+            })?;
             self.path.check(storage)?;
             let file = match storage.open(&self.path.file, OpenMode::ReadWrite) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -285,16 +309,19 @@ mod tests {
             ("XDG_STATE_HOME", "/x"),
             ("HOME", "/h"),
         ];
-        assert_eq!(state_dir_from(env(ALL)), Some(PathBuf::from("/t")));
+        assert_eq!(state_dir_from(env(ALL)), Ok(Some(PathBuf::from("/t"))));
         assert_eq!(
             state_dir_from(env(&[("TURNWAL_STATE_DIR", ""), ("XDG_STATE_HOME", "/x")])),
-            Some(PathBuf::from("/x/turnwal"))
+            Ok(Some(PathBuf::from("/x/turnwal")))
         );
         assert_eq!(
             state_dir_from(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])),
-            Some(PathBuf::from("/h/.local/state/turnwal"))
+            Ok(Some(PathBuf::from("/h/.local/state/turnwal")))
         );
-        assert_eq!(state_dir_from(env(&[("HOME", "")])), None);
+        assert_eq!(state_dir_from(env(&[("HOME", "")])), Ok(None));
+        let err =
+            state_dir_from(env(&[("TURNWAL_STATE_DIR", "rel/state"), ("HOME", "/h")])).unwrap_err();
+        assert!(err.starts_with("TURNWAL_STATE_DIR must be an absolute path, not rel/state"));
     }
 
     #[test]
