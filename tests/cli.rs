@@ -1044,6 +1044,46 @@ fn utc_minute(ms: u64) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// `ls` says `clean` only of a log it checked whole; a log judged from its
+/// end alone is `clean-end`, and damage further back is `verify`'s to find.
+/// A corrupt session is listed with its size and, when the file header
+/// still reads, its creation time and cwd (issue 26, low).
+#[test]
+fn ls_says_clean_only_after_a_whole_check_and_lists_corrupt_sessions_with_size_and_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    session_with_turns(store, "a", 1);
+    let out = run(store, &["append", "a"], &lines(&turn(2, 6, T0 + 500)));
+    assert_eq!(out.status, 0);
+    // A bit flipped inside turn 1: the end is clean, the log is not.
+    let path = log_path(store, "a");
+    let mut bytes = fs::read(&path).unwrap();
+    let at = find(&bytes, b"hello 1");
+    bytes[at] ^= 1;
+    fs::write(&path, &bytes).unwrap();
+    let row = |out: &str| -> Value { serde_json::from_str(out.trim()).unwrap() };
+    let listed = row(&run(store, &["ls", "--json"], "").stdout);
+    assert_eq!(
+        (listed["state"].as_str(), listed["checked"].as_str()),
+        (Some("clean-end"), Some("tail"))
+    );
+    assert_eq!(run(store, &["verify", "a"], "").status, 2);
+    // A corrupt log the listing reads whole: its size and header shown.
+    session_with_turns(store, "b", 1);
+    let path = log_path(store, "b");
+    let mut bytes = fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 2] ^= 0xff; // the last record's trailer: the tail cannot vouch
+    fs::write(&path, &bytes).unwrap();
+    let out = run(store, &["ls", "--json", "--state", "corrupt"], "");
+    let listed = row(&out.stdout);
+    assert_eq!(listed["id"], "b");
+    assert_eq!(listed["bytes"], n as u64);
+    assert_eq!(listed["cwd"], "/w");
+    assert!(listed["createdAt"].is_u64(), "{listed}");
+    assert_eq!(listed["checked"], "full");
+}
+
 #[test]
 fn ls_lists_sessions_as_a_table_and_as_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -1076,7 +1116,8 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
     assert_eq!(
         lines,
         [
-            line("beta", 12, beta, T0 + 205, "clean", "hello 1"),
+            // Judged from its end alone: `clean-end`, not `clean` (issue 26).
+            line("beta", 12, beta, T0 + 205, "clean-end", "hello 1"),
             line("s", 9, s, T0 + 12, "open-turn", "hello 1"),
         ]
     );
@@ -1094,7 +1135,7 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
         out.stdout,
         format!(
             "ID    STATE      EVENTS  TURNS     SIZE  LAST ACTIVITY     CREATED           CWD  TITLE    CHECKED\n\
-             beta  clean          12      2  {:>7}  2023-11-14 22:13  {}  /w   hello 1  tail\n\
+             beta  clean-end      12      2  {:>7}  2023-11-14 22:13  {}  /w   hello 1  tail\n\
              s     open-turn       9      2  {:>7}  2023-11-14 22:13  {}  /w   hello 1  tail\n",
             size(beta),
             utc_minute(created[0]),
@@ -1119,9 +1160,11 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
     };
     assert_eq!(ids(&["--state", "open-turn"]), ["s"]);
     assert_eq!(
-        ids(&["--state", "clean", "--state", "open-turn"]),
+        ids(&["--state", "clean-end", "--state", "open-turn"]),
         ["beta", "s"]
     );
+    // `clean` means the whole log was checked: none was here.
+    assert_eq!(ids(&["--state", "clean"]), Vec::<String>::new());
     assert_eq!(ids(&["--sort", "activity"]), ["beta", "s"]);
     assert_eq!(ids(&["--sort", "events", "--limit", "1"]), ["beta"]);
     assert_eq!(

@@ -149,6 +149,18 @@ pub(crate) fn gap_text(gap: &crate::scan::Gap) -> String {
     )
 }
 
+/// What `ls` says of a session's state: `clean` only when the whole log
+/// was checked; a log judged from its end alone (the WAL's and JSONL's
+/// quick listing) whose end is clean is `clean-end`, since damage further
+/// back is found only by `verify`, which reads all of it. Every other
+/// state is what the check found.
+pub(crate) fn state_word(s: &SessionSummary) -> &'static str {
+    match (s.state, s.checked) {
+        (crate::scan::LogState::Clean, crate::scan::Checked::Tail) => "clean-end",
+        (state, _) => state.code(),
+    }
+}
+
 /// An `ls` line in JSON: the listing's figures and every header field.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -183,7 +195,7 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
             turns: s.turns,
             bytes: s.bytes,
             last_activity: s.last_activity,
-            state: s.state.code(),
+            state: state_word(s),
             checked: s.checked.code(),
             problem: s.problem.as_deref(),
             created_at: h.map(|h| h.created_at),

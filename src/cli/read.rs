@@ -80,6 +80,15 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
     // One event more than printed is read when following, so `-n 0
     // --follow` still knows where the log ends.
     let wanted = args.lines as u64 + u64::from(args.follow && args.lines == 0);
+    // What the log was before it was read: an idle log then costs a stat a
+    // poll, not a read (a compacted log's last unit would be decompressed
+    // each time). Taken before the read, so a change during it, or before
+    // the first poll, is read at the next poll.
+    let mut seen = if args.follow {
+        store.revision(id)?
+    } else {
+        None
+    };
     let events = store.read_last(id, wanted)?;
     // Read before anything is printed: the incarnation that is followed.
     let header = args.follow.then(|| store.header(id)).transpose()?;
@@ -94,6 +103,15 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
     let mut last = events.last().cloned();
     loop {
         thread::sleep(FOLLOW_INTERVAL);
+        // Taken before the read: a write during it shows at the next poll.
+        let revision = store.revision(id)?;
+        if revision.is_none() {
+            return Err(gone(id, next, None));
+        }
+        if revision == seen {
+            continue;
+        }
+        seen = revision;
         // The last event read comes back too, to prove the log continues it.
         let from = next.saturating_sub(1);
         let read = store

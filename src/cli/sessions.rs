@@ -5,7 +5,9 @@ use std::io::Write;
 
 use super::Failure;
 use super::args::{HeadArgs, LsArgs, LsSort};
-use super::output::{SessionJson, Table, display_id, human_bytes, iso_utc, json_line, local_time};
+use super::output::{
+    SessionJson, Table, display_id, human_bytes, iso_utc, json_line, local_time, state_word,
+};
 use super::{Outcome, exit};
 use crate::scan::SessionSummary;
 use crate::store::Store;
@@ -98,9 +100,9 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
         .transpose()
         .map_err(Failure::Usage)?;
     for state in &args.state {
-        if !["clean", "open-turn", "torn", "corrupt"].contains(&state.as_str()) {
+        if !["clean", "clean-end", "open-turn", "torn", "corrupt"].contains(&state.as_str()) {
             return Err(Failure::Usage(format!(
-                "--state {state:?}: one of clean, open-turn, torn, corrupt"
+                "--state {state:?}: one of clean, clean-end, open-turn, torn, corrupt"
             )));
         }
     }
@@ -108,7 +110,7 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
     super::check::report_foreign(store)?;
     sessions.retain(|s| {
         let cwd = s.header.as_ref().and_then(|h| h.cwd.as_deref());
-        (args.state.is_empty() || args.state.iter().any(|st| st == s.state.code()))
+        (args.state.is_empty() || args.state.iter().any(|st| st == state_word(s)))
             && since.is_none_or(|t| s.last_activity.is_some_and(|a| a >= t))
             && args.cwd.as_deref().is_none_or(|dir| under(cwd, dir))
     });
@@ -155,7 +157,7 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
         let header = s.header.as_ref();
         table.row(vec![
             display_id(&s.id).into_owned(),
-            s.state.code().to_owned(),
+            state_word(s).to_owned(),
             s.events.to_string(),
             s.turns.to_string(),
             human_bytes(s.bytes),

@@ -683,8 +683,12 @@ pub(crate) fn read_first(src: &dyn Rows, n: usize) -> Result<Vec<Event>> {
 pub(crate) fn summarize(src: &dyn Rows) -> SessionSummary {
     match tail_summary(src) {
         Ok(summary) => summary,
-        Err(e) => SessionSummary::corrupt(src.header().id.clone(), 0, e.to_string())
-            .with_header(src.header().clone()),
+        Err(e) => SessionSummary::corrupt(
+            src.header().id.clone(),
+            src.data_bytes().unwrap_or(0),
+            e.to_string(),
+        )
+        .with_header(src.header().clone()),
     }
 }
 

@@ -336,13 +336,27 @@ impl WalBackend {
     fn summarize_log(&self, name: &str) -> SessionSummary {
         let path = self.sessions_dir().join(name);
         let id_guess = decode_file_name(name.trim_end_matches(LOG_EXTENSION)).unwrap_or_default();
+        let corrupt = |e: Error| self.corrupt_summary(&path, id_guess.clone(), e);
         match self.quick_summary(&path) {
             Ok(Some(summary)) => summary,
-            Ok(None) => match self.full_summary(&path) {
-                Ok(summary) => summary,
-                Err(e) => SessionSummary::corrupt(id_guess, 0, e.to_string()),
-            },
-            Err(e) => SessionSummary::corrupt(id_guess, 0, e.to_string()),
+            Ok(None) => self.full_summary(&path).unwrap_or_else(corrupt),
+            Err(e) => corrupt(e),
+        }
+    }
+
+    /// The listing of a log that cannot be read: corrupt, with its size and,
+    /// when the file header still reads, its header (a damaged record or
+    /// unit leaves the session's id, cwd and creation time to show).
+    fn corrupt_summary(&self, path: &Path, id: String, e: Error) -> SessionSummary {
+        let problem = e.to_string();
+        let Ok(Some(file)) = self.open_file(path, OpenMode::Read) else {
+            return SessionSummary::corrupt(id, 0, problem);
+        };
+        let len = file.len().unwrap_or(0);
+        let summary = SessionSummary::corrupt(id, len, problem);
+        match read_header_of(file.as_ref(), len, path) {
+            Ok(fh) if fh.header.id == summary.id => summary.with_header(fh.header),
+            _ => summary,
         }
     }
 
