@@ -10,7 +10,9 @@
 //! - `scan/`: real session files (clean, open turn, torn tail, zero and
 //!   garbage tails, first batch only, repaired with closers, interrupted
 //!   repair, acknowledged corruption, stale copies, Strict debris, Lenient
-//!   with every optional header key and envelope key);
+//!   with every optional header key and envelope key), and a compacted log
+//!   with its units forged in every number a reader takes from a unit head
+//!   (count, plain length, seq, the frame), checksums recomputed;
 //! - `ops/`: encoded operation sequences, checked to decode to the intended
 //!   ops: every op code, every fault kind and error, transient and
 //!   persistent, power cuts, short writes and every crash mode, under each
@@ -381,6 +383,77 @@ fn scan_corpus(dir: &Path) {
         })
         .expect("some crash tears a sector");
     write(dir, "power-loss-torn-sectors.twal", &torn);
+
+    // A compacted log (two units: turns 1-2, then turn 3, published with
+    // the open turn's first records), and units forged in every number a
+    // reader takes from their heads, each record checksum recomputed so
+    // only the numbers give them away (issue 26, items 3-5).
+    let sim = Sim::new(8, SyncMode::Turn);
+    sim.write(header(), Policy::Strict, &[&open_log[..12]]);
+    sim.store.compact("s").unwrap();
+    sim.store.append("s", &open_log[12..24]).unwrap();
+    sim.store.append("s", &open_log[24..27]).unwrap();
+    sim.store.compact("s").unwrap();
+    sim.store.append("s", &open_log[27..]).unwrap();
+    let compacted = sim.bytes("s");
+    write(dir, "compacted-two-units.twal", &compacted);
+    let unit = record_offsets_v2(&compacted)[1];
+    let forge = |name: &str, edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = compacted.clone();
+        edit(&mut bytes);
+        reseal(&mut bytes, unit);
+        write(dir, name, &bytes);
+    };
+    let put = |bytes: &mut Vec<u8>, at: usize, value: u32| {
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    };
+    let count = u32::from_le_bytes(compacted[unit + 16..unit + 20].try_into().unwrap());
+    let plain = u32::from_le_bytes(compacted[unit + 12..unit + 16].try_into().unwrap());
+    forge("unit-count-max.twal", &|b| put(b, unit + 16, u32::MAX));
+    forge("unit-count-plus-one.twal", &|b| put(b, unit + 16, count + 1));
+    forge("unit-count-minus-one.twal", &|b| put(b, unit + 16, count - 1));
+    forge("unit-plain-len-plus-one.twal", &|b| put(b, unit + 12, plain + 1));
+    forge("unit-plain-len-minus-one.twal", &|b| put(b, unit + 12, plain - 1));
+    forge("unit-plain-len-max.twal", &|b| put(b, unit + 12, 64 << 20));
+    forge("unit-seq-past-safe.twal", &|b| {
+        b[unit + 24..unit + 32].copy_from_slice(&((1u64 << 53) - 2).to_le_bytes());
+    });
+    forge("unit-frame-garbled.twal", &|b| b[unit + 52 + 6] ^= 0x5a);
+    // A frame that inflates to 1 MiB of zeros behind the same head.
+    let bomb = zstd::bulk::compress(&vec![0u8; 1 << 20], 19).unwrap();
+    let mut inflating = compacted[..unit + 52].to_vec();
+    let frame_len = u32::from_le_bytes(compacted[unit + 8..unit + 12].try_into().unwrap()) as usize;
+    inflating[unit + 8..unit + 12].copy_from_slice(&(bomb.len() as u32).to_le_bytes());
+    inflating.extend_from_slice(&bomb);
+    inflating.extend_from_slice(&(56 + bomb.len() as u32).to_le_bytes());
+    inflating.extend_from_slice(&compacted[unit + 56 + frame_len..]);
+    reseal(&mut inflating, unit);
+    write(dir, "unit-frame-inflates.twal", &inflating);
+}
+
+/// Offsets of a version-2 file's records (a unit's and a run's lengths
+/// read as the format says), then its end.
+fn record_offsets_v2(bytes: &[u8]) -> Vec<usize> {
+    let header_len = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+    let mut at = 24 + header_len;
+    let mut out = Vec::new();
+    while at + 56 <= bytes.len() {
+        let head = turnwal::backend::wal::format::parse_head(&bytes[at..at + 52]).unwrap();
+        out.push(at);
+        at += head.record_len() as usize;
+    }
+    out.push(at);
+    out
+}
+
+/// Recomputes the checksum of the record at `at` with the file's salt.
+fn reseal(bytes: &mut [u8], at: usize) {
+    let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize + 56;
+    let salt: [u8; 4] = bytes[12..16].try_into().unwrap();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&salt);
+    crc.update(&bytes[at + 4..at + len]);
+    bytes[at..at + 4].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
 /// Encodes ops the way `turnwal::crashlab::ops::decode` reads them.
