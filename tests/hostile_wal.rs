@@ -420,7 +420,7 @@ fn a_copied_log_is_listed_and_verified_as_a_name_collision() {
         .collect();
     let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["s", "t"]);
-    assert_eq!(rows[0]["state"], "clean");
+    assert_eq!(rows[0]["state"], "clean-end"); // judged from its end
     assert_eq!(rows[1]["state"], "corrupt");
     assert_eq!(
         rows[1]["problem"],
