@@ -564,6 +564,47 @@ impl Store {
             ))
     }
 
+    /// The balanced logical view of `id` read one event at a time: the
+    /// events of [`Store::inspect`] (stored ones, then the closers a
+    /// crashed log would get), read through the backend's cursor where
+    /// nothing is rewritten at read time, so a whole-session read holds what
+    /// one chunk run or sealed unit holds, whatever the session's size. A
+    /// session whose reads are normalized (a [`Policy::Permissive`]
+    /// session's migrations, a JSONL root's checks) is inspected whole and
+    /// lent from memory.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let mut reader = store.read("s").unwrap();
+    /// let mut read = Vec::new();
+    /// while let Some(event) = reader.next_event().unwrap() {
+    ///     read.push(event.to_event());
+    /// }
+    /// assert_eq!(read, store.inspect("s").unwrap().events);
+    /// ```
+    pub fn read(&self, id: &str) -> Result<crate::view::LogReader> {
+        if self.read_as_stored(id)? {
+            let reader = self
+                .backend
+                .read(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+            self.check_version_of(reader.header())?;
+            return Ok(reader);
+        }
+        let mut view = self.inspect(id)?;
+        let closers = view.events.split_off(view.stored as usize);
+        Ok(crate::view::LogReader::new(
+            view.header,
+            view.state,
+            view.stored,
+            Box::new(crate::view::Held::new(view.events)),
+            closers,
+        ))
+    }
+
     /// [`Store::inspect`] as a [`crate::view::LogView`]: the same events,
     /// read in place ([`Store::view`]) where nothing has to be rewritten at
     /// read time, so a reader that walks them (`turnwal cat`) holds an index

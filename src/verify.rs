@@ -3,7 +3,7 @@
 
 use crate::contract::Tracker;
 use crate::error::{Error, Result};
-use crate::event::RawJson;
+use crate::json;
 use crate::scan::{Cut, LogState};
 use crate::store::Store;
 
@@ -45,6 +45,20 @@ impl Store {
     /// prefix (the tail is classified as recovery would). Corruption is a
     /// report, not an error; errors are for a missing session or failed I/O.
     pub fn verify(&self, id: &str) -> Result<VerifyReport> {
+        self.verify_visiting(id, |_| {})
+    }
+
+    /// [`Store::verify`], handing `visit` every stored event of the
+    /// session's logical view, in order, as the check reads it: one pass
+    /// for a reader that reports on a session as well as checking it
+    /// (`turnwal stats`). A [`crate::Policy::Permissive`] session's events
+    /// are handed over once upstream's read migrations have run over them.
+    /// When the report says corrupt, `visit` may have seen part of the log.
+    pub fn verify_visiting(
+        &self,
+        id: &str,
+        mut visit: impl FnMut(crate::view::EventRef<'_>),
+    ) -> Result<VerifyReport> {
         let corrupt = |problem: String| VerifyReport {
             id: id.to_owned(),
             state: LogState::Corrupt,
@@ -55,66 +69,90 @@ impl Store {
             closers: 0,
             problem: Some(problem),
         };
-        // Read in place (the WAL's map): the events are checked one by one,
-        // so the heap holds the view's index and one event, not the log.
-        let view = match self.backend().view(id) {
-            Ok(Some(view)) => view,
+        // Read through the backend's cursor: the events are checked one by
+        // one where they are stored, so the heap holds one chunk run or
+        // sealed unit, not the log.
+        let mut reader = match self.backend().read(id) {
+            Ok(Some(reader)) => reader,
             Ok(None) => return Err(Error::NotFound { id: id.to_owned() }),
             Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => {
                 return Ok(corrupt(e.to_string()));
             }
             Err(e) => return Err(e),
         };
-        let scan = view.scan().expect("a backend's view carries its scan");
+        let scan = reader
+            .scan()
+            .expect("a backend's reader carries its scan")
+            .clone();
         if let Err(detail) = scan.header.check_version() {
             return Ok(corrupt(detail));
         }
-        // What a read of a Permissive session refuses (upstream's read
-        // rules), verify reports.
-        if scan.policy == crate::Policy::Permissive {
-            let stored: Vec<_> = view
-                .iter()
-                .take(view.stored())
-                .map(|e| e.to_event())
-                .collect();
-            if let Err(e) = self.migrate(scan.policy, id, stored) {
-                return Ok(corrupt(e.to_string()));
-            }
-        }
-        let committed = scan.committed as usize;
+        let committed = scan.committed;
+        let permissive = scan.policy == crate::Policy::Permissive;
         let mut tracker =
             Tracker::new(scan.policy).require_known_types(self.options().require_known_types);
-        for (i, stored) in view.iter().take(view.stored()).enumerate() {
-            let event = stored.to_event();
+        // What a read of a Permissive session refuses (upstream's read
+        // rules), verify reports: those reads see the whole log.
+        let mut permissive_events = Vec::new();
+        let mut problem = None;
+        let walked = reader.for_each_stored(|event| -> Result<()> {
+            if problem.is_some() {
+                return Ok(());
+            }
+            let i = event.seq();
             let place = || {
                 let region = if i < committed { "committed" } else { "tail" };
-                format!(
-                    "{region} event seq {} ({})",
-                    event.seq(),
-                    event.event_type()
-                )
+                format!("{region} event seq {i} ({})", event.event_type())
             };
-            if let Err(e) = RawJson::parse(event.data().get()) {
-                return Ok(corrupt(format!("{}: data is not valid JSON: {e}", place())));
+            // The contract check of the committed prefix reads `data` in
+            // one pass that also validates it; the rest is validated here.
+            if i < committed && !permissive {
+                if let Err(v) = tracker.accept(&event) {
+                    problem = Some(format!("{} breaks the turn contract: {v}", place()));
+                    return Ok(());
+                }
+            } else if let Err(e) = json::validate(event.data()) {
+                problem = Some(format!("{}: data is not valid JSON: {e}", place()));
+                return Ok(());
+            } else if i < committed
+                && let Err(v) = tracker.accept(&event)
+            {
+                problem = Some(format!("{} breaks the turn contract: {v}", place()));
+                return Ok(());
             }
             for extra in [event.surface_op(), event.source_event_seqs()]
                 .into_iter()
                 .flatten()
             {
-                if let Err(e) = RawJson::parse(extra.get()) {
-                    return Ok(corrupt(format!(
+                if let Err(e) = json::validate(extra) {
+                    problem = Some(format!(
                         "{}: envelope field is not valid JSON: {e}",
                         place()
-                    )));
+                    ));
+                    return Ok(());
                 }
             }
-            if i < committed
-                && let Err(v) = tracker.accept(&event)
-            {
-                return Ok(corrupt(format!(
-                    "{} breaks the turn contract: {v}",
-                    place()
-                )));
+            if permissive {
+                permissive_events.push(event.to_event());
+            } else {
+                visit(event);
+            }
+            Ok(())
+        });
+        match walked {
+            Ok(()) => {}
+            Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => {
+                return Ok(corrupt(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(problem) = problem {
+            return Ok(corrupt(problem));
+        }
+        if permissive {
+            match self.migrate(scan.policy, id, permissive_events) {
+                Ok(events) => events.iter().for_each(|e| visit(e.into())),
+                Err(e) => return Ok(corrupt(e.to_string())),
             }
         }
         Ok(VerifyReport {

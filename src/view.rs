@@ -129,11 +129,220 @@ impl<'a> From<&'a Event> for EventRef<'a> {
     }
 }
 
+impl crate::event::Tracked for EventRef<'_> {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn kind(&self) -> EventKind {
+        self.kind
+    }
+    fn event_type(&self) -> &str {
+        self.event_type
+    }
+    fn data_text(&self) -> &str {
+        self.data
+    }
+    fn surface_op_text(&self) -> Option<&str> {
+        self.surface_op
+    }
+    fn has_source_event_seqs(&self) -> bool {
+        self.source_event_seqs.is_some()
+    }
+    fn ignorable(&self) -> bool {
+        self.ignorable
+    }
+    fn facts(&self) -> Result<crate::json::Facts, crate::json::JsonError> {
+        crate::json::data_facts(self.data)
+    }
+}
+
 impl fmt::Debug for EventRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = Vec::new();
         self.write_json(&mut out);
         f.write_str(&String::from_utf8_lossy(&out))
+    }
+}
+
+/// The one read primitive every backend answers: a cursor over a
+/// session's stored events in seq order, each lent until the next call. A
+/// backend's cursor reads its checked records and expands a chunk run or a
+/// sealed unit only when it reaches it, holding at most one of them, so a
+/// whole-session read costs what one run or unit holds, whatever the
+/// session's size (docs/ARCHITECTURE.md, "How a read travels").
+pub trait Cursor: Send {
+    /// The next stored event, `None` after the last. An error (a record
+    /// that does not decode, a unit that does not check) ends the read:
+    /// every event lent before it was intact.
+    fn next(&mut self) -> crate::error::Result<Option<EventRef<'_>>>;
+}
+
+/// Events held in memory, as a [`Cursor`] (a backend without a cursor of
+/// its own, a normalized read).
+pub(crate) struct Held {
+    events: Vec<Event>,
+    next: usize,
+}
+
+impl Held {
+    pub(crate) fn new(events: Vec<Event>) -> Held {
+        Held { events, next: 0 }
+    }
+}
+
+impl Cursor for Held {
+    fn next(&mut self) -> crate::error::Result<Option<EventRef<'_>>> {
+        let i = self.next;
+        self.next += 1;
+        Ok(self.events.get(i).map(EventRef::from))
+    }
+}
+
+/// A session read from its start, one event at a time: its stored events
+/// (from a backend's [`Cursor`]), then the synthetic closers a crashed
+/// log's open turn would get (written nowhere), with what the scan that
+/// classified the log found. What `turnwal cat`, `verify`, `stats`, `grep`,
+/// `show` and `export` walk, in bounded memory.
+///
+/// ```
+/// use turnwal::{Event, SessionHeader, Store};
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = Store::open(dir.path()).unwrap();
+/// store.create(SessionHeader::new("s", 1)).unwrap();
+/// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+/// drop(store); // a crash with the turn open
+/// let mut reader = Store::open(dir.path()).unwrap().read("s").unwrap();
+/// assert_eq!((reader.stored(), reader.len()), (1, 2));
+/// assert_eq!(reader.next_event().unwrap().unwrap().data(), r#"{"turn":1}"#);
+/// assert_eq!(reader.next_event().unwrap().unwrap().event_type(), "turn/end"); // the closer
+/// assert!(reader.next_event().unwrap().is_none());
+/// ```
+pub struct LogReader {
+    header: SessionHeader,
+    state: LogState,
+    scan: Option<Box<crate::scan::Scan>>,
+    stored: u64,
+    cursor: Box<dyn Cursor>,
+    closers: Vec<Event>,
+    /// Events lent so far, closers included.
+    lent: u64,
+}
+
+impl LogReader {
+    /// A reader of `stored` events from `cursor`, then `closers`.
+    pub(crate) fn new(
+        header: SessionHeader,
+        state: LogState,
+        stored: u64,
+        cursor: Box<dyn Cursor>,
+        closers: Vec<Event>,
+    ) -> LogReader {
+        LogReader {
+            header,
+            state,
+            scan: None,
+            stored,
+            cursor,
+            closers,
+            lent: 0,
+        }
+    }
+
+    /// The reader with the scan that classified its log.
+    pub(crate) fn with_scan(mut self, scan: crate::scan::Scan) -> LogReader {
+        self.scan = Some(Box::new(scan));
+        self
+    }
+
+    /// The scan the backend classified the log with, where it attached it.
+    pub fn scan(&self) -> Option<&crate::scan::Scan> {
+        self.scan.as_deref()
+    }
+
+    /// The session header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// The state of the stored log when it was read.
+    pub fn state(&self) -> LogState {
+        self.state
+    }
+
+    /// How many events are stored (the rest are closers).
+    pub fn stored(&self) -> u64 {
+        self.stored
+    }
+
+    /// All events: stored ones and closers.
+    pub fn len(&self) -> u64 {
+        self.stored + self.closers.len() as u64
+    }
+
+    /// Whether there are no events.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The closers the reader ends with.
+    pub fn closers(&self) -> &[Event] {
+        &self.closers
+    }
+
+    /// The next event, stored ones first, then the closers; `None` after
+    /// the last.
+    pub fn next_event(&mut self) -> crate::error::Result<Option<EventRef<'_>>> {
+        let at = self.lent;
+        if at < self.stored {
+            self.lent += 1;
+            return match self.cursor.next()? {
+                Some(event) => Ok(Some(event)),
+                None => Err(crate::error::Error::Corrupt(Box::new(
+                    crate::error::Corruption {
+                        path: std::path::PathBuf::from(&self.header.id),
+                        offset: at,
+                        unit: crate::error::Unit::Event,
+                        seq: Some(at),
+                        reason: format!(
+                            "the log ended after {at} of the {} events its scan found",
+                            self.stored
+                        ),
+                    },
+                ))),
+            };
+        }
+        let closer = self.closers.get((at - self.stored) as usize);
+        if closer.is_some() {
+            self.lent += 1;
+        }
+        Ok(closer.map(EventRef::from))
+    }
+
+    /// Calls `f` with every remaining stored event (not the closers), in
+    /// order, stopping at the first error `f` or the cursor returns.
+    pub fn for_each_stored<E: From<crate::error::Error>>(
+        &mut self,
+        mut f: impl FnMut(EventRef<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while self.lent < self.stored {
+            match self.next_event()? {
+                Some(event) => f(event)?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LogReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "LogReader({:?}, {} events, {})",
+            self.header.id,
+            self.len(),
+            self.state
+        )
     }
 }
 
@@ -174,8 +383,6 @@ pub struct LogView {
     state: LogState,
     source: Source,
     closers: Vec<Event>,
-    /// How the backend classified the log it read, where it says.
-    scan: Option<Box<crate::scan::Scan>>,
 }
 
 impl LogView {
@@ -191,7 +398,6 @@ impl LogView {
             state,
             source: Source::InPlace(events),
             closers,
-            scan: None,
         }
     }
 
@@ -207,21 +413,7 @@ impl LogView {
             state,
             source: Source::Owned(events),
             closers,
-            scan: None,
         }
-    }
-
-    /// The view with the scan that classified its log (header, commit
-    /// point, cut, closers and the rest), for readers that report on the
-    /// log as well as walk it (`verify`, `stats`).
-    pub(crate) fn with_scan(mut self, scan: crate::scan::Scan) -> LogView {
-        self.scan = Some(Box::new(scan));
-        self
-    }
-
-    /// The scan the backend read the log with, if it attached it.
-    pub(crate) fn scan(&self) -> Option<&crate::scan::Scan> {
-        self.scan.as_deref()
     }
 
     /// Drops the closers (a live session's open turn is not interrupted).

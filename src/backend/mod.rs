@@ -168,6 +168,28 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// The one read primitive: the stored log's events through a
+    /// [`crate::view::Cursor`], with the scan that classified it and the
+    /// closers an open turn would get (written nowhere); `None` when the
+    /// session does not exist. A backend's own cursor reads its records
+    /// as they come, expanding one chunk run or sealed unit at a time (the
+    /// native WAL). The default loads the log and lends its events from
+    /// memory.
+    fn read(&self, id: &str) -> Result<Option<crate::view::LogReader>> {
+        Ok(self.load(id)?.map(|stored| {
+            let state = stored.scan.state();
+            let n = stored.events.len() as u64;
+            crate::view::LogReader::new(
+                stored.scan.header.clone(),
+                state,
+                n,
+                Box::new(crate::view::Held::new(stored.events)),
+                stored.scan.closers.clone(),
+            )
+            .with_scan(stored.scan)
+        }))
+    }
+
     /// The stored log read in place, with the closers an open turn would
     /// get (written nowhere); `None` when the session does not exist. The
     /// default holds decoded events; a file backend borrows from a map.
@@ -180,7 +202,6 @@ pub trait Backend: Send + Sync {
                 stored.events,
                 stored.scan.closers.clone(),
             )
-            .with_scan(stored.scan)
         }))
     }
 

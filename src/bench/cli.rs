@@ -95,7 +95,12 @@ pub fn measure(
         .collect()
 }
 
-fn figure(exe: &Path, store: &Path, args: &[&str], runs: usize) -> BenchResult<CliFigure> {
+pub(super) fn figure(
+    exe: &Path,
+    store: &Path,
+    args: &[&str],
+    runs: usize,
+) -> BenchResult<CliFigure> {
     let mut walls = Vec::with_capacity(runs);
     let (mut max_rss, mut max_anon) = (0, 0);
     for _ in 0..runs {

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod fixtures;
 pub mod measure;
 pub mod postgres;
+pub mod reads;
 pub mod stats;
 pub mod suite;
 pub mod workload;

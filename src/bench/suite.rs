@@ -37,6 +37,11 @@ pub struct Config {
     pub disk_turns: usize,
     /// Runs of each `turnwal` command on the large session.
     pub cli_reps: usize,
+    /// Raw JSONL bytes of the realistic session whose whole-session reads
+    /// are timed on every store ([`super::reads`]).
+    pub reads_bytes: u64,
+    /// Runs of each command on it.
+    pub reads_reps: usize,
 }
 
 impl Config {
@@ -52,6 +57,8 @@ impl Config {
         tail_reps: 501,
         disk_turns: 40,
         cli_reps: 3,
+        reads_bytes: 8 << 20,
+        reads_reps: 3,
     };
 
     /// `turnwal bench`: the sizes where they fit in about a minute
@@ -67,6 +74,8 @@ impl Config {
         tail_reps: 1001,
         disk_turns: 400,
         cli_reps: 3,
+        reads_bytes: 100_000_000,
+        reads_reps: 3,
     };
 }
 
@@ -152,6 +161,9 @@ pub struct Report {
     /// The `turnwal` command on the large session (empty when the suite
     /// was not run by the binary).
     pub cli: Vec<super::cli::CliFigure>,
+    /// Whole-session reads of a realistic session on every store (`None`
+    /// when the suite was not run by the binary).
+    pub reads: Option<super::reads::ReadsReport>,
     /// The machine and the load average at the start.
     pub machine: Value,
 }
@@ -229,6 +241,22 @@ pub fn run(
         }
         None => Vec::new(),
     };
+    let reads = match exe {
+        Some(exe) => {
+            let reads_dir = dir.join("reads");
+            std::fs::create_dir_all(&reads_dir)?;
+            let report = super::reads::run(
+                &reads_dir,
+                config.reads_bytes,
+                config.reads_reps,
+                exe,
+                progress,
+            )?;
+            let _ = std::fs::remove_dir_all(&reads_dir);
+            Some(report)
+        }
+        None => None,
+    };
     progress("full load");
     let load_memory = measure::load_memory(&large)?;
     progress("full load, compacted");
@@ -279,6 +307,7 @@ pub fn run(
         load_memory,
         compact_memory,
         cli,
+        reads,
         machine,
     })
 }
@@ -422,6 +451,7 @@ impl Report {
                 },
             },
             "cli": self.cli.iter().map(super::cli::CliFigure::to_json).collect::<Vec<_>>(),
+            "realistic_reads": self.reads.as_ref().map(super::reads::ReadsReport::to_json),
             "results": self.outcomes.iter().map(Outcome::to_json).collect::<Vec<_>>(),
             "machine": self.machine,
         })
@@ -450,6 +480,10 @@ impl Report {
         );
         for o in &self.outcomes {
             out.push_str(&o.table());
+            out.push('\n');
+        }
+        if let Some(reads) = &self.reads {
+            out.push_str(&reads.table());
             out.push('\n');
         }
         let mut rows = vec![vec![

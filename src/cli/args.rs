@@ -342,6 +342,12 @@ pub struct BenchArgs {
     /// that database (use a scratch one).
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// Time only the whole-session reads of a realistic session of this
+    /// many megabytes of raw JSONL on every store (verify, cat, export,
+    /// stats, grep, show against serde_json's validation of the same
+    /// lines), as a table or, with --json, one object.
+    #[arg(long, value_name = "MB", conflicts_with = "postgres")]
+    pub realistic_mb: Option<u64>,
 }
 
 /// `turnwal convert`.

@@ -49,6 +49,21 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
         return Ok(exit::SUCCESS);
     }
     let exe = std::env::current_exe().ok();
+    if let Some(mb) = args.realistic_mb {
+        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
+        let reps = if args.quick { 1 } else { 3 };
+        let report =
+            crate::bench::reads::run(scratch.path(), mb * 1_000_000, reps, &exe, &mut progress)
+                .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        drop(scratch);
+        if args.json {
+            serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        } else {
+            out.write_all(report.table().as_bytes())?;
+        }
+        return Ok(exit::SUCCESS);
+    }
     let report = suite::run(scratch.path(), config, exe.as_deref(), &mut progress)
         .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
     drop(scratch);

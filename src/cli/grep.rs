@@ -160,20 +160,20 @@ fn search(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<u64, Failure> {
-    let view = store.inspect_view(id)?;
+    let mut reader = store.read(id)?;
     let (mut turn, mut hits) = (0u64, 0u64);
-    for event in view.iter().take(view.stored()) {
+    reader.for_each_stored(|event| -> Result<(), Failure> {
         if event.kind() == EventKind::TurnStart {
             turn += 1;
         }
         if !filter.admits(event) {
-            continue;
+            return Ok(());
         }
         let data = event.data();
         let found = match pattern {
             Some(p) => match p.find(data) {
                 Some(m) => m.range(),
-                None => continue,
+                None => return Ok(()),
             },
             // --errors alone: the snippet shows where the error is said.
             None => {
@@ -206,7 +206,8 @@ fn search(
                 hit.snippet
             )?;
         }
-    }
+        Ok(())
+    })?;
     Ok(hits)
 }
 

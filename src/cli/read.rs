@@ -31,12 +31,11 @@ pub(crate) fn cat(
         // A suffix: read from the log's end, not the log.
         write_events(out, &store.inspect_from(id, from)?)?;
     } else {
-        // Read in place and written event by event: the heap holds the
-        // view's index, not the log.
-        let view = store.inspect_view(id)?;
-        let start = usize::try_from(from).unwrap_or(usize::MAX).min(view.len());
+        // Read through the store's cursor and written event by event: the
+        // heap holds one chunk run or sealed unit, not the log.
+        let mut reader = store.read(id)?;
         let mut line = Vec::with_capacity(4096);
-        for event in (start..view.len()).filter_map(|i| view.get(i)) {
+        while let Some(event) = reader.next_event()? {
             line.clear();
             event.write_json(&mut line);
             line.push(b'\n');

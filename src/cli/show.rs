@@ -264,11 +264,13 @@ impl Builder {
 
 /// `turnwal show`.
 pub(crate) fn show(store: &Store, args: &ShowArgs, out: &mut dyn Write) -> Outcome {
-    let view = store.inspect_view(&args.session)?;
+    let mut reader = store.read(&args.session)?;
     let mut builder = Builder::default();
-    let stored = view.stored();
-    for (i, event) in view.iter().enumerate() {
+    let stored = reader.stored();
+    let mut i = 0u64;
+    while let Some(event) = reader.next_event()? {
         builder.add(event, i >= stored);
+        i += 1;
     }
     builder.flush_stream();
     let mut turns = builder.turns;
@@ -284,12 +286,12 @@ pub(crate) fn show(store: &Store, args: &ShowArgs, out: &mut dyn Write) -> Outco
             )));
         }
     }
-    let header = view.header();
+    let header = reader.header();
     let title = Title {
         id: display_id(&args.session).into_owned(),
         cwd: header.cwd.as_deref().map(|c| visible_line(c).into_owned()),
         created: i64::try_from(header.created_at).ok().map(iso_utc),
-        state: view.state().code(),
+        state: reader.state().code(),
     };
     let text = match args.format {
         ShowFormat::Text => {

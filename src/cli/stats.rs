@@ -80,23 +80,20 @@ impl Read {
 /// Reads one session: `verify`'s verdict (a corrupt session is refused,
 /// exit 2) and the digest of its stored events.
 fn read(store: &Store, id: &str) -> Result<Read, Failure> {
-    let report = store.verify(id)?;
+    // One pass: verify's check hands each event it reads to the digest.
+    let mut digest = Digest::default();
+    let report = store.verify_visiting(id, |event| digest.add(event))?;
     if report.state == LogState::Corrupt {
         let problem = report.problem.unwrap_or_default();
         return Err(Failure::Corrupt(format!(
             "session {id:?} is corrupt: {problem}"
         )));
     }
-    let view = store.inspect_view(id)?;
-    let mut digest = Digest::default();
-    for event in view.iter().take(view.stored()) {
-        digest.add(event);
-    }
     Ok(Read {
         id: id.to_owned(),
-        header: view.header().clone(),
+        header: store.header(id)?,
         state: report.state,
-        events: view.stored() as u64,
+        events: report.events,
         turns: report.turns,
         bytes: report.bytes,
         closers: report.closers,

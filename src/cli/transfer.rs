@@ -67,19 +67,35 @@ pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> O
                 .policy
         }
     };
-    let view = store.inspect_view(id)?;
-    let header = view.header().to_json();
+    let reader = std::cell::RefCell::new(store.read(id)?);
+    // The store's own error, when the read (not the writing) failed.
+    let failed = std::cell::RefCell::new(None::<Error>);
+    let count = reader.borrow().len();
+    let header = reader.borrow().header().to_json();
     let opening = Opening {
         turnwal_export: EXPORT_VERSION,
         header: &RawValue::from_string(header).map_err(std::io::Error::from)?,
         policy: policy.to_string(),
-        events: view.len() as u64,
+        events: count,
     };
+    // Streamed from the store's cursor: the heap holds one chunk run or
+    // sealed unit. A read that fails midway fails the export (a file is
+    // then never published).
     let write = |w: &mut dyn Write| -> std::io::Result<()> {
         serde_json::to_writer(&mut *w, &opening)?;
         w.write_all(b"\n")?;
         let mut line = Vec::with_capacity(4096);
-        for event in view.iter() {
+        let mut reader = reader.borrow_mut();
+        loop {
+            let event = match reader.next_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(e) => {
+                    let said = e.to_string();
+                    *failed.borrow_mut() = Some(e);
+                    return Err(std::io::Error::other(said));
+                }
+            };
             line.clear();
             event.write_json(&mut line);
             line.push(b'\n');
@@ -88,15 +104,19 @@ pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> O
         serde_json::to_writer(
             &mut *w,
             &Closing {
-                turnwal_export_end: view.len() as u64,
+                turnwal_export_end: count,
             },
         )?;
         w.write_all(b"\n")
     };
-    match &args.output {
-        None => write(out)?,
-        Some(path) => write_file(path, write)?,
+    let written = match &args.output {
+        None => write(out).map_err(Failure::from),
+        Some(path) => write_file(path, write),
+    };
+    if let Some(e) = failed.into_inner() {
+        return Err(e.into());
     }
+    written?;
     Ok(exit::SUCCESS)
 }
 

@@ -1,7 +1,7 @@
 //! The turn-contract state machine.
 
 use super::{Policy, Rule, TOOL_NOT_STARTED, Violation, is_known_type};
-use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
+use crate::event::{Event, EventKind, MAX_SAFE_INTEGER, Tracked};
 use crate::json::{Facts, Num, Reason};
 
 /// Where an accepted event sits, as the tracker sees it after applying it:
@@ -108,7 +108,7 @@ impl Tracker {
 
     /// Checks `event` against the rules and applies it. On error the tracker
     /// is unchanged: every rule is checked before any state changes.
-    pub fn accept(&mut self, event: &Event) -> Result<Placement, Violation> {
+    pub fn accept(&mut self, event: &impl Tracked) -> Result<Placement, Violation> {
         self.apply(event).map_err(|(rule, detail)| Violation {
             seq: event.seq(),
             event_type: event.event_type().to_owned(),
@@ -130,7 +130,7 @@ impl Tracker {
         Ok(placements)
     }
 
-    fn apply(&mut self, event: &Event) -> Result<(), (Rule, String)> {
+    fn apply(&mut self, event: &impl Tracked) -> Result<(), (Rule, String)> {
         if event.seq() != self.next_seq {
             return Err((
                 Rule::SeqContiguous,
@@ -145,7 +145,7 @@ impl Tracker {
         self.check_vocabulary(event)?;
         let kind = event.kind();
         if !kind.is_surface()
-            && (event.surface_op().is_some() || event.source_event_seqs().is_some())
+            && (event.surface_op_text().is_some() || event.has_source_event_seqs())
         {
             return Err((
                 Rule::SurfaceFields,
@@ -157,7 +157,7 @@ impl Tracker {
         let facts = event
             .facts()
             .map_err(|e| (Rule::Shape, format!("data is not valid JSON: {e}")))?;
-        let data = event.data().get();
+        let data = event.data_text();
         match kind {
             EventKind::TurnStart => {
                 let turn = number(facts.turn, "turn")?;
@@ -262,7 +262,7 @@ impl Tracker {
     /// its data names, a `turn/end` closes whatever is open), so placements
     /// and the commit point describe any stored log. A number that is not a
     /// safe integer in 1..=2^32-1 counts as the next one.
-    fn follow(&mut self, event: &Event) {
+    fn follow(&mut self, event: &impl Tracked) {
         let Ok(facts) = event.facts() else {
             return;
         };
@@ -294,7 +294,7 @@ impl Tracker {
         }
     }
 
-    fn check_vocabulary(&self, event: &Event) -> Result<(), (Rule, String)> {
+    fn check_vocabulary(&self, event: &impl Tracked) -> Result<(), (Rule, String)> {
         let name = event.event_type();
         if matches!(name, "request/header-delta" | "mode/set") {
             return Err((Rule::RefusedType, format!("{name} is a retired event type")));
@@ -310,15 +310,17 @@ impl Tracker {
         Ok(())
     }
 
-    fn apply_tool_result(&mut self, event: &Event, facts: &Facts) -> Result<(), (Rule, String)> {
-        let replacing = event
-            .surface_op()
-            .is_some_and(|op| op.get() != "\"append\"");
+    fn apply_tool_result(
+        &mut self,
+        event: &impl Tracked,
+        facts: &Facts,
+    ) -> Result<(), (Rule, String)> {
+        let replacing = event.surface_op_text().is_some_and(|op| op != "\"append\"");
         if replacing {
             return self.require_enclosed(true);
         }
         self.require_open_step(facts.turn, facts.step)?;
-        let call_id = facts.source_call_id.of(event.data().get()).ok_or_else(|| {
+        let call_id = facts.source_call_id.of(event.data_text()).ok_or_else(|| {
             (
                 Rule::Shape,
                 "data.message.source.callId must be a string".to_owned(),
@@ -399,8 +401,8 @@ fn number(value: Num, what: &str) -> Result<u64, (Rule, String)> {
 /// extension kinds pass through.
 /// Whether a `tool/result` is a closer's for a call never started:
 /// `data.error.code` spelled exactly [`TOOL_NOT_STARTED`].
-fn not_started(event: &Event, facts: &Facts) -> bool {
-    facts.error_code.of(event.data().get()) == Some(TOOL_NOT_STARTED)
+fn not_started(event: &impl Tracked, facts: &Facts) -> bool {
+    facts.error_code.of(event.data_text()) == Some(TOOL_NOT_STARTED)
 }
 
 fn turn_end(facts: &Facts) -> Result<u64, (Rule, String)> {

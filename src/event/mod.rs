@@ -19,6 +19,55 @@ pub use incoming::IncomingEvent;
 
 use crate::json::{self, Facts};
 
+/// What the turn contract reads of an event: an owned [`Event`], or one
+/// lent from storage (`view::EventRef`), so a whole-session check reads
+/// events where they are stored instead of copying each.
+pub trait Tracked {
+    /// The seq.
+    fn seq(&self) -> u64;
+    /// The classified type.
+    fn kind(&self) -> EventKind;
+    /// The type name.
+    fn event_type(&self) -> &str;
+    /// `data`'s JSON text.
+    fn data_text(&self) -> &str;
+    /// `surfaceOp`'s JSON text, when present.
+    fn surface_op_text(&self) -> Option<&str>;
+    /// Whether `sourceEventSeqs` is present.
+    fn has_source_event_seqs(&self) -> bool;
+    /// Whether the event carries `ignorable: true`.
+    fn ignorable(&self) -> bool;
+    /// What the contract reads from `data` (`Err` when it is not JSON).
+    fn facts(&self) -> Result<json::Facts, json::JsonError>;
+}
+
+impl Tracked for Event {
+    fn seq(&self) -> u64 {
+        Event::seq(self)
+    }
+    fn kind(&self) -> EventKind {
+        Event::kind(self)
+    }
+    fn event_type(&self) -> &str {
+        Event::event_type(self)
+    }
+    fn data_text(&self) -> &str {
+        self.data.get()
+    }
+    fn surface_op_text(&self) -> Option<&str> {
+        self.surface_op.as_ref().map(|r| r.get())
+    }
+    fn has_source_event_seqs(&self) -> bool {
+        self.source_event_seqs.is_some()
+    }
+    fn ignorable(&self) -> bool {
+        Event::ignorable(self)
+    }
+    fn facts(&self) -> Result<json::Facts, json::JsonError> {
+        Event::facts(self)
+    }
+}
+
 /// Largest integer a JavaScript harness can represent exactly (`2^53 - 1`).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 

@@ -1,6 +1,7 @@
 //! The native append-only WAL backend: one CRC-framed file per session,
 //! scanned through a memory map. Every byte is specified in docs/FORMAT.md.
 
+mod cursor;
 pub mod format;
 pub mod probe;
 pub mod proof;
@@ -241,11 +242,20 @@ impl WalBackend {
 
     /// Maps and classifies the log of `id`, read-only.
     fn classify(&self, id: &str) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
+        self.classify_with(id, scan_log_proven)
+    }
+
+    /// [`WalBackend::classify`] with the scan `scan`.
+    fn classify_with(
+        &self,
+        id: &str,
+        scan: fn(&[u8], &Path, u64) -> Result<Classified>,
+    ) -> Result<Option<(storage::Mapped, Classified, PathBuf)>> {
         let proof = self.proof_bytes(&self.log_path(id))?;
         let Some((map, path)) = self.map(id)? else {
             return Ok(None);
         };
-        let classified = scan_log_proven(&map, &path, Self::proven(&proof, &map, &path))?;
+        let classified = scan(&map, &path, Self::proven(&proof, &map, &path))?;
         check_id(&classified.scan.header, id, &path)?;
         Ok(Some((map, classified, path)))
     }
@@ -643,6 +653,27 @@ impl Backend for WalBackend {
         }))
     }
 
+    fn read(&self, id: &str) -> Result<Option<crate::view::LogReader>> {
+        // Units are checked as the cursor decompresses them: each once.
+        let Some((map, classified, path)) = self.classify_with(id, scan::scan_log_for_read)? else {
+            return Ok(None);
+        };
+        let start = classified.frames.file.records_start;
+        let scan = classified.scan;
+        let proven = classified.proven;
+        let cursor = cursor::WalCursor::new(map, path, proven, start, classified.kept_end);
+        Ok(Some(
+            crate::view::LogReader::new(
+                scan.header.clone(),
+                scan.state(),
+                scan.stored_len(),
+                Box::new(cursor),
+                scan.closers.clone(),
+            )
+            .with_scan(scan),
+        ))
+    }
+
     fn view(&self, id: &str) -> Result<Option<crate::view::LogView>> {
         let Some((map, classified, path)) = self.classify(id)? else {
             return Ok(None);
@@ -669,15 +700,12 @@ impl Backend for WalBackend {
         let state = scan.state();
         view::MappedRecords::new(map, entries)
             .map(|records| {
-                Some(
-                    crate::view::LogView::in_place(
-                        scan.header.clone(),
-                        state,
-                        Box::new(records),
-                        scan.closers.clone(),
-                    )
-                    .with_scan(scan),
-                )
+                Some(crate::view::LogView::in_place(
+                    scan.header.clone(),
+                    state,
+                    Box::new(records),
+                    scan.closers.clone(),
+                ))
             })
             .map_err(|(at, reason)| {
                 Error::from(Corruption {

@@ -153,9 +153,31 @@ pub fn check_at(
     Ok(head)
 }
 
+/// Whether a scan decompresses and walks every sealed unit it meets.
+///
+/// Every scan that decides anything — recovery, `verify`, a repair, a
+/// compaction — checks them ([`Units::Check`]), so every entry point
+/// decides from the same evidence. A read that decodes every kept event
+/// anyway ([`Units::OnRead`]: `load`, `cat`, a streamed read) leaves each
+/// unit to the decoder, which walks it with the same checks as it
+/// decompresses it, and fails at it exactly as the scan would have
+/// refused the log there: a unit is decompressed once, not twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Units {
+    /// Decompress and walk every unit during the scan.
+    Check,
+    /// Leave each unit to the reader that decodes it.
+    OnRead,
+}
+
 /// Walks the records of a mapped session file, whose durability proof
 /// states `proven` bytes durable (0 when there is none; see `proof.rs`).
 pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
+    scan_frames_with(bytes, path, proven, Units::Check)
+}
+
+/// [`scan_frames`], with units checked as `units` says.
+pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) -> Result<Frames> {
     let file = read_file_header(bytes, path)?;
     let len = bytes.len() as u64;
     let mut at = file.records_start;
@@ -189,7 +211,7 @@ pub fn scan_frames(bytes: &[u8], path: &Path, proven: u64) -> Result<Frames> {
             // plain length): every entry point that scans decides from the
             // same evidence as `verify`, and a unit whose count, length or
             // records lie is refused at its own offset.
-            if head.is_sealed() {
+            if head.is_sealed() && units == Units::Check {
                 super::seal::check_unit(unit_frame(bytes, at, &head), &head)
                     .map_err(|d| (CutReason::Invalid, d))?;
             }
@@ -517,6 +539,8 @@ pub struct Classified {
     pub scan: Scan,
     /// End of the kept records (where closers go).
     pub kept_end: u64,
+    /// What the log's durability proof stated (0: nothing).
+    pub proven: u64,
 }
 
 /// Scans and classifies a session file's bytes (see docs/FORMAT.md),
@@ -528,18 +552,30 @@ pub fn scan_log(bytes: &[u8], path: &Path) -> Result<Classified> {
 /// Scans and classifies a session file's bytes whose durability proof
 /// states `proven` bytes durable.
 pub fn scan_log_proven(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified> {
-    classify(bytes, path, proven, OnDamage::Refuse)
+    classify(bytes, path, proven, OnDamage::Refuse, Units::Check)
 }
 
 /// Like [`scan_log_proven`], but where the log is corrupt it cuts from the
 /// first damaged byte on ([`CutReason::Damaged`]) instead of refusing: the
 /// longest valid prefix, for an explicit salvage.
 pub fn salvage_log(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified> {
-    classify(bytes, path, proven, OnDamage::Salvage)
+    classify(bytes, path, proven, OnDamage::Salvage, Units::Check)
 }
 
-fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Result<Classified> {
-    let frames = scan_frames(bytes, path, proven)?;
+/// [`scan_log_proven`] for a read that decodes every kept event: sealed
+/// units are left to the decoder ([`Units::OnRead`]).
+pub fn scan_log_for_read(bytes: &[u8], path: &Path, proven: u64) -> Result<Classified> {
+    classify(bytes, path, proven, OnDamage::Refuse, Units::OnRead)
+}
+
+fn classify(
+    bytes: &[u8],
+    path: &Path,
+    proven: u64,
+    on_damage: OnDamage,
+    units: Units,
+) -> Result<Classified> {
+    let frames = scan_frames_with(bytes, path, proven, units)?;
     let mut tail = Vec::new();
     let mut offsets = Vec::new();
     // Closers of an interrupted repair: cut them and redo the repair from
@@ -695,6 +731,7 @@ fn classify(bytes: &[u8], path: &Path, proven: u64, on_damage: OnDamage) -> Resu
         frames,
         scan,
         kept_end,
+        proven,
     })
 }
 

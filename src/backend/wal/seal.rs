@@ -73,14 +73,33 @@ pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), String> {
 pub(super) fn walk_unit(
     frame: &[u8],
     head: &RecordHead,
-    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
+    each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
 ) -> Result<Vec<RecordHead>, String> {
     let plain = decompress(frame, head.plain_len() as usize)?;
+    walk_plain(&plain, head, each)
+}
+
+/// Decompresses the sealed unit whose head is `head` and whose frame is
+/// `frame`, checks it as [`check_unit`] does, and returns its plain
+/// records, laid end to end: what a cursor reads the unit's events from
+/// in place, holding this one unit.
+pub(super) fn open_unit(frame: &[u8], head: &RecordHead) -> Result<Vec<u8>, String> {
+    let plain = decompress(frame, head.plain_len() as usize)?;
+    walk_plain(&plain, head, |_, _| Ok(()))?;
+    Ok(plain)
+}
+
+/// [`walk_unit`] over a unit's decompressed records.
+fn walk_plain(
+    plain: &[u8],
+    head: &RecordHead,
+    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
+) -> Result<Vec<RecordHead>, String> {
     let mut at = 0u64;
     let mut seq = head.seq;
     let mut inner_heads: Vec<RecordHead> = Vec::new();
     while at < plain.len() as u64 {
-        let inner = check_at(&plain, at, Some(seq), 0)
+        let inner = check_at(plain, at, Some(seq), 0)
             .map_err(|(_, d)| format!("sealed unit record at plain byte {at}: {d}"))?;
         if inner.is_sealed() {
             return Err(format!(

@@ -65,23 +65,7 @@ impl MappedRecords {
     /// [`EventRef::to_event`] of the view succeeds.
     pub(super) fn new(bytes: Mapped, entries: Entries) -> Result<MappedRecords, (u64, String)> {
         for at in entries.offsets() {
-            let head = head_at(&bytes, at);
-            let start = at as usize + format::RECORD_HEADER_LEN;
-            let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
-            if simdutf8::basic::from_utf8(&bytes[start..end]).is_err() {
-                return Err((at, "record payload is not UTF-8".into()));
-            }
-            let event = record_ref(&bytes, at);
-            if event.kind == crate::event::EventKind::Other
-                && crate::event::EventKind::of(event.event_type) != crate::event::EventKind::Other
-            {
-                return Err((
-                    at,
-                    format!("record kind 14 names the known type {:?}", event.event_type),
-                ));
-            }
-            crate::event::check_stored_parts(event.event_type, event.seq, event.time)
-                .map_err(|reason| (at, reason))?;
+            check_in_place(&bytes, at).map_err(|reason| (at, reason))?;
         }
         Ok(MappedRecords { bytes, entries })
     }
@@ -102,6 +86,30 @@ impl InPlace for MappedRecords {
     }
 }
 
+/// Checks what reading the single-event record at `at` of `bytes` (a
+/// validated record: framing and checksum) in place relies on: its
+/// payload is UTF-8, a kind-14 record names no known type, and its type
+/// name, seq and time are an event's. After it, [`record_ref`] of the
+/// record is sound and its `to_event` succeeds.
+pub(super) fn check_in_place(bytes: &[u8], at: u64) -> Result<(), String> {
+    let head = head_at(bytes, at);
+    let start = at as usize + format::RECORD_HEADER_LEN;
+    let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
+    if simdutf8::basic::from_utf8(&bytes[start..end]).is_err() {
+        return Err("record payload is not UTF-8".into());
+    }
+    let event = record_ref(bytes, at);
+    if event.kind == crate::event::EventKind::Other
+        && crate::event::EventKind::of(event.event_type) != crate::event::EventKind::Other
+    {
+        return Err(format!(
+            "record kind 14 names the known type {:?}",
+            event.event_type
+        ));
+    }
+    crate::event::check_stored_parts(event.event_type, event.seq, event.time)
+}
+
 fn head_at(bytes: &[u8], at: u64) -> RecordHead {
     let at = at as usize;
     format::parse_head(&bytes[at..at + format::RECORD_HEADER_LEN]).expect("validated by the scan")
@@ -113,9 +121,10 @@ pub(super) fn record_ref(bytes: &[u8], at: u64) -> EventRef<'_> {
     let mut take = |len: usize| {
         let slice = &bytes[pos..pos + len];
         pos += len;
-        // SAFETY: `MappedRecords::new` checked that every record's payload is
-        // UTF-8, and mapped bytes never change while mapped (writers only
-        // append, or rewrite bytes with their own content).
+        // SAFETY: every caller ran `check_in_place` on this record first
+        // (`MappedRecords::new`, the cursor), so its payload is UTF-8, and
+        // mapped bytes never change while mapped (writers only append, or
+        // rewrite bytes with their own content).
         unsafe { std::str::from_utf8_unchecked(slice) }
     };
     let type_name = take(head.type_len as usize);

@@ -35,6 +35,8 @@ use serde_json::Value;
 
 use crate::event::{Event, EventKind};
 
+pub mod realistic;
+
 /// The tool-call blocks of an assistant message requesting `ids`, each
 /// calling `name` with no arguments, joined with commas (empty for none).
 pub fn tool_call_blocks(ids: &[String], name: &str) -> String {
