@@ -47,6 +47,25 @@ fn files(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Retries `f` while it is refused as locked, for up to a second. The
+/// writer lock of a JSONL transcript is an OFD lock, held by its open file
+/// description: a child process another test thread is spawning at the
+/// instant a store drops the transcript shares that description until its
+/// `exec` closes it, and holds the lock that long. Only a test that drops a
+/// writer and takes the transcript again at once, in a process that spawns
+/// children meanwhile, can see it.
+fn unlocked<T>(mut f: impl FnMut() -> turnwal::Result<T>) -> turnwal::Result<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match f() {
+            Err(Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A root and a state directory, both temporary.
 struct Place {
     _tmp: tempfile::TempDir,
@@ -333,7 +352,7 @@ fn the_library_leaves_only_upstream_files_and_proves_into_the_state_dir() {
 
         // load, recover (closing t's open turn), append
         let store = place.store(compression, Policy::Strict);
-        assert_eq!(store.load("s").unwrap().events.len(), 12);
+        assert_eq!(unlocked(|| store.load("s")).unwrap().events.len(), 12);
         let report = store.recover("t", false).unwrap();
         assert!(report.committed);
         store.append("s", &events(&turn(3, 12, T0))).unwrap();
@@ -388,7 +407,7 @@ fn a_second_writer_is_refused_while_the_first_holds_the_transcript() {
 
     // Released with the first store: the second goes on.
     drop(first);
-    second.append("s", &events(&turn(2, 6, T0))).unwrap();
+    unlocked(|| second.append("s", &events(&turn(2, 6, T0)))).unwrap();
     assert_eq!(second.load("s").unwrap().events.len(), 12);
 }
 

@@ -808,7 +808,7 @@ fn lone_surrogate_ids_are_printed_taken_back_and_converted() {
     assert!(
         ls.stdout.lines().any(|l| l.split_whitespace().take(6).eq([
             r#""lone\ud800id""#,
-            "clean",
+            "clean-end",
             "14",
             "2",
             "2.7",

@@ -150,12 +150,12 @@ fn recover_and_verify_agree_on_damage_inside_the_log() {
     }
     assert_eq!(fs::read(&path).unwrap(), bytes, "nothing was cut");
     // The listing reads the end alone, and says so: it does not call the
-    // log clean on the strength of the whole.
+    // log clean on the strength of the whole (`clean-end`, `tail`).
     let out = on(store, &["ls", "--json"], "");
     let line: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(
         (line["state"].as_str(), line["checked"].as_str()),
-        (Some("clean"), Some("tail"))
+        (Some("clean-end"), Some("tail"))
     );
 }
 

@@ -374,16 +374,46 @@ pub fn hold_writer(file: &File) -> io::Result<bool> {
     lock.l_whence = libc::SEEK_SET as libc::c_short;
     lock.l_start = WRITER_HOLD_AT;
     lock.l_len = 1;
-    // SAFETY: a valid open descriptor and a pointer to an initialized
-    // `flock` that outlives the call.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-        _ => Err(e),
+    retry_held(|| {
+        // SAFETY: a valid open descriptor and a pointer to an initialized
+        // `flock` that outlives the call.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+            _ => Err(e),
+        }
+    })
+}
+
+/// How long a lock found held is tried again before it is reported held.
+///
+/// A lock tied to an open file description (an OFD lock, a `flock`) is held
+/// as long as any descriptor of that description lives. A process that
+/// forks shares every description with the child until the child's `exec`
+/// closes them (every descriptor turnwal opens is close-on-exec), so a
+/// writer that lets a session go while its process spawns a child (a
+/// harness running a tool) leaves the lock held for the instant before the
+/// child's `exec`. A writer that takes the session in that instant would
+/// be refused as locked by no one; trying again for a few milliseconds
+/// rides it out. A lock really held is reported after this delay.
+const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Calls `take` (which answers whether it got the lock) until it does, or
+/// until [`HELD_RETRY`] has passed.
+fn retry_held(mut take: impl FnMut() -> io::Result<bool>) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + HELD_RETRY;
+    loop {
+        if take()? {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -646,7 +676,20 @@ impl Storage for FsStorage {
                 .mode(0o600),
             true,
         )?;
-        match file.try_lock() {
+        // Tried again for a moment, as `hold_writer` is (a forking process
+        // shares the lock file's description until the child's exec).
+        let mut held = Ok(());
+        let _ = retry_held(|| match file.try_lock() {
+            Ok(()) => {
+                held = Ok(());
+                Ok(true)
+            }
+            Err(e) => {
+                held = Err(e);
+                Ok(false)
+            }
+        });
+        match held {
             Ok(()) => {
                 // A fixed-width pid at offset 0: a contender never reads a
                 // half-written number.
