@@ -119,4 +119,4 @@ pub use header::{HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary};
 pub use store::{Receipt, RecoveryReport, RepairBasis, SessionView, Store, StoreOptions, now_ms};
 pub use verify::VerifyReport;
-pub use view::{EventRef, LogView};
+pub use view::{Cursor, EventRef, LogReader, LogView};

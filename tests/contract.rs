@@ -2102,6 +2102,69 @@ fn view_matches_inspect<F: Fixture>() {
     assert!(matches!(store.view("nope"), Err(Error::NotFound { .. })));
 }
 
+/// Every event [`Store::read`] lends equals [`Store::inspect`]'s, byte for
+/// byte: a realistic session (mostly chunk runs, appended in batches of
+/// every size, long enough to span many pages of rows), a crashed one with
+/// an open turn, one with a torn tail where the backend can tear, and the
+/// same after `load` repaired it. Reading writes nothing.
+fn read_matches_inspect<F: Fixture>() {
+    use turnwal::workload::realistic;
+    let fx = F::new();
+    let lines = |reader: &mut turnwal::LogReader| {
+        let mut out = Vec::new();
+        while let Some(e) = reader.next_event().unwrap() {
+            let mut line = Vec::new();
+            e.write_json(&mut line);
+            out.push(String::from_utf8(line).unwrap());
+        }
+        out
+    };
+    let store = fx.open();
+    store.create(meta("real", Some("/w"))).unwrap();
+    let mut sizes = [1usize, 7, 300, 2, 45].into_iter().cycle();
+    for turn in realistic::turns_of_size(5, 1_500_000) {
+        let mut rest = &turn[..];
+        while !rest.is_empty() {
+            let n = sizes.next().unwrap().min(rest.len());
+            store.append("real", &rest[..n]).unwrap();
+            rest = &rest[n..];
+        }
+    }
+    store.flush("real").unwrap();
+    drop(store);
+    crash_in_turn_two(&fx, "open", |log| {
+        log.assistant("", &[("call-r", "run", r#"{"cmd":"ls"}"#)]);
+    });
+    crash_in_turn_two(&fx, "torn", |_| {});
+    let torn = fx.tear_tail("torn");
+    let store = fx.open();
+    for id in ["real", "open", "torn"] {
+        let before = fx.image(id);
+        let inspect = store.inspect(id).unwrap();
+        let mut reader = store.read(id).unwrap();
+        assert_eq!(
+            (reader.stored(), reader.len(), reader.state()),
+            (inspect.stored, inspect.events.len() as u64, inspect.state),
+            "{id}"
+        );
+        assert_eq!(lines(&mut reader), jsons(&inspect.events), "{id}");
+        assert!(reader.next_event().unwrap().is_none());
+        assert_eq!(fx.image(id), before, "{id}: a read writes nothing");
+    }
+    assert!(store.inspect("real").unwrap().events.len() > 4_000);
+    if torn {
+        assert_eq!(store.read("torn").unwrap().state(), LogState::Torn);
+    }
+    for id in ["open", "torn"] {
+        let loaded = store.load(id).unwrap();
+        drop(store.close(id));
+        let mut reader = fx.open().read(id).unwrap();
+        assert_eq!(reader.state(), LogState::Clean, "{id}");
+        assert_eq!(lines(&mut reader), jsons(&loaded.events), "{id}");
+    }
+    assert!(matches!(store.read("nope"), Err(Error::NotFound { .. })));
+}
+
 fn resume_in_fresh_store<F: Fixture>() {
     let fx = F::new();
     let id = "resume";
@@ -2331,6 +2394,7 @@ macro_rules! backend_suite {
                 second_writer,
                 lossless_data,
                 view_matches_inspect,
+                read_matches_inspect,
                 resume_in_fresh_store,
                 torn_tail,
                 missing_sessions,

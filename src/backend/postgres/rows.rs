@@ -100,6 +100,22 @@ impl Rows for PgRows<'_, '_> {
         )
     }
 
+    fn page(&self, lo: i64, hi: i64, limit: usize) -> Result<Vec<RowIn>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM turnwal_events WHERE session_id = $1 AND seq >= $2 \
+                 AND seq < $3 ORDER BY seq LIMIT $4"
+            ),
+            &[
+                (&self.id(), Type::TEXT),
+                (&lo, Type::INT8),
+                (&hi, Type::INT8),
+                (&limit, Type::INT8),
+            ],
+        )
+    }
+
     fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>> {
         self.query(
             &format!(
@@ -224,6 +240,10 @@ impl Rows for Prefetched<'_, '_> {
             return Ok(self.held_from(key));
         }
         self.real.at_or_after(key)
+    }
+
+    fn page(&self, lo: i64, hi: i64, limit: usize) -> Result<Vec<RowIn>> {
+        self.real.page(lo, hi, limit)
     }
 
     fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>> {

@@ -473,6 +473,29 @@ impl Backend for PgBackend {
         Ok(self.load(id)?.map(|stored| stored.scan))
     }
 
+    fn read(&self, id: &str) -> Result<Option<crate::view::LogReader>> {
+        let path = &self.shared.path;
+        let shared = self.shared.clone();
+        let session = id.to_owned();
+        // Each page of rows in a read transaction of its own, on a
+        // connection lent for it.
+        let fetch: crate::backend::rows::cursor::Fetch = Box::new(move |lo, hi, limit| {
+            let path = &shared.path;
+            shared.read(|tx| {
+                let row = read_session(tx, path, &session)?.ok_or_else(|| Error::NotFound {
+                    id: session.clone(),
+                })?;
+                crate::backend::rows::scan::Rows::page(&row.rows(tx, path), lo, hi, limit)
+            })
+        });
+        self.shared.read(|tx| {
+            let Some(row) = read_session(tx, path, id)? else {
+                return Ok(None);
+            };
+            crate::backend::rows::cursor::reader(&row.rows(tx, path), fetch).map(Some)
+        })
+    }
+
     fn load(&self, id: &str) -> Result<Option<Stored>> {
         let path = &self.shared.path;
         self.shared.read(|tx| {

@@ -6,6 +6,7 @@
 //! imports the other.
 
 pub mod codec;
+pub(crate) mod cursor;
 pub(crate) mod scan;
 
 use crate::event::Event;

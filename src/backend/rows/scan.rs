@@ -50,6 +50,9 @@ pub(crate) trait Rows {
     /// The packed rows (`ignorable` the packed discriminator) whose `seq`
     /// column is in `[lo, hi)`, in seq order.
     fn packed_between(&self, lo: i64, hi: i64) -> Result<Vec<RowIn>>;
+    /// At most `limit` rows whose `seq` column is in `[lo, hi)`, in seq
+    /// order: one page of a streamed read.
+    fn page(&self, lo: i64, hi: i64, limit: usize) -> Result<Vec<RowIn>>;
     /// How many rows sort before `key` (a row's position, for messages).
     fn count_before(&self, key: i64) -> u64;
     /// Up to `limit` rows of type `turn/end` that are not packed, whose
@@ -117,22 +120,42 @@ struct Bad {
 impl Bad {
     /// The refusal of a bad committed row.
     fn refusal(&self, path: &Path, id: &str, before: Before<'_>) -> Error {
-        Error::from(Corruption {
-            path: path.to_owned(),
-            offset: before() + self.index as u64,
-            unit: crate::error::Unit::Row,
-            seq: Some(self.expected),
-            reason: format!(
-                "session {id:?}: invalid committed row (its seq column is {}) at seq {}: {} \
-                 [{}]; a later row holds a turn/end, so this row had been committed [rule: {}]",
-                self.seq_key,
-                self.expected,
-                self.detail,
-                self.reason,
-                Proof::LaterCommit.code()
-            ),
-        })
+        committed_row_refusal(
+            path,
+            id,
+            before() + self.index as u64,
+            self.seq_key,
+            self.expected,
+            self.reason,
+            &self.detail,
+        )
     }
+}
+
+/// The refusal of the bad row at position `at` among a session's rows
+/// (its `seq` column `seq_key`, where seq `expected` belonged), which a
+/// later `turn/end` row proves committed.
+pub(crate) fn committed_row_refusal(
+    path: &Path,
+    id: &str,
+    at: u64,
+    seq_key: i64,
+    expected: u64,
+    reason: CutReason,
+    detail: &str,
+) -> Error {
+    Error::from(Corruption {
+        path: path.to_owned(),
+        offset: at,
+        unit: crate::error::Unit::Row,
+        seq: Some(expected),
+        reason: format!(
+            "session {id:?}: invalid committed row (its seq column is {seq_key}) at seq \
+             {expected}: {detail} [{reason}]; a later row holds a turn/end, so this row had \
+             been committed [rule: {}]",
+            Proof::LaterCommit.code()
+        ),
+    })
 }
 
 /// Rows walked from `base`.

@@ -684,6 +684,29 @@ impl Backend for SqliteBackend {
         Ok(self.load(id)?.map(|stored| stored.scan))
     }
 
+    fn read(&self, id: &str) -> Result<Option<crate::view::LogReader>> {
+        let path = &self.shared.path;
+        let shared = self.shared.clone();
+        let session = id.to_owned();
+        // Each page of rows in a read transaction of its own: the shared
+        // connection is not held between pages.
+        let fetch: crate::backend::rows::cursor::Fetch = Box::new(move |lo, hi, limit| {
+            let path = &shared.path;
+            shared.conn().read(path, |conn| {
+                let row = read_session(conn, path, &session)?.ok_or_else(|| Error::NotFound {
+                    id: session.clone(),
+                })?;
+                crate::backend::rows::scan::Rows::page(&row.rows(conn, path), lo, hi, limit)
+            })
+        });
+        self.shared.conn().read(path, |conn| {
+            let Some(row) = read_session(conn, path, id)? else {
+                return Ok(None);
+            };
+            crate::backend::rows::cursor::reader(&row.rows(conn, path), fetch).map(Some)
+        })
+    }
+
     fn load(&self, id: &str) -> Result<Option<Stored>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {

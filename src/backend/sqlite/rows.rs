@@ -104,6 +104,16 @@ impl Rows for SqliteRows<'_> {
         )
     }
 
+    fn page(&self, lo: i64, hi: i64, limit: usize) -> Result<Vec<RowIn>> {
+        self.query(
+            &format!(
+                "SELECT {ROW_COLUMNS} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 \
+                 ORDER BY seq LIMIT ?4"
+            ),
+            rusqlite::params![self.id(), lo, hi, i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+    }
+
     fn count_before(&self, key: i64) -> u64 {
         self.conn
             .query_row(
