@@ -478,7 +478,13 @@ impl Store {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         match &mut *guard {
-            Slot::Live(live) => return live.view(),
+            Slot::Live(live) => {
+                // What a cold read gives: a live Permissive session's
+                // legacy events migrated too.
+                let mut view = live.view()?;
+                view.events = self.migrate(live.tracker.policy(), id, view.events)?;
+                return Ok(view);
+            }
             Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
             Slot::Cold => {}
         }
@@ -511,9 +517,16 @@ impl Store {
         if policy != Policy::Permissive || self.backend.normalizes_reads() {
             return Ok(events);
         }
-        crate::upstream::normalize::normalize_owned(events, id).map_err(|e| {
+        crate::upstream::normalize::normalize_owned(events, id).map_err(self.refusal_of(id))
+    }
+
+    /// How a refusal of upstream's reader is reported for session `id`.
+    pub(crate) fn refusal_of(&self, id: &str) -> crate::view::Refuse {
+        let location = self.backend.location();
+        let id = id.to_owned();
+        Box::new(move |e| {
             Error::from(crate::error::Corruption {
-                path: self.backend.location().into(),
+                path: location.clone().into(),
                 offset: e.seq,
                 unit: crate::error::Unit::Event,
                 seq: Some(e.seq),
@@ -586,13 +599,23 @@ impl Store {
     /// assert_eq!(read, store.inspect("s").unwrap().events);
     /// ```
     pub fn read(&self, id: &str) -> Result<crate::view::LogReader> {
-        if self.read_as_stored(id)? {
+        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        if cold && !self.options.require_known_types {
             let reader = self
                 .backend
                 .read(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             self.check_version_of(reader.header())?;
-            return Ok(reader);
+            let policy = match reader.scan() {
+                Some(scan) => Some(scan.policy),
+                None => self.backend.policy(id)?,
+            };
+            if self.backend.normalizes_reads() || policy != Some(Policy::Permissive) {
+                return Ok(reader);
+            }
+            let refuse = self.refusal_of(id);
+            return Ok(reader
+                .map_cursor(|cursor| Box::new(crate::view::Migrating::new(cursor, id, refuse))));
         }
         let mut view = self.inspect(id)?;
         let closers = view.events.split_off(view.stored as usize);

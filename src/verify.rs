@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::json;
 use crate::scan::{Cut, LogState};
 use crate::store::Store;
+use crate::upstream::normalize::Normalizer;
 
 /// What `verify` found in one session.
 #[derive(Debug, Clone)]
@@ -92,8 +93,13 @@ impl Store {
         let mut tracker =
             Tracker::new(scan.policy).require_known_types(self.options().require_known_types);
         // What a read of a Permissive session refuses (upstream's read
-        // rules), verify reports: those reads see the whole log.
-        let mut permissive_events = Vec::new();
+        // rules), verify reports, after any problem the checks find
+        // anywhere in the log: the migrations run one event at a time, and
+        // upstream's order of refusal is kept by noting every retired form
+        // and the first event a migration refuses.
+        let mut migrations =
+            (permissive && !self.backend().normalizes_reads()).then(|| Normalizer::new(id));
+        let mut failed = None;
         let mut problem = None;
         let walked = reader.for_each_stored(|event| -> Result<()> {
             if problem.is_some() {
@@ -132,10 +138,23 @@ impl Store {
                     return Ok(());
                 }
             }
-            if permissive {
-                permissive_events.push(event.to_event());
-            } else {
+            let Some(normalizer) = migrations.as_mut() else {
                 visit(event);
+                return Ok(());
+            };
+            let retired = normalizer.note(&event);
+            if retired || failed.is_some() {
+                failed = failed.take().or(Some(None));
+                return Ok(());
+            }
+            if !Normalizer::touches(event.event_type()) {
+                visit(event);
+                return Ok(());
+            }
+            let mut migrated = event.to_event();
+            match normalizer.migrate(&mut migrated) {
+                Ok(()) => visit((&migrated).into()),
+                Err(e) => failed = Some(Some(e)),
             }
             Ok(())
         });
@@ -149,11 +168,11 @@ impl Store {
         if let Some(problem) = problem {
             return Ok(corrupt(problem));
         }
-        if permissive {
-            match self.migrate(scan.policy, id, permissive_events) {
-                Ok(events) => events.iter().for_each(|e| visit(e.into())),
-                Err(e) => return Ok(corrupt(e.to_string())),
-            }
+        if let (Some(normalizer), Some(failed)) = (&migrations, failed) {
+            let why = normalizer
+                .refusal(failed)
+                .expect("a retired form or a refused migration was met");
+            return Ok(corrupt((self.refusal_of(id))(why).to_string()));
         }
         Ok(VerifyReport {
             id: id.to_owned(),

@@ -100,13 +100,57 @@ const MALFORMED: &[&str] = &[
     r#"{"type":"plugin/test","seq":8,"time":38,"data":null,"ignorable":true}"#,
 ];
 
+/// A malformed `turn/end` early and retired forms later: upstream looks for
+/// the retired forms over the whole log before it migrates anything, and
+/// among them for a `request/header-delta` before a `mode/set`, so a
+/// reader that lends events as it goes still names the last of these.
+const RETIRED_LATE: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":40,"data":{"turn":1}}"#,
+    r#"{"type":"turn/end","seq":1,"time":41,"data":{"turn":1,"reason":{"kind":"completed","why":1}}}"#,
+    r#"{"type":"turn/start","seq":2,"time":42,"data":{"turn":2}}"#,
+    r#"{"type":"mode/set","seq":3,"time":43,"data":{"mode":"plan"}}"#,
+    r#"{"type":"request/header-delta","seq":4,"time":44,"data":{"delta":{}}}"#,
+    r#"{"type":"turn/end","seq":5,"time":45,"data":{"turn":2,"reason":{"kind":"completed"}}}"#,
+];
+
+/// Only a malformed `turn/end`, after everything else: a read fails there,
+/// having lent what came before it.
+const MALFORMED_LATE: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":50,"data":{"turn":1}}"#,
+    r#"{"type":"turn/end","seq":1,"time":51,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    r#"{"type":"turn/start","seq":2,"time":52,"data":{"turn":2}}"#,
+    r#"{"type":"turn/end","seq":3,"time":53,"data":{"turn":2,"reason":{"kind":"completed","why":1}}}"#,
+];
+
 /// Stored, and refused by every read with upstream's text: the first
 /// event its reader refuses.
-const REFUSED_ON_READ: &[(&str, u64, &str)] = &[(
-    "malformed",
-    5,
-    "session \"malformed\" contains unsupported legacy request/header-delta event at seq 5",
-)];
+const REFUSED_ON_READ: &[(&str, u64, &str)] = &[
+    (
+        "malformed",
+        5,
+        "session \"malformed\" contains unsupported legacy request/header-delta event at seq 5",
+    ),
+    (
+        "retired-late",
+        4,
+        "session \"retired-late\" contains unsupported legacy request/header-delta event at seq 4",
+    ),
+    (
+        "malformed-late",
+        3,
+        "session \"malformed-late\" contains malformed pre-react-loop turn/end at seq 3",
+    ),
+];
+
+/// Every event `store.read` lends, as JSON texts.
+fn read_texts(store: &Store, id: &str) -> Result<Vec<String>, Error> {
+    let mut reader = store.read(id)?;
+    let mut out = Vec::new();
+    while let Some(event) = reader.next_event()? {
+        out.push(event.to_event().to_json());
+    }
+    Ok(out)
+}
 
 #[test]
 fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
@@ -115,6 +159,8 @@ fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
             ("pre-identity", PRE_IDENTITY),
             ("pre-react-loop", PRE_REACT_LOOP),
             ("malformed", MALFORMED),
+            ("retired-late", RETIRED_LATE),
+            ("malformed-late", MALFORMED_LATE),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let log = events(log);
@@ -159,7 +205,22 @@ fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
                         (LogState::Clean, all.len() as u64, None),
                         "{kind:?} {id}"
                     );
-                    store.load(id).unwrap();
+                    // The cursor's migrations, one event at a time, are
+                    // the whole log's, cold and live.
+                    let cold = read_texts(&store, id).unwrap();
+                    assert_eq!(
+                        cold,
+                        texts(&store.inspect(id).unwrap().events),
+                        "{kind:?} {id}"
+                    );
+                    let loaded = store.load(id).unwrap();
+                    assert_eq!(cold, texts(&loaded.events), "{kind:?} {id}");
+                    assert_eq!(cold, read_texts(&store, id).unwrap(), "{kind:?} {id}");
+                    assert_eq!(
+                        cold,
+                        texts(&store.inspect(id).unwrap().events),
+                        "{kind:?} {id}: live"
+                    );
                 }
                 Some((_, seq, reason)) => {
                     let problem = report.problem.unwrap();
@@ -170,7 +231,8 @@ fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
                     for result in [
                         store.inspect(id).map(drop),
                         store.load(id).map(drop),
-                        store.read_from(id, 7).map(drop),
+                        store.read_from(id, 1).map(drop),
+                        read_texts(&store, id).map(drop),
                     ] {
                         match result {
                             Err(Error::Corrupt(c)) => {

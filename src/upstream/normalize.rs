@@ -160,8 +160,129 @@ pub fn normalize(events: &[Event], id: &str) -> Result<Vec<Event>, NormalizeErro
 /// nor parsed beyond its type.
 pub fn normalize_owned(mut events: Vec<Event>, id: &str) -> Result<Vec<Event>, NormalizeError> {
     refuse_retired(&events, id)?;
-    let mut message_ids: Vec<(u64, String)> = Vec::new();
+    let mut normalizer = Normalizer::new(id);
     for current in &mut events {
+        if Normalizer::touches(current.event_type()) {
+            normalizer.migrate(current)?;
+        }
+    }
+    Ok(events)
+}
+
+/// Upstream's read-time migrations applied one event at a time, in seq
+/// order, as a cursor lends them: what [`normalize_owned`] does to a whole
+/// log, without holding it.
+///
+/// Upstream refuses a retired form wherever it is before it migrates
+/// anything, so a reader that lends events as it goes notes the retired
+/// forms it passes ([`Normalizer::note`]) and, once it meets one or a
+/// malformed event, reads the rest of the log for the retired forms that
+/// take precedence ([`Normalizer::refusal`]) before it reports either.
+///
+/// ```
+/// use turnwal::Event;
+/// use turnwal::upstream::normalize::{Normalizer, normalize};
+/// let events = vec![
+///     Event::new("turn/start", 0, 1, r#"{"turn":1}"#).unwrap(),
+///     Event::new("steering/message", 1, 2, r#"{"turn":1,"content":"hi","source":"user"}"#).unwrap(),
+/// ];
+/// let mut normalizer = Normalizer::new("s");
+/// let mut one_by_one = Vec::new();
+/// for mut event in events.clone() {
+///     normalizer.note(&event);
+///     if Normalizer::touches(event.event_type()) {
+///         normalizer.migrate(&mut event).unwrap();
+///     }
+///     one_by_one.push(event);
+/// }
+/// assert_eq!(normalizer.refusal(None), None);
+/// assert_eq!(one_by_one, normalize(&events, "s").unwrap());
+/// assert_eq!(one_by_one[1].event_type(), "user/message");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Normalizer {
+    id: String,
+    /// The message ids seen so far, by seq (a replacing tool result takes
+    /// its target's).
+    message_ids: Vec<(u64, String)>,
+    /// The first of each retired form seen, in upstream's order of refusal.
+    retired: [Option<u64>; 3],
+}
+
+/// The retired forms, in the order `assertSupportedEvents` looks for them.
+const RETIRED: [&str; 3] = [
+    "request/header-delta event",
+    "mode/set event",
+    "request/header reason \"fallback\"",
+];
+
+impl Normalizer {
+    /// A normalizer for the stored events of session `id`.
+    pub fn new(id: &str) -> Normalizer {
+        Normalizer {
+            id: id.to_owned(),
+            message_ids: Vec::new(),
+            retired: [None; 3],
+        }
+    }
+
+    /// Whether events of `event_type` may be rewritten or checked by
+    /// [`Normalizer::migrate`]; every other event is read as stored.
+    pub fn touches(event_type: &str) -> bool {
+        matches!(
+            event_type,
+            "turn/start"
+                | "turn/end"
+                | "steering/message"
+                | "user/message"
+                | "assistant/message"
+                | "tool/result"
+        )
+    }
+
+    /// Notes `event` if it is a retired form upstream refuses (its rank in
+    /// upstream's order of refusal); returns whether it is one.
+    pub fn note(&mut self, event: &impl crate::event::Tracked) -> bool {
+        let rank = match event.event_type() {
+            "request/header-delta" => 0,
+            "mode/set" => 1,
+            "request/header" if event.facts().is_ok_and(|f| f.reason == Reason::Fallback) => 2,
+            _ => return false,
+        };
+        let slot = &mut self.retired[rank];
+        if slot.is_none() {
+            *slot = Some(event.seq());
+        }
+        true
+    }
+
+    /// What upstream refuses the log for, once every event has been
+    /// [noted](Normalizer::note): the first retired form in its order of
+    /// refusal, else `failed` (the first event [`Normalizer::migrate`]
+    /// refused).
+    pub fn refusal(&self, failed: Option<NormalizeError>) -> Option<NormalizeError> {
+        let retired = self
+            .retired
+            .iter()
+            .zip(RETIRED)
+            .find_map(|(seq, what)| Some((((*seq)?), what)));
+        match retired {
+            Some((seq, what)) => Some(NormalizeError {
+                seq,
+                reason: format!(
+                    "session \"{}\" contains unsupported legacy {what} at seq {seq}",
+                    self.id
+                ),
+            }),
+            None => failed,
+        }
+    }
+
+    /// Migrates `current` in place (the next event in seq order, of a type
+    /// [`Normalizer::touches`]); an event already in the current shape is
+    /// left as it is.
+    pub fn migrate(&mut self, current: &mut Event) -> Result<(), NormalizeError> {
+        let id = self.id.as_str();
         let fail = |what: &str| NormalizeError {
             seq: current.seq(),
             reason: format!(
@@ -185,15 +306,15 @@ pub fn normalize_owned(mut events: Vec<Event>, id: &str) -> Result<Vec<Event>, N
         if let Some(migrated) = migrated {
             *current = migrated;
         }
-        if let Some(data) = message(current, id, &message_ids) {
+        if let Some(data) = message(current, id, &self.message_ids) {
             let event_type = current.event_type().to_owned();
             *current = rebuild(current, &event_type, data);
         }
         if let Some(message_id) = message_id(current) {
-            message_ids.push((current.seq(), message_id));
+            self.message_ids.push((current.seq(), message_id));
         }
+        Ok(())
     }
-    Ok(events)
 }
 
 fn rebuild(event: &Event, event_type: &str, data: String) -> Event {
@@ -216,29 +337,11 @@ fn rebuild(event: &Event, event_type: &str, data: String) -> Event {
 /// `assertSupportedEvents`: each retired form is looked for over the whole
 /// log, in this order.
 fn refuse_retired(events: &[Event], id: &str) -> Result<(), NormalizeError> {
-    let refuse = |e: &Event, what: &str| NormalizeError {
-        seq: e.seq(),
-        reason: format!(
-            "session \"{id}\" contains unsupported legacy {what} at seq {}",
-            e.seq()
-        ),
-    };
-    if let Some(e) = events
-        .iter()
-        .find(|e| e.event_type() == "request/header-delta")
-    {
-        return Err(refuse(e, "request/header-delta event"));
+    let mut normalizer = Normalizer::new(id);
+    for event in events {
+        normalizer.note(event);
     }
-    if let Some(e) = events.iter().find(|e| e.event_type() == "mode/set") {
-        return Err(refuse(e, "mode/set event"));
-    }
-    if let Some(e) = events.iter().find(|e| {
-        e.kind() == EventKind::RequestHeader
-            && e.facts().is_ok_and(|f| f.reason == Reason::Fallback)
-    }) {
-        return Err(refuse(e, "request/header reason \"fallback\""));
-    }
-    Ok(())
+    normalizer.refusal(None).map_or(Ok(()), Err)
 }
 
 fn positive_turn(entries: &Entries<'_>) -> Option<i64> {

@@ -69,6 +69,7 @@ pub(crate) fn reader(src: &dyn Rows, fetch: Fetch) -> Result<LogReader> {
         decoded_next: 0,
         tail: c.events,
         tail_next: 0,
+        ready: Ready::End,
     };
     Ok(LogReader::new(
         header,
@@ -105,10 +106,12 @@ struct RowsCursor {
     /// The tail span's kept events, and the next of them.
     tail: Vec<Event>,
     tail_next: usize,
+    /// The event advanced to.
+    ready: Ready,
 }
 
 impl RowsCursor {
-    fn advance(&mut self) -> Result<Ready> {
+    fn step(&mut self) -> Result<Ready> {
         loop {
             if self.decoded_next < self.decoded.len() {
                 self.decoded_next += 1;
@@ -172,11 +175,16 @@ impl RowsCursor {
 }
 
 impl Cursor for RowsCursor {
-    fn next(&mut self) -> Result<Option<EventRef<'_>>> {
-        Ok(match self.advance()? {
+    fn advance(&mut self) -> Result<bool> {
+        self.ready = self.step()?;
+        Ok(!matches!(self.ready, Ready::End))
+    }
+
+    fn current(&self) -> Option<EventRef<'_>> {
+        match self.ready {
             Ready::Decoded(i) => Some(EventRef::from(&self.decoded[i])),
             Ready::Tail(i) => Some(EventRef::from(&self.tail[i])),
             Ready::End => None,
-        })
+        }
     }
 }

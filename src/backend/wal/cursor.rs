@@ -63,6 +63,8 @@ pub(super) struct WalCursor {
     /// The expanded chunk run, and its next member.
     run: Vec<Event>,
     run_next: usize,
+    /// The event advanced to.
+    ready: Ready,
 }
 
 impl WalCursor {
@@ -78,12 +80,13 @@ impl WalCursor {
             unit: None,
             run: Vec::new(),
             run_next: 0,
+            ready: Ready::End,
         }
     }
 
     /// Moves to the next event and says where it is: every mutation of a
-    /// step happens here, so [`Cursor::next`] only borrows.
-    fn advance(&mut self) -> Result<Ready> {
+    /// step happens here, so [`Cursor::current`] only borrows.
+    fn step(&mut self) -> Result<Ready> {
         loop {
             if self.run_next < self.run.len() {
                 self.run_next += 1;
@@ -168,8 +171,13 @@ fn head_of(bytes: &[u8], at: u64) -> RecordHead {
 }
 
 impl Cursor for WalCursor {
-    fn next(&mut self) -> Result<Option<EventRef<'_>>> {
-        Ok(match self.advance()? {
+    fn advance(&mut self) -> Result<bool> {
+        self.ready = self.step()?;
+        Ok(!matches!(self.ready, Ready::End))
+    }
+
+    fn current(&self) -> Option<EventRef<'_>> {
+        match self.ready {
             Ready::Map(at) => Some(record_ref(&self.map, at)),
             Ready::Unit(at) => Some(record_ref(
                 &self.unit.as_ref().expect("a unit is open").plain,
@@ -177,6 +185,6 @@ impl Cursor for WalCursor {
             )),
             Ready::Run(i) => Some(EventRef::from(&self.run[i])),
             Ready::End => None,
-        })
+        }
     }
 }

@@ -6,6 +6,9 @@
 
 use std::fmt;
 
+mod migrating;
+pub(crate) use migrating::{Migrating, Refuse};
+
 use crate::event::{Event, EventKind, write_json_string};
 use crate::header::SessionHeader;
 use crate::scan::LogState;
@@ -171,10 +174,25 @@ impl fmt::Debug for EventRef<'_> {
 /// whole-session read costs what one run or unit holds, whatever the
 /// session's size (docs/ARCHITECTURE.md, "How a read travels").
 pub trait Cursor: Send {
-    /// The next stored event, `None` after the last. An error (a record
-    /// that does not decode, a unit that does not check) ends the read:
-    /// every event lent before it was intact.
-    fn next(&mut self) -> crate::error::Result<Option<EventRef<'_>>>;
+    /// Moves to the next stored event; `false` after the last. An error (a
+    /// record that does not decode, a unit that does not check) ends the
+    /// read: every event lent before it was intact.
+    fn advance(&mut self) -> crate::error::Result<bool>;
+
+    /// The event [`Cursor::advance`] moved to (`None` before the first
+    /// advance and after the last). Lending it apart from advancing lets a
+    /// cursor that wraps another look at an event and then lend either it
+    /// or something made from it.
+    fn current(&self) -> Option<EventRef<'_>>;
+
+    /// The next stored event, `None` after the last.
+    fn next(&mut self) -> crate::error::Result<Option<EventRef<'_>>> {
+        Ok(if self.advance()? {
+            self.current()
+        } else {
+            None
+        })
+    }
 }
 
 /// Events held in memory, as a [`Cursor`] (a backend without a cursor of
@@ -191,10 +209,15 @@ impl Held {
 }
 
 impl Cursor for Held {
-    fn next(&mut self) -> crate::error::Result<Option<EventRef<'_>>> {
-        let i = self.next;
+    fn advance(&mut self) -> crate::error::Result<bool> {
         self.next += 1;
-        Ok(self.events.get(i).map(EventRef::from))
+        Ok(self.next <= self.events.len())
+    }
+
+    fn current(&self) -> Option<EventRef<'_>> {
+        self.events
+            .get(self.next.checked_sub(1)?)
+            .map(EventRef::from)
     }
 }
 
@@ -246,6 +269,15 @@ impl LogReader {
             closers,
             lent: 0,
         }
+    }
+
+    /// The reader lending through `wrap(cursor)` instead of its cursor.
+    pub(crate) fn map_cursor(
+        mut self,
+        wrap: impl FnOnce(Box<dyn Cursor>) -> Box<dyn Cursor>,
+    ) -> LogReader {
+        self.cursor = wrap(self.cursor);
+        self
     }
 
     /// The reader with the scan that classified its log.
