@@ -517,22 +517,13 @@ pub(crate) fn split_log(policy: Policy, events: &[Event], rule: TailRule) -> Spl
         .iter()
         .filter(|e| e.kind() == EventKind::TurnStart)
         .count() as u64;
-    let tail = &events[committed..];
-    let mut verdict = classify_tail(policy, committed as u64, committed_turn, tail);
-    if rule == TailRule::KeepAll && verdict.debris.is_some() {
-        let last_turn = tail
-            .iter()
-            .rev()
-            .find(|e| e.kind() == EventKind::TurnStart)
-            .and_then(|e| e.facts().ok()?.turn.get())
-            .unwrap_or(committed_turn);
-        verdict = TailVerdict {
-            kept: tail.len(),
-            debris: None,
-            closers: interrupted_turn_closers(tail),
-            last_turn,
-        };
-    }
+    let verdict = judge_tail(
+        policy,
+        committed as u64,
+        committed_turn,
+        &events[committed..],
+        rule,
+    );
     debug_assert!(
         rule == TailRule::Contract
             || (verdict.debris.is_none() && committed + verdict.kept == events.len()),
@@ -543,6 +534,34 @@ pub(crate) fn split_log(policy: Policy, events: &[Event], rule: TailRule) -> Spl
         committed_turn,
         verdict,
     }
+}
+
+/// Judges the events after the commit point by `rule`: the part of
+/// [`split_log`] a scan that keeps only those events does (a JSONL read
+/// that classifies a log without holding it).
+pub(crate) fn judge_tail(
+    policy: Policy,
+    committed: u64,
+    committed_turn: u64,
+    tail: &[Event],
+    rule: TailRule,
+) -> TailVerdict {
+    let verdict = classify_tail(policy, committed, committed_turn, tail);
+    if rule == TailRule::KeepAll && verdict.debris.is_some() {
+        let last_turn = tail
+            .iter()
+            .rev()
+            .find(|e| e.kind() == EventKind::TurnStart)
+            .and_then(|e| e.facts().ok()?.turn.get())
+            .unwrap_or(committed_turn);
+        return TailVerdict {
+            kept: tail.len(),
+            debris: None,
+            closers: interrupted_turn_closers(tail),
+            last_turn,
+        };
+    }
+    verdict
 }
 
 /// One session in a listing.

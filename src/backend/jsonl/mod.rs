@@ -35,6 +35,7 @@ mod proof;
 pub mod records;
 mod salvage;
 mod scan;
+mod source;
 mod tail;
 mod writer;
 pub mod zstd;
@@ -561,7 +562,14 @@ impl JsonlBackend {
         salvage: bool,
     ) -> Result<Plan> {
         let proven = self.proven(path, bytes);
-        let parsed = scan::parse_for(bytes, self.compression, path, salvage, proven)?;
+        let parsed = scan::parse_for(
+            &source::InMemory(bytes),
+            self.compression,
+            path,
+            salvage,
+            proven,
+            |_| scan::All::default(),
+        )?;
         self.check_identity(path, &parsed.header, id)?;
         scan::plan(parsed, JsonlBackend::READ_POLICY, path)
     }
@@ -675,12 +683,19 @@ impl JsonlBackend {
             return Ok(None);
         };
         let proven = self.proven(&path, &bytes);
-        let mut parsed = scan::parse_for(&bytes, self.compression, &path, false, proven)?;
+        let mut parsed = scan::parse_for(
+            &source::InMemory(&bytes),
+            self.compression,
+            &path,
+            false,
+            proven,
+            |_| scan::All::default(),
+        )?;
         self.check_identity(&path, &parsed.header, Some(id))?;
         let start = usize::try_from(from_seq)
             .unwrap_or(usize::MAX)
-            .min(parsed.raw.len());
-        Ok(Some(parsed.raw.split_off(start)))
+            .min(parsed.kept.raw.len());
+        Ok(Some(parsed.kept.raw.split_off(start)))
     }
 
     /// The bytes of a first batch: the header line and the batch, in one

@@ -20,7 +20,8 @@ use super::layout::Compression;
 use super::normalize::normalize;
 use super::proof::Proven;
 use super::records::decode_line;
-use super::zstd::{decompress_frame, decompress_prefix, scan_frames, walk_frames};
+use super::source::{FrameWalk, Source, Step};
+use super::zstd::{decompress_frame, decompress_prefix, scan_frames};
 use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
@@ -39,21 +40,83 @@ pub(crate) struct Rec {
     pub first_seq: u64,
 }
 
-/// A log read back, before the turn contract is applied.
-#[derive(Debug, Clone)]
-pub(crate) struct Parsed {
-    pub header: SessionHeader,
+/// What a scan keeps of the events it decodes: every one ([`All`]), or
+/// what classifying the log needs ([`super::classify::Classifier`]).
+pub(crate) trait Keep {
+    /// Events kept so far (the seq the next one must have).
+    fn kept(&self) -> u64;
+    /// The events of one good line, which belongs to record `rec` (a new
+    /// record when `new_record`; in zstd mode a frame's lines share one).
+    fn push(&mut self, rec: Rec, new_record: bool, events: Vec<Event>);
+    /// The first seq of the first record starting at or after byte `at`.
+    fn first_seq_from(&self, at: u64) -> Option<u64>;
+    /// Records kept so far.
+    fn records(&self) -> usize {
+        0
+    }
+    /// Forgets the records starting at or after byte `at`.
+    fn forget_records_from(&mut self, _at: u64) {}
+    /// Forgets the records after the first `n`.
+    fn truncate_records(&mut self, _n: usize) {}
+}
+
+/// Every event and record: what a repair, a salvage read and the stored
+/// events as they are (`cat --raw`) are made from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct All {
     /// Every event kept, as stored (valid prefix, recovered events included).
     pub raw: Vec<Event>,
     /// Records in order; the recovered events of a torn frame have none.
     pub recs: Vec<Rec>,
+}
+
+impl Keep for All {
+    fn kept(&self) -> u64 {
+        self.raw.len() as u64
+    }
+
+    fn push(&mut self, rec: Rec, new_record: bool, events: Vec<Event>) {
+        if new_record {
+            self.recs.push(rec);
+        }
+        self.raw.extend(events);
+    }
+
+    fn first_seq_from(&self, at: u64) -> Option<u64> {
+        self.recs
+            .iter()
+            .find(|r| r.start >= at)
+            .map(|r| r.first_seq)
+    }
+
+    fn records(&self) -> usize {
+        self.recs.len()
+    }
+
+    fn forget_records_from(&mut self, at: u64) {
+        self.recs.retain(|r| r.start < at);
+    }
+
+    fn truncate_records(&mut self, n: usize) {
+        self.recs.truncate(n);
+    }
+}
+
+/// A log read back, before the turn contract is applied.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed<K = All> {
+    pub header: SessionHeader,
+    /// What the scan kept of the events.
+    pub kept: K,
     /// The file bytes that stay as they are.
     pub keep_bytes: u64,
-    /// Index in `raw` of the first event not held by `..keep_bytes`.
-    pub rewrite_from: usize,
+    /// Seq of the first kept event not held by `..keep_bytes`.
+    pub rewrite_from: u64,
     /// Why bytes after `keep_bytes` go, when some do.
     pub torn: Option<(CutReason, String)>,
     pub file_len: u64,
+    /// Where the records start: after the header line (raw) or frame (zstd).
+    pub records_start: u64,
 }
 
 /// A log classified: the scan, the logical (normalized) events, and what a
@@ -98,10 +161,11 @@ struct Issue {
 }
 
 /// `SessionLogScanner` over plaintext, tracking file offsets.
-struct LineScanner<'p> {
+struct LineScanner<'p, K> {
     path: &'p Path,
-    raw: Vec<Event>,
-    recs: Vec<Rec>,
+    keep: K,
+    /// Where the last record kept starts.
+    last_record: Option<u64>,
     fragment: Vec<u8>,
     /// Plaintext bytes consumed, and the end of the last good line.
     input: u64,
@@ -123,13 +187,13 @@ struct LineScanner<'p> {
     proven: Option<Proven>,
 }
 
-impl<'p> LineScanner<'p> {
-    fn new(path: &'p Path, start: u64, proven: Option<Proven>) -> LineScanner<'p> {
+impl<'p, K: Keep> LineScanner<'p, K> {
+    fn new(path: &'p Path, start: u64, proven: Option<Proven>, keep: K) -> LineScanner<'p, K> {
         LineScanner {
             proven,
             path,
-            raw: Vec::new(),
-            recs: Vec::new(),
+            keep,
+            last_record: None,
             fragment: Vec::new(),
             input: start,
             committed: start,
@@ -169,7 +233,7 @@ impl<'p> LineScanner<'p> {
             return corrupt(
                 self.path,
                 at,
-                Some(self.raw.len() as u64),
+                Some(self.keep.kept()),
                 with_rule(
                     "corrupt session log: a committed line lacks its newline",
                     self.proven,
@@ -221,7 +285,7 @@ impl<'p> LineScanner<'p> {
     fn consume(&mut self, line: &[u8], begin: u64, end: u64, at: Option<u64>) -> Result<()> {
         self.line += 1;
         let offset = at.unwrap_or(begin);
-        let seq = self.raw.len() as u64;
+        let seq = self.keep.kept();
         let decoded = match decode_line(line) {
             Ok(events) => events,
             Err(why) => {
@@ -262,13 +326,16 @@ impl<'p> LineScanner<'p> {
         }
         // In zstd mode a record is the frame: a repair restarts at its
         // first byte, so it must rewrite from its first event.
-        if !(at.is_some() && self.recs.last().is_some_and(|r| r.start == offset)) {
-            self.recs.push(Rec {
+        let new_record = !(at.is_some() && self.last_record == Some(offset));
+        self.last_record = Some(offset);
+        self.keep.push(
+            Rec {
                 start: offset,
                 first_seq: seq,
-            });
-        }
-        self.raw.extend(decoded);
+            },
+            new_record,
+            decoded,
+        );
         self.committed = end;
         Ok(())
     }
@@ -305,25 +372,26 @@ fn with_rule(reason: &str, proven: Option<Proven>, at: u64) -> String {
     }
 }
 
-/// Reads a whole log file's bytes into a [`Parsed`]; with `salvage`, the
-/// salvage read of `recover --salvage`: a defect in the committed region
-/// (which a plain read refuses as corruption)
-/// becomes a cut from the first damaged line or frame to the end of the file
-/// ([`CutReason::Damaged`]), keeping the longest valid prefix. A log
-/// [`parse`] accepts parses the same either way.
+/// Reads a log's bytes into a [`Parsed`], keeping what `make` (given the
+/// header) keeps; with `salvage`, the salvage read of `recover --salvage`:
+/// a defect in the committed region (which a plain read refuses as
+/// corruption) becomes a cut from the first damaged line or frame to the
+/// end of the file ([`CutReason::Damaged`]), keeping the longest valid
+/// prefix. A log a plain read accepts parses the same either way.
 ///
 /// `proven` is the length the transcript's durability proof proves durable
 /// (when it has one that describes these bytes).
-pub(crate) fn parse_for(
-    bytes: &[u8],
+pub(crate) fn parse_for<K: Keep>(
+    src: &dyn Source,
     compression: Compression,
     path: &Path,
     salvage: bool,
     proven: Option<Proven>,
-) -> Result<Parsed> {
+    make: impl FnOnce(&SessionHeader) -> K,
+) -> Result<Parsed<K>> {
     match compression {
-        Compression::None => parse_raw(bytes, path, salvage, proven),
-        Compression::Zstd => parse_zstd(bytes, path, salvage, proven),
+        Compression::None => parse_raw(src, path, salvage, proven, make),
+        Compression::Zstd => parse_zstd(src, path, salvage, proven, make),
     }
 }
 
@@ -337,11 +405,39 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, us
     Ok((header, nl + 1))
 }
 
-fn parse_raw(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) -> Result<Parsed> {
-    let (header, start) = raw_header(bytes, path)?;
-    let mut scanner = LineScanner::new(path, start as u64, proven);
-    scanner.write(&bytes[start..], None)?;
-    let len = bytes.len() as u64;
+/// [`raw_header`] read from the front of `src`, a piece at a time.
+fn raw_header_in(src: &dyn Source, path: &Path) -> Result<(SessionHeader, u64)> {
+    const PIECE: u64 = 64 << 10;
+    let mut head = Vec::new();
+    let mut at = 0;
+    while at < src.len() && head.len() <= crate::limits::MAX_RECORD_LEN {
+        let n = PIECE.min(src.len() - at);
+        let mut piece = vec![0; n as usize];
+        src.read_exact_at(at, &mut piece)
+            .map_err(|e| Error::io("read", path, e))?;
+        if let Some(nl) = piece.iter().position(|&b| b == b'\n') {
+            head.extend_from_slice(&piece[..=nl]);
+            let (header, start) = raw_header(&head, path)?;
+            return Ok((header, start as u64));
+        }
+        head.extend_from_slice(&piece);
+        at += n;
+    }
+    Err(corrupt(path, 0, None, "empty or header-less session log"))
+}
+
+fn parse_raw<K: Keep>(
+    src: &dyn Source,
+    path: &Path,
+    salvage: bool,
+    proven: Option<Proven>,
+    make: impl FnOnce(&SessionHeader) -> K,
+) -> Result<Parsed<K>> {
+    let (header, start) = raw_header_in(src, path)?;
+    let keep = make(&header);
+    let mut scanner = LineScanner::new(path, start, proven, keep);
+    let len = src.len();
+    src.each_window(start, len, &mut |_, chunk| scanner.write(chunk, None))?;
     let torn = match decide(&scanner.evidence(len), on_damage(salvage)) {
         Outcome::RefuseCorrupt(_) => return Err(scanner.refusal()),
         Outcome::CutDamaged(_) => {
@@ -362,12 +458,12 @@ fn parse_raw(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) -
     };
     Ok(Parsed {
         header,
-        rewrite_from: scanner.raw.len(),
-        raw: scanner.raw,
-        recs: scanner.recs,
+        rewrite_from: scanner.keep.kept(),
+        kept: scanner.keep,
         keep_bytes: scanner.committed,
         torn,
         file_len: len,
+        records_start: start,
     })
 }
 
@@ -420,8 +516,32 @@ fn header_of_frame(plain: &[u8], path: &Path) -> Result<SessionHeader> {
     parse_header_line(&plain[..plain.len() - 1]).map_err(|p| header_error(path, p))
 }
 
-fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) -> Result<Parsed> {
-    let (frames, end) = walk_frames(bytes, usize::MAX);
+fn parse_zstd<K: Keep>(
+    src: &dyn Source,
+    path: &Path,
+    salvage: bool,
+    proven: Option<Proven>,
+    make: impl FnOnce(&SessionHeader) -> K,
+) -> Result<Parsed<K>> {
+    let io = |e| Error::io("read", path, e);
+    // The framing of the whole file first, as upstream's scanner walks it
+    // before it decompresses anything: invalid structure anywhere is
+    // refused before any frame's content is looked at.
+    let mut walk = FrameWalk::new(src, 0);
+    let (mut count, mut first, mut last) = (0usize, None, None);
+    let end = loop {
+        match walk.next_step().map_err(io)? {
+            Step::Frame(frame) => {
+                count += 1;
+                first.get_or_insert(frame.clone());
+                last = Some(frame);
+            }
+            Step::Torn(at) => break Ok(Some(at)),
+            Step::End => break Ok(None),
+            Step::Broken(e) => break Err(e),
+        }
+    };
+    let last_end = last.as_ref().map_or(0, |f| f.end);
     // Past the proven length a defect is a tear, cut from where it starts
     // as a salvage read cuts damage.
     let past_proof = |at: u64| torn_past_proof(proven, at);
@@ -430,16 +550,12 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
     // them ends.
     let (torn_start, broken_frame) = match end {
         Ok(torn_start) => (torn_start, None),
-        Err(e)
-            if !frames.is_empty()
-                && (salvage || past_proof(frames.last().map_or(0, |f| f.end) as u64)) =>
-        {
-            let at = frames.last().map_or(0, |f| f.end);
-            (None, Some((at as u64, e.reason)))
+        Err(e) if count > 0 && (salvage || past_proof(last_end)) => {
+            (None, Some((last_end, e.reason)))
         }
         Err(e) => return Err(corrupt(path, e.offset as u64, None, e.reason)),
     };
-    let Some(first) = frames.first() else {
+    let Some(first) = first else {
         return Err(corrupt(
             path,
             0,
@@ -447,37 +563,47 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
             "empty or header-less Zstandard session log",
         ));
     };
-    let failed_text = |start: usize, e: &str| {
+    let failed_text = |start: u64, e: &str| {
         format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})")
     };
-    let failed =
-        |start: usize, e: String| corrupt(path, start as u64, None, failed_text(start, &e));
-    let plain = decompress_frame(&bytes[first.clone()]).map_err(|e| failed(0, e))?;
+    let failed = |start: u64, e: String| corrupt(path, start, None, failed_text(start, &e));
+    let changed = || corrupt(path, 0, None, "the session log changed while it was read");
+    let mut walk = FrameWalk::new(src, 0);
+    if !matches!(walk.next_step().map_err(io)?, Step::Frame(f) if f == first) {
+        return Err(changed());
+    }
+    let plain = decompress_frame(walk.bytes(&first)).map_err(|e| failed(0, e))?;
     let header = header_of_frame(&plain, path)?;
-    let mut scanner = LineScanner::new(path, plain.len() as u64, proven);
+    let keep = make(&header);
+    let mut scanner = LineScanner::new(path, plain.len() as u64, proven, keep);
     let mut undecodable = None;
-    for frame in &frames[1..] {
-        let plain = match decompress_frame(&bytes[frame.clone()]) {
+    for _ in 1..count {
+        let Step::Frame(frame) = walk.next_step().map_err(io)? else {
+            return Err(changed());
+        };
+        let plain = match decompress_frame(walk.bytes(&frame)) {
             Ok(plain) => plain,
-            Err(e) if salvage || past_proof(frame.start as u64) => {
-                undecodable = Some((frame.start as u64, failed_text(frame.start, &e)));
+            Err(e) if salvage || past_proof(frame.start) => {
+                undecodable = Some((frame.start, failed_text(frame.start, &e)));
                 break;
             }
             // Named by the seq its first event would have had.
             Err(e) => {
                 return Err(corrupt(
                     path,
-                    frame.start as u64,
-                    Some(scanner.raw.len() as u64),
+                    frame.start,
+                    Some(scanner.keep.kept()),
                     failed_text(frame.start, &e),
                 ));
             }
         };
-        scanner.write(&plain, Some(frame.start as u64))?;
+        scanner.write(&plain, Some(frame.start))?;
         if scanner.damaged && !salvage {
             break; // refused below: nothing after it changes that
         }
     }
+    let len = src.len();
+    let records_start = first.end;
     if let Outcome::RefuseCorrupt(_) = decide(&scanner.evidence(scanner.input), on_damage(salvage))
     {
         return Err(scanner.refusal());
@@ -501,16 +627,13 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
         .filter(|(at, _)| salvage || past_proof(*at));
         if let Some((at, why)) = damage {
             let rewrite_from = scanner
-                .recs
-                .iter()
-                .find(|r| r.start >= at)
-                .map_or(scanner.raw.len(), |r| r.first_seq as usize);
-            scanner.recs.retain(|r| r.start < at);
-            let len = bytes.len() as u64;
+                .keep
+                .first_seq_from(at)
+                .unwrap_or(scanner.keep.kept());
+            scanner.keep.forget_records_from(at);
             return Ok(Parsed {
                 header,
-                raw: scanner.raw,
-                recs: scanner.recs,
+                kept: scanner.keep,
                 keep_bytes: at,
                 rewrite_from,
                 torn: Some(if salvage {
@@ -519,6 +642,7 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
                     (CutReason::Invalid, why)
                 }),
                 file_len: len,
+                records_start,
             });
         }
     }
@@ -526,7 +650,7 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
         let (offset, seq) = scanner
             .issue
             .as_ref()
-            .map_or((frames.last().map_or(0, |f| f.start) as u64, None), |i| {
+            .map_or((last.as_ref().map_or(0, |f| f.start), None), |i| {
                 (i.offset, Some(i.seq))
             });
         let detail = scanner
@@ -542,42 +666,44 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
             ),
         ));
     }
-    let complete = scanner.raw.len();
-    let len = bytes.len() as u64;
+    let complete = scanner.keep.kept();
     let Some(torn_start) = torn_start else {
         return Ok(Parsed {
             header,
-            raw: scanner.raw,
-            recs: scanner.recs,
+            kept: scanner.keep,
             keep_bytes: len,
             rewrite_from: complete,
             torn: None,
             file_len: len,
+            records_start,
         });
     };
-    let recovered = decompress_prefix(&bytes[torn_start..]);
-    let recs = scanner.recs.len();
-    scanner.write(&recovered, Some(torn_start as u64))?;
+    let mut torn_bytes = vec![0; (len - torn_start) as usize];
+    src.read_exact_at(torn_start, &mut torn_bytes).map_err(io)?;
+    let recovered = decompress_prefix(&torn_bytes);
+    drop(torn_bytes);
+    let recs = scanner.keep.records();
+    scanner.write(&recovered, Some(torn_start))?;
     if let Outcome::RefuseCorrupt(_) = decide(&scanner.evidence(scanner.input), on_damage(salvage))
     {
         return Err(scanner.refusal());
     }
-    scanner.recs.truncate(recs);
-    let n = scanner.raw.len() - complete;
+    scanner.keep.truncate_records(recs);
+    let n = scanner.keep.kept() - complete;
     Ok(Parsed {
         header,
-        raw: scanner.raw,
-        recs: scanner.recs,
-        keep_bytes: torn_start as u64,
+        kept: scanner.keep,
+        keep_bytes: torn_start,
         rewrite_from: complete,
         torn: Some((
             CutReason::Incomplete,
             format!(
                 "incomplete final Zstandard frame at byte {torn_start} ({} bytes; {n} complete events recovered from it)",
-                len - torn_start as u64
+                len - torn_start
             ),
         )),
         file_len: len,
+        records_start,
     })
 }
 
@@ -585,15 +711,15 @@ fn parse_zstd(bytes: &[u8], path: &Path, salvage: bool, proven: Option<Proven>) 
 pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> {
     let Parsed {
         header,
-        raw,
-        recs,
+        kept: All { raw, recs },
         keep_bytes,
         rewrite_from,
         torn,
         file_len,
+        records_start: _,
     } = parsed;
     let offset_of = |seq: u64| -> u64 {
-        if seq as usize >= rewrite_from {
+        if seq >= rewrite_from {
             return keep_bytes;
         }
         let i = recs.partition_point(|r| r.first_seq <= seq);
@@ -614,7 +740,7 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     // what the scanner kept is what the log keeps.
     let split = split_log(policy, &events, TailRule::KeepAll);
     let kept = events.len();
-    let rewrite = raw[rewrite_from.min(kept)..kept].to_vec();
+    let rewrite = raw[(rewrite_from as usize).min(kept)..kept].to_vec();
     let cut =
         torn.map(|(reason, detail)| Cut::to_end(keep_bytes, file_len, kept as u64, reason, detail));
     // The parse already decided what the bytes get (a salvage read's cut

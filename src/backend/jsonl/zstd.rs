@@ -67,10 +67,22 @@ pub fn walk_frames(
     buf: &[u8],
     max_frames: usize,
 ) -> (Vec<Range<usize>>, Result<Option<usize>, FrameError>) {
+    walk_frames_at(buf, max_frames, 0)
+}
+
+/// [`walk_frames`] of `buf` found at byte `base` of its file: the frames
+/// and the torn start are positions in `buf`, the error names the file's
+/// byte (a read that walks a file in windows).
+pub(crate) fn walk_frames_at(
+    buf: &[u8],
+    max_frames: usize,
+    base: u64,
+) -> (Vec<Range<usize>>, Result<Option<usize>, FrameError>) {
     let mut frames = Vec::new();
     let mut offset = 0usize;
     let torn = |frames: Vec<Range<usize>>, start| (frames, Ok(Some(start)));
-    let fail = |frames: Vec<Range<usize>>, offset, what: &str| {
+    let fail = |frames: Vec<Range<usize>>, offset: usize, what: &str| {
+        let offset = (base + offset as u64) as usize;
         (
             frames,
             Err(FrameError {
