@@ -600,8 +600,8 @@ impl Store {
     /// ```
     pub fn read(&self, id: &str) -> Result<crate::view::LogReader> {
         let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
-        if cold && !self.options.require_known_types {
-            let reader = self
+        if cold {
+            let mut reader = self
                 .backend
                 .read(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
@@ -610,12 +610,18 @@ impl Store {
                 Some(scan) => Some(scan.policy),
                 None => self.backend.policy(id)?,
             };
-            if self.backend.normalizes_reads() || policy != Some(Policy::Permissive) {
-                return Ok(reader);
+            if !self.backend.normalizes_reads() && policy == Some(Policy::Permissive) {
+                let refuse = self.refusal_of(id);
+                reader = reader.map_cursor(|cursor| {
+                    Box::new(crate::view::Migrating::new(cursor, id, refuse))
+                });
             }
-            let refuse = self.refusal_of(id);
-            return Ok(reader
-                .map_cursor(|cursor| Box::new(crate::view::Migrating::new(cursor, id, refuse))));
+            if self.options.require_known_types {
+                let refuse = self.unknown_type_of(id);
+                reader = reader
+                    .map_cursor(|cursor| Box::new(crate::view::KnownTypes::new(cursor, refuse)));
+            }
+            return Ok(reader);
         }
         let mut view = self.inspect(id)?;
         let closers = view.events.split_off(view.stored as usize);
@@ -1480,18 +1486,22 @@ impl Store {
                 .iter()
                 .find(|e| !e.ignorable() && !crate::contract::is_known_type(e.event_type()))
         {
-            return Err(Error::Unsupported {
-                path: self.backend.location().into(),
-                detail: format!(
-                    "session {:?}: event seq {} has type {:?}, which is not a known session \
-                     event type and is not marked ignorable",
-                    id,
-                    e.seq(),
-                    e.event_type()
-                ),
-            });
+            return Err((self.unknown_type_of(id))(e.seq(), e.event_type()));
         }
         Ok(())
+    }
+
+    /// How an event of an unknown type is refused in session `id`.
+    fn unknown_type_of(&self, id: &str) -> crate::view::Unknown {
+        let location = self.backend.location();
+        let id = id.to_owned();
+        Box::new(move |seq, event_type| Error::Unsupported {
+            path: location.clone().into(),
+            detail: format!(
+                "session {id:?}: event seq {seq} has type {event_type:?}, which is not a known \
+                 session event type and is not marked ignorable"
+            ),
+        })
     }
 }
 

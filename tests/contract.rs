@@ -1685,6 +1685,12 @@ fn unknown_types<F: Fixture>() {
     assert_eq!(unsupported_detail(strict.inspect(id)), refusal);
     assert_eq!(unsupported_detail(strict.load(id)), refusal);
     assert_eq!(unsupported_detail(strict.read_from(id, 0)), refusal);
+    // A read through the cursor refuses at the event, with the same words.
+    let read = strict.read(id).and_then(|mut reader| {
+        while reader.next_event()?.is_some() {}
+        Ok(())
+    });
+    assert_eq!(unsupported_detail(read), refusal);
     let mut more = Log::after(&batch(false));
     more.simple_turn("u2", "x", "y");
     assert_eq!(

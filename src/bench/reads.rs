@@ -57,7 +57,7 @@ pub const TARGETS: [(&str, f64, f64); 6] = [
 pub const HEAP_TARGET: u64 = 64 << 20;
 
 /// The stores, by the name the report gives them.
-pub const STORES: [&str; 4] = ["wal", "wal-compacted", "sqlite", "jsonl-zstd"];
+pub const STORES: [&str; 5] = ["wal", "wal-compacted", "sqlite", "jsonl", "jsonl-zstd"];
 
 /// One store's session, ready to read.
 struct Fixture {
@@ -124,7 +124,8 @@ fn write_fixtures(dir: &Path, bytes: u64, jsonl: &Path) -> BenchResult<Vec<Fixtu
     use std::io::Write;
     let wal = dir.join("wal");
     let sqlite = dir.join("store.sqlite");
-    let zstd = dir.join("jsonl");
+    let zstd = dir.join("jsonl-zstd");
+    let plain = dir.join("jsonl");
     let options = StoreOptions {
         sync: SyncMode::Never,
         ..StoreOptions::default()
@@ -135,6 +136,15 @@ fn write_fixtures(dir: &Path, bytes: u64, jsonl: &Path) -> BenchResult<Vec<Fixtu
             options,
         ),
         Store::open_sqlite(&sqlite, Default::default(), options)?,
+        crate::location::Location::Jsonl(
+            plain.clone(),
+            Some(crate::backend::jsonl::Compression::None),
+        )
+        .open(
+            options,
+            &Default::default(),
+            crate::location::IfMissing::Create,
+        )?,
         crate::location::Location::Jsonl(
             zstd.clone(),
             Some(crate::backend::jsonl::Compression::Zstd),
@@ -185,6 +195,10 @@ fn write_fixtures(dir: &Path, bytes: u64, jsonl: &Path) -> BenchResult<Vec<Fixtu
             store: sqlite,
         },
         Fixture {
+            name: "jsonl",
+            store: PathBuf::from(format!("jsonl:{}", plain.display())),
+        },
+        Fixture {
             name: "jsonl-zstd",
             store: PathBuf::from(format!("jsonl+zstd:{}", zstd.display())),
         },
@@ -226,7 +240,11 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 /// Bytes of every file below `path` (a WAL directory, a JSONL root, an
 /// SQLite database and its side files).
 fn dir_bytes(path: &Path) -> u64 {
-    let path = match path.to_str().and_then(|s| s.strip_prefix("jsonl+zstd:")) {
+    let root = path.to_str().and_then(|s| {
+        s.strip_prefix("jsonl+zstd:")
+            .or_else(|| s.strip_prefix("jsonl:"))
+    });
+    let path = match root {
         Some(root) => PathBuf::from(root),
         None => path.to_owned(),
     };

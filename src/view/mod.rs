@@ -6,7 +6,9 @@
 
 use std::fmt;
 
+mod known_types;
 mod migrating;
+pub(crate) use known_types::{KnownTypes, Unknown};
 pub(crate) use migrating::{Migrating, Refuse};
 
 use crate::event::{Event, EventKind, write_json_string};

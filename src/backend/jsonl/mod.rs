@@ -34,6 +34,8 @@ pub use crate::upstream::normalize;
 mod proof;
 pub mod records;
 mod salvage;
+mod classify;
+mod cursor;
 mod scan;
 mod source;
 mod tail;
@@ -95,6 +97,19 @@ pub struct JsonlBackend {
 enum Cwd {
     Absolute,
     Any,
+}
+
+/// The stored events `reader` lends from `from_seq` on.
+fn collect_from(reader: &mut crate::view::LogReader, from_seq: u64) -> Result<Vec<Event>> {
+    let n = reader.stored().saturating_sub(from_seq);
+    let mut events = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(1 << 20));
+    reader.for_each_stored(|event| -> Result<()> {
+        if event.seq() >= from_seq {
+            events.push(event.to_event());
+        }
+        Ok(())
+    })?;
+    Ok(events)
 }
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
@@ -313,8 +328,13 @@ impl JsonlBackend {
     /// prefix: another incarnation's proof, a file another writer rewrote,
     /// or damage inside the prefix — then upstream's own rule decides).
     fn proven(&self, log: &Path, bytes: &[u8]) -> Option<proof::Proven> {
+        self.proven_in(log, &source::InMemory(bytes))
+    }
+
+    /// [`JsonlBackend::proven`] of the bytes a read sees.
+    fn proven_in(&self, log: &Path, src: &dyn source::Source) -> Option<proof::Proven> {
         let untouched = self.storage().written_this_boot(log) == Some(false);
-        proof::proven(self.storage(), &self.proof_at(log)?, bytes, untouched)
+        proof::proven(self.storage(), &self.proof_at(log)?, src, untouched)
     }
 
     /// Where repairs of the session whose transcript is `log` quarantine
@@ -574,20 +594,160 @@ impl JsonlBackend {
         scan::plan(parsed, JsonlBackend::READ_POLICY, path)
     }
 
-    /// Reads and classifies the log of `id`; `cwd` says whether the read
-    /// needs a valid session (an absolute cwd) or only the stored suffix.
-    fn plan(&self, id: &str, cwd: Cwd) -> Result<Option<Plan>> {
+    /// The log at `path` classified without being held
+    /// ([`classify`]), with the open file a cursor reads it from again:
+    /// what every whole-session read starts from. `migrate` applies
+    /// upstream's read rules (none: the events as stored, refused for
+    /// nothing those rules refuse); `cwd` as for [`JsonlBackend::plan`].
+    /// `None` when the file does not exist.
+    ///
+    /// A writer appending meanwhile writes past the length the read
+    /// covers; a read that raced a change to the bytes it covers (seen by
+    /// the file's revision) is done again, as `read_stable` does.
+    fn classify_at(
+        &self,
+        path: &Path,
+        id: Option<&str>,
+        cwd: Cwd,
+        migrate: bool,
+    ) -> Result<Option<(classify::Classification, source::FileSource)>> {
+        loop {
+            let before = match self.storage.revision(path) {
+                Ok(revision) => revision,
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(Error::io("stat", path, e)),
+            };
+            let file = match self.storage.open(path, OpenMode::Read) {
+                Ok(file) => file,
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(Error::io("open", path, e)),
+            };
+            let src = source::FileSource::new(file, path).map_err(|e| Error::io("stat", path, e))?;
+            let classified = self.classify_source(path, &src, id, cwd, migrate);
+            let after = self
+                .storage
+                .revision(path)
+                .map_err(|e| Error::io("stat", path, e))?;
+            if after == before {
+                return classified.map(|c| Some((c, src)));
+            }
+        }
+    }
+
+    fn classify_source(
+        &self,
+        path: &Path,
+        src: &source::FileSource,
+        id: Option<&str>,
+        cwd: Cwd,
+        migrate: bool,
+    ) -> Result<classify::Classification> {
+        let proven = self.proven_in(path, src);
+        let hold_last = self.compression == Compression::Zstd;
+        let parsed = scan::parse_for(src, self.compression, path, false, proven, |header| {
+            classify::Classifier::new(&header.id, migrate, hold_last)
+        })?;
+        self.check_identity(path, &parsed.header, id)?;
+        let classified = classify::classify(parsed, JsonlBackend::READ_POLICY, path)?;
+        if let Cwd::Absolute = cwd {
+            classified
+                .scan
+                .header
+                .validate_cwd()
+                .map_err(|e| corrupt(path, format!("invalid session header: {}", e.0)))?;
+        }
+        Ok(classified)
+    }
+
+    /// The log at `path` (held by its writer) classified as a read needs
+    /// a valid session, with the open file a cursor reads it from again.
+    pub(crate) fn classify_file(
+        &self,
+        path: &Path,
+        id: &str,
+    ) -> Result<(classify::Classification, source::FileSource)> {
+        let file = self
+            .storage
+            .open(path, OpenMode::Read)
+            .map_err(|e| Error::io("open", path, e))?;
+        let src = source::FileSource::new(file, path).map_err(|e| Error::io("stat", path, e))?;
+        let c = self.classify_source(path, &src, Some(id), Cwd::Absolute, true)?;
+        Ok((c, src))
+    }
+
+    /// The stored events of a classified log from `from_seq` on, migrated,
+    /// read again from `src`.
+    pub(crate) fn events_from(
+        &self,
+        src: source::FileSource,
+        path: &Path,
+        c: &classify::Classification,
+        from_seq: u64,
+    ) -> Result<Vec<Event>> {
+        let id = &c.scan.header.id;
+        let cursor = cursor::JsonlCursor::new(
+            src,
+            path.to_owned(),
+            self.compression,
+            c.records_start,
+            c.keep_bytes,
+            c.rewrite.clone(),
+            Some(crate::upstream::normalize::Normalizer::new(id)),
+        );
+        let mut reader = crate::view::LogReader::new(
+            c.scan.header.clone(),
+            c.scan.state(),
+            c.scan.stored_len(),
+            Box::new(cursor),
+            Vec::new(),
+        );
+        collect_from(&mut reader, from_seq)
+    }
+
+    /// A reader of the log of `id`: classified, then lent by a cursor
+    /// that reads the file again.
+    fn reader(&self, id: &str, cwd: Cwd, migrate: bool) -> Result<Option<crate::view::LogReader>> {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
-        let Some(bytes) = self.read_stable(&path)? else {
+        let Some((c, src)) = self.classify_at(&path, Some(id), cwd, migrate)? else {
             return Ok(None);
         };
-        match cwd {
-            Cwd::Absolute => self.plan_bytes(&path, &bytes, Some(id), false),
-            Cwd::Any => self.plan_any_cwd(&path, &bytes, Some(id), false),
+        let scan = c.scan;
+        let normalizer = migrate.then(|| crate::upstream::normalize::Normalizer::new(id));
+        let cursor = cursor::JsonlCursor::new(
+            src,
+            path,
+            self.compression,
+            c.records_start,
+            c.keep_bytes,
+            c.rewrite,
+            normalizer,
+        );
+        Ok(Some(
+            crate::view::LogReader::new(
+                scan.header.clone(),
+                scan.state(),
+                scan.stored_len(),
+                Box::new(cursor),
+                scan.closers.clone(),
+            )
+            .with_scan(scan),
+        ))
+    }
+
+    /// The stored events of `id` from `from_seq` on, through a reader.
+    fn read_events(
+        &self,
+        id: &str,
+        from_seq: u64,
+        cwd: Cwd,
+        migrate: bool,
+    ) -> Result<Option<Vec<Event>>> {
+        match self.reader(id, cwd, migrate)? {
+            Some(mut reader) => collect_from(&mut reader, from_seq).map(Some),
+            None => Ok(None),
         }
-        .map(Some)
     }
 
     /// `list`'s line for the log at `path`: from its two ends when they
@@ -615,25 +775,25 @@ impl JsonlBackend {
             .and_then(|d| d.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(bytes) = self.read_stable(path)? else {
-            return Ok(None);
-        };
-        Ok(Some(match self.plan_bytes(path, &bytes, None, false) {
-            Ok(plan) => {
-                let scan = plan.scan;
+        let size = |path: &Path| self.storage.open(path, OpenMode::Read).and_then(|f| f.len());
+        Ok(Some(match self.classify_at(path, None, Cwd::Absolute, true) {
+            Ok(None) => return Ok(None),
+            Ok(Some((c, _))) => {
+                let scan = c.scan;
                 SessionSummary::scanned(
                     scan.header.id.clone(),
                     &scan,
                     scan.stored_len(),
-                    bytes.len() as u64,
+                    scan.bytes,
                     scan.cut.as_ref().map(|c| c.problem("byte")),
                 )
             }
-            Err(e) => SessionSummary::corrupt(
+            Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => SessionSummary::corrupt(
                 layout::decode_segment(&dir_name).unwrap_or(dir_name),
-                bytes.len() as u64,
+                size(path).unwrap_or(0),
                 e.to_string(),
             ),
+            Err(e) => return Err(e),
         }))
     }
 
@@ -676,26 +836,7 @@ impl JsonlBackend {
     /// torn zstd frame included), before normalization, the turn contract and
     /// its closers: a log normalization refuses is still shown.
     pub fn read_stored_events(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let Some(path) = self.find_log(id)? else {
-            return Ok(None);
-        };
-        let Some(bytes) = self.read_stable(&path)? else {
-            return Ok(None);
-        };
-        let proven = self.proven(&path, &bytes);
-        let mut parsed = scan::parse_for(
-            &source::InMemory(&bytes),
-            self.compression,
-            &path,
-            false,
-            proven,
-            |_| scan::All::default(),
-        )?;
-        self.check_identity(&path, &parsed.header, Some(id))?;
-        let start = usize::try_from(from_seq)
-            .unwrap_or(usize::MAX)
-            .min(parsed.kept.raw.len());
-        Ok(Some(parsed.kept.raw.split_off(start)))
+        self.read_events(id, from_seq, Cwd::Any, false)
     }
 
     /// The bytes of a first batch: the header line and the batch, in one
@@ -1123,23 +1264,29 @@ impl Backend for JsonlBackend {
     }
 
     fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
-        Ok(self.plan(id, Cwd::Absolute)?.map(|p| p.scan))
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .classify_at(&path, Some(id), Cwd::Absolute, true)?
+            .map(|(c, _)| c.scan))
     }
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
-        Ok(self.plan(id, Cwd::Absolute)?.map(|p| Stored {
-            scan: p.scan,
-            events: p.events,
-        }))
+        let Some(mut reader) = self.reader(id, Cwd::Absolute, true)? else {
+            return Ok(None);
+        };
+        let events = collect_from(&mut reader, 0)?;
+        let scan = reader.scan().expect("the JSONL reader carries its scan").clone();
+        Ok(Some(Stored { scan, events }))
+    }
+
+    fn read(&self, id: &str) -> Result<Option<crate::view::LogReader>> {
+        self.reader(id, Cwd::Absolute, true)
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        Ok(self.plan(id, Cwd::Any)?.map(|mut plan| {
-            let start = usize::try_from(from_seq)
-                .unwrap_or(usize::MAX)
-                .min(plan.events.len());
-            plan.events.split_off(start)
-        }))
+        self.read_events(id, from_seq, Cwd::Any, true)
     }
 
     fn normalizes_reads(&self) -> bool {
@@ -1147,7 +1294,7 @@ impl Backend for JsonlBackend {
     }
 
     fn read_raw(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        self.read_stored_events(id, from_seq)
+        self.read_events(id, from_seq, Cwd::Any, false)
     }
 
     /// Every intact line (raw) or line of an intact frame (zstd), past any

@@ -47,6 +47,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::source::Source;
 use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// A slot's magic.
@@ -179,6 +180,18 @@ pub(crate) struct Proven {
     pub rebooted: bool,
 }
 
+/// The CRC of the first `len` bytes of `src`, read a window at a time;
+/// `None` when they cannot be read.
+fn crc_of(src: &dyn Source, len: u64) -> Option<u32> {
+    let mut crc = crc32fast::Hasher::new();
+    src.each_window(0, len, &mut |_, window| {
+        crc.update(window);
+        Ok(())
+    })
+    .ok()?;
+    Some(crc.finalize())
+}
+
 /// What the proof at `proof` proves about `transcript`; `None` without a
 /// proof that describes these bytes (or in a directory that is not
 /// private).
@@ -191,7 +204,7 @@ pub(crate) struct Proven {
 pub(crate) fn proven(
     storage: &dyn Storage,
     proof: &ProofPath,
-    transcript: &[u8],
+    transcript: &dyn Source,
     untouched: bool,
 ) -> Option<Proven> {
     proof.check(storage).ok()?;
@@ -201,12 +214,7 @@ pub(crate) fn proven(
         .ok()?
         .into_iter()
         .flatten()
-        .filter(|slot| {
-            usize::try_from(slot.len)
-                .ok()
-                .and_then(|len| transcript.get(..len))
-                .is_some_and(|prefix| crc32fast::hash(prefix) == slot.tag)
-        })
+        .filter(|slot| slot.len <= transcript.len() && crc_of(transcript, slot.len) == Some(slot.tag))
         .max_by_key(|slot| slot.len)
         .map(|slot| Proven {
             len: slot.len,

@@ -119,13 +119,11 @@ pub(crate) struct Parsed<K = All> {
     pub records_start: u64,
 }
 
-/// A log classified: the scan, the logical (normalized) events, and what a
+/// A log classified from all of its events (a repair, a salvage read): the scan, and what a
 /// repair writes.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub scan: Scan,
-    /// The kept events, normalized (the logical view, no closers).
-    pub events: Vec<Event>,
     /// Bytes of the file a repair keeps.
     pub keep_bytes: u64,
     /// Stored events a repair writes again (before the closers), as stored.
@@ -527,10 +525,10 @@ fn parse_zstd<K: Keep>(
     // The framing of the whole file first, as upstream's scanner walks it
     // before it decompresses anything: invalid structure anywhere is
     // refused before any frame's content is looked at.
-    let mut walk = FrameWalk::new(src, 0);
+    let mut walk = FrameWalk::new(0);
     let (mut count, mut first, mut last) = (0usize, None, None);
     let end = loop {
-        match walk.next_step().map_err(io)? {
+        match walk.next_step(src).map_err(io)? {
             Step::Frame(frame) => {
                 count += 1;
                 first.get_or_insert(frame.clone());
@@ -568,8 +566,8 @@ fn parse_zstd<K: Keep>(
     };
     let failed = |start: u64, e: String| corrupt(path, start, None, failed_text(start, &e));
     let changed = || corrupt(path, 0, None, "the session log changed while it was read");
-    let mut walk = FrameWalk::new(src, 0);
-    if !matches!(walk.next_step().map_err(io)?, Step::Frame(f) if f == first) {
+    let mut walk = FrameWalk::new(0);
+    if !matches!(walk.next_step(src).map_err(io)?, Step::Frame(f) if f == first) {
         return Err(changed());
     }
     let plain = decompress_frame(walk.bytes(&first)).map_err(|e| failed(0, e))?;
@@ -578,7 +576,7 @@ fn parse_zstd<K: Keep>(
     let mut scanner = LineScanner::new(path, plain.len() as u64, proven, keep);
     let mut undecodable = None;
     for _ in 1..count {
-        let Step::Frame(frame) = walk.next_step().map_err(io)? else {
+        let Step::Frame(frame) = walk.next_step(src).map_err(io)? else {
             return Err(changed());
         };
         let plain = match decompress_frame(walk.bytes(&frame)) {
@@ -758,7 +756,6 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     let scan = Scan::of_split(header, policy, &events, split, file_len, outcome, cut);
     Ok(Plan {
         scan,
-        events,
         keep_bytes,
         rewrite,
     })

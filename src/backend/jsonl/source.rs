@@ -126,26 +126,25 @@ pub(crate) enum Step {
 /// The frames of a zstd log from some offset on, found by their framing
 /// alone (as [`super::zstd::scan_frames`] finds them), holding one window
 /// of the file: a frame longer than a window grows it to the frame.
-pub(crate) struct FrameWalk<'s> {
-    src: &'s dyn Source,
+pub(crate) struct FrameWalk {
     at: u64,
     buf: Vec<u8>,
     buf_at: u64,
 }
 
-impl<'s> FrameWalk<'s> {
-    pub(crate) fn new(src: &'s dyn Source, at: u64) -> FrameWalk<'s> {
+impl FrameWalk {
+    /// A walk from byte `at` of the source each step is given.
+    pub(crate) fn new(at: u64) -> FrameWalk {
         FrameWalk {
-            src,
             at,
             buf: Vec::new(),
             buf_at: at,
         }
     }
 
-    /// The next step; the walk goes on past a frame only.
-    pub(crate) fn next_step(&mut self) -> io::Result<Step> {
-        let len = self.src.len();
+    /// The next step over `src`; the walk goes on past a frame only.
+    pub(crate) fn next_step(&mut self, src: &dyn Source) -> io::Result<Step> {
+        let len = src.len();
         if self.at >= len {
             return Ok(Step::End);
         }
@@ -175,11 +174,16 @@ impl<'s> FrameWalk<'s> {
                     };
                     let n = want.min((len - self.at) as usize);
                     self.buf.resize(n, 0);
-                    self.src.read_exact_at(self.at, &mut self.buf)?;
+                    src.read_exact_at(self.at, &mut self.buf)?;
                     self.buf_at = self.at;
                 }
             }
         }
+    }
+
+    /// Where the next step starts.
+    pub(crate) fn position(&self) -> u64 {
+        self.at
     }
 
     /// The bytes of a frame the last step returned.

@@ -72,6 +72,10 @@ pub(crate) struct JsonlWriter {
     /// repair rewrote the transcript.
     proof_synced: Option<u64>,
     poisoned: Option<String>,
+    /// The classification the last scan made, at the length `len` had
+    /// then: `load` lends the events from it instead of classifying the
+    /// log a second time. Anything that writes forgets it.
+    classified: Option<(u64, super::classify::Classification)>,
 }
 
 /// Above this many bytes written since the last fdatasync, a
@@ -109,6 +113,7 @@ impl JsonlWriter {
             hashed_len: 0,
             proof_synced: None,
             poisoned: None,
+            classified: None,
         }
     }
 
@@ -169,10 +174,6 @@ impl JsonlWriter {
         }
     }
 
-    fn read_plan(&self) -> Result<(super::scan::Plan, Vec<u8>)> {
-        self.read_plan_for(false)
-    }
-
     /// The plan of the file as it is now; with `salvage`, the salvage read.
     fn read_plan_for(&self, salvage: bool) -> Result<(super::scan::Plan, Vec<u8>)> {
         let bytes = self
@@ -191,14 +192,25 @@ impl JsonlWriter {
     /// after the stored log.
     fn scan_for(&mut self, salvage: bool) -> Result<Scan> {
         self.check()?;
-        let (plan, bytes) = self.read_plan_for(salvage)?;
-        self.all_durable(bytes.len() as u64, plan.scan.stored_len());
+        self.classified = None;
+        let (scan, len) = if salvage {
+            let (plan, bytes) = self.read_plan_for(salvage)?;
+            (plan.scan, bytes.len() as u64)
+        } else {
+            // Classified without holding the log or its events.
+            let (c, src) = self.backend.classify_file(&self.path, &self.header.id)?;
+            let len = super::source::Source::len(&src);
+            let scan = c.scan.clone();
+            self.classified = Some((len, c));
+            (scan, len)
+        };
+        self.all_durable(len, scan.stored_len());
         // Opening fdatasynced the whole file: with nothing to cut, all of
         // it is proven.
-        if plan.scan.cut.is_none() {
+        if scan.cut.is_none() {
             self.prove(self.len)?;
         }
-        Ok(plan.scan)
+        Ok(scan)
     }
 
     /// Positions the writer after `len` durable bytes holding `events`.
@@ -316,14 +328,27 @@ impl LogWriter for JsonlWriter {
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
         self.check()?;
-        let (mut plan, _) = self.read_plan()?;
-        let start = usize::try_from(from_seq)
-            .unwrap_or(usize::MAX)
-            .min(plan.events.len());
-        Ok(plan.events.split_off(start))
+        let (c, src) = match self.classified.take() {
+            Some((len, c)) if len == self.len => {
+                let file = self
+                    .backend
+                    .storage()
+                    .open(&self.path, crate::storage::OpenMode::Read)
+                    .map_err(|e| Error::io("open", &self.path, e))?;
+                let src = super::source::FileSource::new(file, &self.path)
+                    .map_err(|e| Error::io("stat", &self.path, e))?;
+                (c, src)
+            }
+            _ => self.backend.classify_file(&self.path, &self.header.id)?,
+        };
+        let len = super::source::Source::len(&src);
+        let events = self.backend.events_from(src, &self.path, &c, from_seq);
+        self.classified = Some((len, c));
+        events
     }
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
+        self.classified = None;
         self.check()?;
         // A salvage repair is checked against the salvage read.
         let salvage = scan
@@ -424,6 +449,7 @@ impl LogWriter for JsonlWriter {
     }
 
     fn append(&mut self, batch: &[Event], _: &[Placement], sync: SyncMode) -> Result<u64> {
+        self.classified = None;
         self.check()?;
         self.sweep();
         self.restore_pending()?;

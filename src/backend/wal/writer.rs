@@ -130,6 +130,11 @@ pub struct WalWriter {
     seal: Option<SealState>,
     /// When this writer seals by itself.
     auto_seal: super::AutoSeal,
+    /// The classification of the whole file the last full scan made, and
+    /// the file's length then: `load` decodes the kept records from it
+    /// instead of scanning the log a second time. Anything that writes
+    /// forgets it.
+    scanned: Option<(u64, Classified)>,
 }
 
 /// The plain records of closed turns in a version-2 log: `[sealed_end,
@@ -191,6 +196,7 @@ impl WalWriter {
                 at_close: true,
                 after_batches: false,
             },
+            scanned: None,
         };
         writer.check_invariants();
         writer
@@ -357,8 +363,10 @@ impl WalWriter {
     ) -> Result<Scan> {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let scan = classify(&map, &self.path, proven)?.scan;
+        let classified = classify(&map, &self.path, proven)?;
+        let scan = classified.scan.clone();
         self.after_scan(&scan)?;
+        self.scanned = Some((map.len() as u64, classified));
         Ok(scan)
     }
 
@@ -822,10 +830,19 @@ impl LogWriter for WalWriter {
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
         let proven = self.proven()?;
         let map = self.file.map().map_err(|e| self.io("map", e))?;
+        if let Some((len, classified)) = &self.scanned
+            && *len == map.len() as u64
+            && classified.proven == proven
+        {
+            // Right after the full scan that opened the log (`load`): its
+            // classification is this file's.
+            return decode_kept(&map, classified, from_seq, &self.path);
+        }
         read_from(&map, &self.meta, from_seq, &self.path, proven)
     }
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
+        self.scanned = None;
         self.check_poison()?;
         // A salvage may cut below the commit point: learn it again.
         self.seal = None;
@@ -877,6 +894,7 @@ impl LogWriter for WalWriter {
     }
 
     fn append(&mut self, batch: &[Event], placements: &[Placement], sync: SyncMode) -> Result<u64> {
+        self.scanned = None;
         self.check_poison()?;
         for event in batch {
             format::check_limits(event).map_err(|reason| {
@@ -952,6 +970,7 @@ impl LogWriter for WalWriter {
     }
 
     fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
+        self.scanned = None;
         self.check_poison()?;
         // Accepted events become durable first. Only those: a writer just
         // opened on a log nobody scanned yet (`WalBackend::compact`) holds
