@@ -612,9 +612,8 @@ impl Store {
             };
             if !self.backend.normalizes_reads() && policy == Some(Policy::Permissive) {
                 let refuse = self.refusal_of(id);
-                reader = reader.map_cursor(|cursor| {
-                    Box::new(crate::view::Migrating::new(cursor, id, refuse))
-                });
+                reader = reader
+                    .map_cursor(|cursor| Box::new(crate::view::Migrating::new(cursor, id, refuse)));
             }
             if self.options.require_known_types {
                 let refuse = self.unknown_type_of(id);

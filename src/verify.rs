@@ -174,6 +174,8 @@ impl Store {
                 .expect("a retired form or a refused migration was met");
             return Ok(corrupt((self.refusal_of(id))(why).to_string()));
         }
+        // The scan as the read settled it.
+        let scan = reader.scan().unwrap_or(&scan);
         Ok(VerifyReport {
             id: id.to_owned(),
             state: scan.state(),

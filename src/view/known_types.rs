@@ -36,6 +36,10 @@ impl Cursor for KnownTypes {
         Err(unknown)
     }
 
+    fn settle(&self, scan: &mut crate::scan::Scan) {
+        self.inner.settle(scan);
+    }
+
     fn current(&self) -> Option<EventRef<'_>> {
         self.inner.current()
     }

@@ -77,6 +77,10 @@ impl Cursor for Migrating {
         Ok(true)
     }
 
+    fn settle(&self, scan: &mut crate::scan::Scan) {
+        self.inner.settle(scan);
+    }
+
     fn current(&self) -> Option<EventRef<'_>> {
         match &self.migrated {
             Some(event) => Some(EventRef::from(event)),

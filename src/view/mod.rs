@@ -195,6 +195,14 @@ pub trait Cursor: Send {
             None
         })
     }
+
+    /// Once the cursor has ended, corrects what its reader announced from
+    /// less than the whole log (a JSONL read from the log's ends learns the
+    /// turns started before the commit point only by reading them). The
+    /// default changes nothing.
+    fn settle(&self, scan: &mut crate::scan::Scan) {
+        let _ = scan;
+    }
 }
 
 /// Events held in memory, as a [`Cursor`] (a backend without a cursor of
@@ -251,6 +259,8 @@ pub struct LogReader {
     closers: Vec<Event>,
     /// Events lent so far, closers included.
     lent: u64,
+    /// Whether the cursor has ended.
+    finished: bool,
 }
 
 impl LogReader {
@@ -270,6 +280,7 @@ impl LogReader {
             cursor,
             closers,
             lent: 0,
+            finished: false,
         }
     }
 
@@ -345,11 +356,39 @@ impl LogReader {
                 ))),
             };
         }
+        self.finish()?;
         let closer = self.closers.get((at - self.stored) as usize);
         if closer.is_some() {
             self.lent += 1;
         }
         Ok(closer.map(EventRef::from))
+    }
+
+    /// After the last stored event: the cursor is asked for one more, so
+    /// it ends (and checks what it must at its end), and settles the scan.
+    fn finish(&mut self) -> crate::error::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        if self.cursor.advance()? {
+            return Err(crate::error::Error::Corrupt(Box::new(
+                crate::error::Corruption {
+                    path: std::path::PathBuf::from(&self.header.id),
+                    offset: self.stored,
+                    unit: crate::error::Unit::Event,
+                    seq: Some(self.stored),
+                    reason: format!(
+                        "the log holds more than the {} events its scan found",
+                        self.stored
+                    ),
+                },
+            )));
+        }
+        if let Some(scan) = self.scan.as_deref_mut() {
+            self.cursor.settle(scan);
+        }
+        self.finished = true;
+        Ok(())
     }
 
     /// Calls `f` with every remaining stored event (not the closers), in
@@ -364,6 +403,7 @@ impl LogReader {
                 None => break,
             }
         }
+        self.finish()?;
         Ok(())
     }
 }

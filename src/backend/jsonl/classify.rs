@@ -77,11 +77,12 @@ impl Classifier {
             if normalizer.note(&event) {
                 self.named.push((seq, record));
             }
-            if self.failed.is_none() && Normalizer::touches(event.event_type()) {
-                if let Err(e) = normalizer.migrate(&mut event) {
-                    self.failed = Some(e);
-                    self.named.push((seq, record));
-                }
+            if self.failed.is_none()
+                && Normalizer::touches(event.event_type())
+                && let Err(e) = normalizer.migrate(&mut event)
+            {
+                self.failed = Some(e);
+                self.named.push((seq, record));
             }
         }
         match event.kind() {
@@ -192,12 +193,19 @@ pub(crate) fn classify(
     }
     // Upstream's reader keeps every decoded event (KeepAll), as the
     // whole-log plan does.
-    let verdict =
-        crate::scan::judge_tail(policy, c.committed, c.committed_turn, &c.tail, TailRule::KeepAll);
+    let verdict = crate::scan::judge_tail(
+        policy,
+        c.committed,
+        c.committed_turn,
+        &c.tail,
+        TailRule::KeepAll,
+    );
     let cut = torn.map(|(reason, detail)| {
         crate::scan::Cut::to_end(keep_bytes, file_len, c.count, reason, detail)
     });
-    let damaged = cut.as_ref().is_some_and(|cut| cut.reason == CutReason::Damaged);
+    let damaged = cut
+        .as_ref()
+        .is_some_and(|cut| cut.reason == CutReason::Damaged);
     let outcome = crate::scan::decide(
         &Evidence {
             invalid: cut.as_ref().map(|cut| cut.reason),

@@ -14,7 +14,7 @@ use super::records::decode_line;
 use super::source::{FileSource, FrameWalk, Source, Step, WINDOW};
 use super::zstd::decompress_frame;
 use crate::error::{Corruption, Error, Result, Unit};
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::upstream::normalize::Normalizer;
 use crate::view::{Cursor, EventRef};
 
@@ -24,6 +24,25 @@ enum Input {
     Raw { at: u64 },
     /// A zstd log: the frames from the walk's position on.
     Zstd { walk: FrameWalk },
+}
+
+/// The classifying scan of the bytes a cursor reads: its refusal, if any.
+pub(crate) type Refusal = Box<dyn Fn(&FileSource) -> Option<Error> + Send>;
+
+/// What a single-pass read announced from the log's ends, checked as the
+/// cursor reads every line: if the bytes before the last `turn/end` hold
+/// anything the ends did not show (damage, a retired form, a seq out of
+/// place), the read ends with the error the classifying scan gives them.
+pub(crate) struct Expect {
+    /// The commit point, as announced.
+    pub committed: u64,
+    /// Turns started before the commit point, so far.
+    pub turn_starts: u64,
+    /// The stored events announced.
+    pub stored: u64,
+    /// The classifying scan's refusal of these bytes (`None`: it refuses
+    /// nothing).
+    pub refusal: Refusal,
 }
 
 pub(crate) struct JsonlCursor {
@@ -45,6 +64,7 @@ pub(crate) struct JsonlCursor {
     /// The seq the next event must have.
     seq: u64,
     normalizer: Option<Normalizer>,
+    expect: Option<Expect>,
 }
 
 impl JsonlCursor {
@@ -78,7 +98,24 @@ impl JsonlCursor {
             rewrite: Some(rewrite),
             seq: 0,
             normalizer,
+            expect: None,
         }
+    }
+
+    /// The cursor checking, as it reads, what a single-pass read announced.
+    pub(crate) fn expecting(mut self, expect: Expect) -> JsonlCursor {
+        self.expect = Some(expect);
+        self
+    }
+
+    /// What went wrong, in the words the read gives it: a single-pass
+    /// read's checks give the classifying scan's refusal of the bytes (or,
+    /// when that scan finds nothing to refuse, that the bytes changed).
+    fn fail(&self, what: &str) -> Error {
+        self.expect
+            .as_ref()
+            .and_then(|expect| (expect.refusal)(&self.src))
+            .unwrap_or_else(|| self.changed(what))
     }
 
     fn changed(&self, what: &str) -> Error {
@@ -120,7 +157,8 @@ impl JsonlCursor {
                     .map_err(|e| Error::io("read", &self.path, e))?;
                 let plain = match step {
                     Step::Frame(frame) if frame.end <= self.end => {
-                        decompress_frame(walk.bytes(&frame)).map_err(|e| format!("a frame failed: {e}"))
+                        decompress_frame(walk.bytes(&frame))
+                            .map_err(|e| format!("a frame failed: {e}"))
                     }
                     _ => Err("the frames differ".to_owned()),
                 };
@@ -129,7 +167,7 @@ impl JsonlCursor {
                         self.plain = plain;
                         Ok(true)
                     }
-                    Err(what) => Err(self.changed(&what)),
+                    Err(what) => Err(self.fail(&what)),
                 }
             }
         }
@@ -151,14 +189,14 @@ impl JsonlCursor {
                     decode_line(&line)
                 };
                 self.plain_at = line_end + 1;
-                self.events = decoded.map_err(|e| self.changed(&e))?;
+                self.events = decoded.map_err(|e| self.fail(&e))?;
                 self.next = 0;
                 return Ok(true);
             }
             self.fragment.extend_from_slice(rest);
             if !self.refill()? {
                 if !self.fragment.is_empty() {
-                    return Err(self.changed("a line without its newline"));
+                    return Err(self.fail("a line without its newline"));
                 }
                 return Ok(false);
             }
@@ -175,23 +213,31 @@ impl Cursor for JsonlCursor {
                         self.events = rewrite;
                         self.next = 0;
                     }
-                    _ => return Ok(false),
+                    _ => return self.end(),
                 }
             }
         }
         let found = self.events[self.next].seq();
         if found != self.seq {
-            return Err(self.changed(&format!("found seq {found}")));
+            return Err(self.fail(&format!("found seq {found}")));
         }
         let event = &mut self.events[self.next];
-        let migrated = match self.normalizer.as_mut() {
-            Some(normalizer) if Normalizer::touches(event.event_type()) => {
-                normalizer.migrate(event)
+        let mut migrated = Ok(());
+        if let Some(normalizer) = self.normalizer.as_mut() {
+            if self.expect.is_some() && normalizer.note(event) {
+                migrated = Err(format!("a retired {}", event.event_type()));
+            } else if Normalizer::touches(event.event_type()) {
+                migrated = normalizer.migrate(event).map_err(|e| e.reason);
             }
-            _ => Ok(()),
-        };
-        if let Err(e) = migrated {
-            return Err(self.changed(&e.reason));
+        }
+        if let Err(what) = migrated {
+            return Err(self.fail(&what));
+        }
+        if let Some(expect) = self.expect.as_mut()
+            && self.seq < expect.committed
+            && self.events[self.next].kind() == EventKind::TurnStart
+        {
+            expect.turn_starts += 1;
         }
         self.next += 1;
         self.seq += 1;
@@ -199,6 +245,41 @@ impl Cursor for JsonlCursor {
     }
 
     fn current(&self) -> Option<EventRef<'_>> {
-        self.events.get(self.next.checked_sub(1)?).map(EventRef::from)
+        self.events
+            .get(self.next.checked_sub(1)?)
+            .map(EventRef::from)
+    }
+
+    /// A single-pass read took the turns started before the commit point
+    /// from the last `turn/end`'s number; a log that numbers its turns
+    /// otherwise gets the count its lines gave.
+    fn settle(&self, scan: &mut crate::scan::Scan) {
+        let Some(expect) = &self.expect else {
+            return;
+        };
+        if expect.turn_starts != scan.committed_turn {
+            scan.committed_turn = expect.turn_starts;
+            scan.last_turn = crate::scan::judge_tail(
+                scan.policy,
+                scan.committed,
+                scan.committed_turn,
+                &scan.tail,
+                crate::scan::TailRule::KeepAll,
+            )
+            .last_turn;
+        }
+    }
+}
+
+impl JsonlCursor {
+    /// The end of the events: what a single-pass read announced must be
+    /// what it read.
+    fn end(&mut self) -> Result<bool> {
+        if let Some(expect) = &self.expect
+            && self.seq != expect.stored
+        {
+            return Err(self.fail("the log's ends and its lines disagree"));
+        }
+        Ok(false)
     }
 }

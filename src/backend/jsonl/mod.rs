@@ -31,11 +31,11 @@
 pub mod header;
 pub mod layout;
 pub use crate::upstream::normalize;
+mod classify;
+mod cursor;
 mod proof;
 pub mod records;
 mod salvage;
-mod classify;
-mod cursor;
 mod scan;
 mod source;
 mod tail;
@@ -97,6 +97,68 @@ pub struct JsonlBackend {
 enum Cwd {
     Absolute,
     Any,
+}
+
+/// The scan a log's ends give (its last `turn/end` and the events after
+/// it, as stored, in a file of `bytes` bytes that ends whole), when they
+/// settle it: they follow in seq, and upstream's migrations leave them as
+/// they are and refuse none of them (a migrated tail could depend on
+/// messages before it).
+fn scan_of_ends(
+    header: SessionHeader,
+    events: Vec<Event>,
+    bytes: u64,
+) -> Option<crate::scan::Scan> {
+    use crate::event::EventKind;
+    let base = events.first().map_or(0, Event::seq);
+    let follows = events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.seq() == base + i as u64);
+    let mut normalizer = crate::upstream::normalize::Normalizer::new(&header.id);
+    let current = events.iter().all(|e| {
+        let mut migrated = e.clone();
+        !normalizer.note(e)
+            && (!crate::upstream::normalize::Normalizer::touches(e.event_type())
+                || (normalizer.migrate(&mut migrated).is_ok() && migrated == *e))
+    });
+    if !follows || !current {
+        return None;
+    }
+    let (committed, committed_turn, committed_time, rest) = match events.first() {
+        Some(end) if end.kind() == EventKind::TurnEnd => (
+            end.seq() + 1,
+            end.facts().ok()?.turn.get()?,
+            Some(end.time()),
+            events[1..].to_vec(),
+        ),
+        _ if base == 0 => (0, 0, None, events),
+        _ => return None,
+    };
+    let policy = JsonlBackend::READ_POLICY;
+    let verdict = crate::scan::judge_tail(
+        policy,
+        committed,
+        committed_turn,
+        &rest,
+        crate::scan::TailRule::KeepAll,
+    );
+    let outcome = crate::scan::decide(
+        &crate::scan::Evidence {
+            open_turn: !verdict.closers.is_empty(),
+            ..crate::scan::Evidence::default()
+        },
+        crate::scan::OnDamage::Refuse,
+    );
+    let extent = crate::scan::Extent {
+        bytes,
+        committed,
+        committed_turn,
+        committed_time,
+    };
+    Some(crate::scan::Scan::new(
+        header, policy, extent, rest, verdict, outcome, None,
+    ))
 }
 
 /// The stored events `reader` lends from `from_seq` on.
@@ -622,7 +684,8 @@ impl JsonlBackend {
                 Err(e) if not_found(&e) => return Ok(None),
                 Err(e) => return Err(Error::io("open", path, e)),
             };
-            let src = source::FileSource::new(file, path).map_err(|e| Error::io("stat", path, e))?;
+            let src =
+                source::FileSource::new(file, path).map_err(|e| Error::io("stat", path, e))?;
             let classified = self.classify_source(path, &src, id, cwd, migrate);
             let after = self
                 .storage
@@ -710,6 +773,9 @@ impl JsonlBackend {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
         };
+        if migrate && let Some(reader) = self.reader_from_ends(&path, id, cwd)? {
+            return Ok(Some(reader));
+        }
         let Some((c, src)) = self.classify_at(&path, Some(id), cwd, migrate)? else {
             return Ok(None);
         };
@@ -724,6 +790,78 @@ impl JsonlBackend {
             c.rewrite,
             normalizer,
         );
+        Ok(Some(
+            crate::view::LogReader::new(
+                scan.header.clone(),
+                scan.state(),
+                scan.stored_len(),
+                Box::new(cursor),
+                scan.closers.clone(),
+            )
+            .with_scan(scan),
+        ))
+    }
+
+    /// The single-pass read: when the log's ends settle it — the last
+    /// `turn/end` and what follows it decode, follow in seq and are in the
+    /// current shape, the file ends whole, and no proof from before a
+    /// restart could make a defect a tear — the reader announces the scan
+    /// they give and its cursor checks every line before them as it lends
+    /// it (seqs, decoding, upstream's refusals, the turns started), so the
+    /// log is read once. Whatever the lines hold that the ends did not show
+    /// ends the read with the classifying scan's own refusal. `None` when
+    /// the ends do not settle it: the caller classifies first.
+    fn reader_from_ends(
+        &self,
+        path: &Path,
+        id: &str,
+        cwd: Cwd,
+    ) -> Result<Option<crate::view::LogReader>> {
+        let file = match self.storage.open(path, OpenMode::Read) {
+            Ok(file) => file,
+            Err(_) => return Ok(None),
+        };
+        use source::Source as _;
+        let Ok(src) = source::FileSource::new(file, path) else {
+            return Ok(None);
+        };
+        let Some(tail) = tail::ends(&src, path, self.compression) else {
+            return Ok(None);
+        };
+        let identified = self.check_identity(path, &tail.header, Some(id)).is_ok()
+            && (matches!(cwd, Cwd::Any) || tail.header.validate_cwd().is_ok());
+        let tear_licensed = self
+            .proven_in(path, &src)
+            .is_some_and(|p| p.rebooted && p.len < src.len());
+        if !identified || tear_licensed {
+            return Ok(None);
+        }
+        let Some(scan) = scan_of_ends(tail.header, tail.events, src.len()) else {
+            return Ok(None);
+        };
+        let backend = self.clone();
+        let at = path.to_owned();
+        let owner = id.to_owned();
+        let expect = cursor::Expect {
+            committed: scan.committed,
+            turn_starts: 0,
+            stored: scan.stored_len(),
+            refusal: Box::new(move |src| {
+                backend
+                    .classify_source(&at, src, Some(&owner), cwd, true)
+                    .err()
+            }),
+        };
+        let cursor = cursor::JsonlCursor::new(
+            src,
+            path.to_owned(),
+            self.compression,
+            tail.records_start,
+            scan.bytes,
+            Vec::new(),
+            Some(crate::upstream::normalize::Normalizer::new(id)),
+        )
+        .expecting(expect);
         Ok(Some(
             crate::view::LogReader::new(
                 scan.header.clone(),
@@ -775,26 +913,34 @@ impl JsonlBackend {
             .and_then(|d| d.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let size = |path: &Path| self.storage.open(path, OpenMode::Read).and_then(|f| f.len());
-        Ok(Some(match self.classify_at(path, None, Cwd::Absolute, true) {
-            Ok(None) => return Ok(None),
-            Ok(Some((c, _))) => {
-                let scan = c.scan;
-                SessionSummary::scanned(
-                    scan.header.id.clone(),
-                    &scan,
-                    scan.stored_len(),
-                    scan.bytes,
-                    scan.cut.as_ref().map(|c| c.problem("byte")),
-                )
-            }
-            Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => SessionSummary::corrupt(
-                layout::decode_segment(&dir_name).unwrap_or(dir_name),
-                size(path).unwrap_or(0),
-                e.to_string(),
-            ),
-            Err(e) => return Err(e),
-        }))
+        let size = |path: &Path| {
+            self.storage
+                .open(path, OpenMode::Read)
+                .and_then(|f| f.len())
+        };
+        Ok(Some(
+            match self.classify_at(path, None, Cwd::Absolute, true) {
+                Ok(None) => return Ok(None),
+                Ok(Some((c, _))) => {
+                    let scan = c.scan;
+                    SessionSummary::scanned(
+                        scan.header.id.clone(),
+                        &scan,
+                        scan.stored_len(),
+                        scan.bytes,
+                        scan.cut.as_ref().map(|c| c.problem("byte")),
+                    )
+                }
+                Err(e @ (Error::Corrupt(_) | Error::Unsupported { .. })) => {
+                    SessionSummary::corrupt(
+                        layout::decode_segment(&dir_name).unwrap_or(dir_name),
+                        size(path).unwrap_or(0),
+                        e.to_string(),
+                    )
+                }
+                Err(e) => return Err(e),
+            },
+        ))
     }
 
     /// The header of the transcript at `path`, reading only as much of the
@@ -1277,7 +1423,10 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         let events = collect_from(&mut reader, 0)?;
-        let scan = reader.scan().expect("the JSONL reader carries its scan").clone();
+        let scan = reader
+            .scan()
+            .expect("the JSONL reader carries its scan")
+            .clone();
         Ok(Some(Stored { scan, events }))
     }
 

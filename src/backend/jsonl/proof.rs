@@ -214,7 +214,9 @@ pub(crate) fn proven(
         .ok()?
         .into_iter()
         .flatten()
-        .filter(|slot| slot.len <= transcript.len() && crc_of(transcript, slot.len) == Some(slot.tag))
+        .filter(|slot| {
+            slot.len <= transcript.len() && crc_of(transcript, slot.len) == Some(slot.tag)
+        })
         .max_by_key(|slot| slot.len)
         .map(|slot| Proven {
             len: slot.len,

@@ -10,6 +10,8 @@
 //! damage). Like the WAL's listing, this does not look for damage before the
 //! last `turn/end`: `verify` reads every byte.
 
+use std::collections::VecDeque;
+use std::ops::Range;
 use std::path::Path;
 
 use super::header::parse_header_line;
@@ -17,7 +19,8 @@ use super::layout::Compression;
 use super::normalize::normalize;
 use super::records::decode_line;
 use super::scan::zstd_header;
-use super::zstd::{decompress_frame_within, scan_frames};
+use super::source::{FileSource, FrameWalk, Source, Step};
+use super::zstd::decompress_frame_within;
 use crate::contract::Policy;
 use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
@@ -33,10 +36,13 @@ const HEAD_BOUND: u64 = 64 << 10;
 
 /// A log's header and its last records: from the last `turn/end` on, or
 /// every record when the log holds no `turn/end`.
-struct Tail {
-    header: SessionHeader,
-    events: Vec<Event>,
-    file_len: u64,
+pub(super) struct Tail {
+    pub header: SessionHeader,
+    /// As stored.
+    pub events: Vec<Event>,
+    pub file_len: u64,
+    /// Where the records start: after the header line (raw) or frame (zstd).
+    pub records_start: u64,
 }
 
 /// The summary of the log at `path` from its ends; `None` when they do not
@@ -47,10 +53,9 @@ pub(super) fn summary(
     compression: Compression,
     policy: Policy,
 ) -> Option<SessionSummary> {
-    let tail = match compression {
-        Compression::None => raw_tail(storage, path),
-        Compression::Zstd => zstd_tail(storage, path),
-    }?;
+    let file = storage.open(path, OpenMode::Read).ok()?;
+    let src = FileSource::new(file, path).ok()?;
+    let tail = ends(&src, path, compression)?;
     let base = tail.events.first().map_or(0, Event::seq);
     let follows = tail
         .events
@@ -82,12 +87,21 @@ pub(super) fn summary(
     ))
 }
 
-fn raw_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
-    let file = storage.open(path, OpenMode::Read).ok()?;
-    let file_len = file.len().ok()?;
+/// The header and last records of the log `src` holds, when its end is
+/// whole: a final line with its newline (raw), complete frames (zstd), and
+/// a `turn/end` within [`TAIL_BOUND`] bytes of the end (or none at all).
+pub(super) fn ends(src: &dyn Source, path: &Path, compression: Compression) -> Option<Tail> {
+    match compression {
+        Compression::None => raw_tail(src),
+        Compression::Zstd => zstd_tail(src, path),
+    }
+}
+
+fn raw_tail(src: &dyn Source) -> Option<Tail> {
+    let file_len = src.len();
     let read = |at: u64, len: u64| -> Option<Vec<u8>> {
         let mut buf = vec![0; len as usize];
-        file.read_exact_at(&mut buf, at).ok()?;
+        src.read_exact_at(at, &mut buf).ok()?;
         Some(buf)
     };
     // A log that fits the bound is read once; a longer one at its two ends.
@@ -125,32 +139,65 @@ fn raw_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
         header,
         events: back.into_iter().rev().flatten().collect(),
         file_len,
+        records_start,
     })
 }
 
-fn zstd_tail(storage: &dyn Storage, path: &Path) -> Option<Tail> {
-    let bytes = storage.read_all(path).ok()??;
-    let scan = scan_frames(&bytes, usize::MAX).ok()?;
-    if scan.torn_start.is_some() || scan.frames.is_empty() {
-        return None;
+fn zstd_tail(src: &dyn Source, path: &Path) -> Option<Tail> {
+    // The framing of the whole file, keeping the last frames that fit the
+    // bound (compressed: their content is bounded as it is inflated).
+    let mut walk = FrameWalk::new(0);
+    let mut first = None;
+    let mut last: VecDeque<Range<u64>> = VecDeque::new();
+    let mut held = 0u64;
+    loop {
+        match walk.next_step(src).ok()? {
+            Step::Frame(frame) => {
+                if first.is_none() {
+                    first = Some(frame);
+                    continue;
+                }
+                held += frame.end - frame.start;
+                last.push_back(frame);
+                while held > TAIL_BOUND as u64 && last.len() > 1 {
+                    let dropped = last.pop_front().expect("more than one");
+                    held -= dropped.end - dropped.start;
+                }
+            }
+            Step::End => break,
+            Step::Torn(_) | Step::Broken(_) => return None,
+        }
     }
-    let header = zstd_header(&bytes, path).ok()?;
+    let first = first?;
+    let mut head = vec![0; (first.end - first.start) as usize];
+    src.read_exact_at(first.start, &mut head).ok()?;
+    let header = zstd_header(&head, path).ok()?;
     let mut back = Vec::new();
     let mut budget = TAIL_BOUND;
-    // Every frame walked without a `turn/end`: the events from seq 0.
-    for frame in scan.frames[1..].iter().rev() {
+    let mut found = false;
+    // Every frame walked without a `turn/end`: the events from seq 0,
+    // unless frames were left out.
+    let all_held = last.front().is_none_or(|f| f.start == first.end);
+    for frame in last.iter().rev() {
+        let mut bytes = vec![0; (frame.end - frame.start) as usize];
+        src.read_exact_at(frame.start, &mut bytes).ok()?;
         // Inflating no more than the budget left: a frame past it (a bomb
         // included) leaves the summary to the full read, which reports it.
-        let plain = decompress_frame_within(&bytes[frame.clone()], budget).ok()?;
+        let plain = decompress_frame_within(&bytes, budget).ok()?;
         budget -= plain.len();
         if walk_back(&plain, &mut back)? {
+            found = true;
             break;
         }
+    }
+    if !found && !all_held {
+        return None;
     }
     Some(Tail {
         header,
         events: back.into_iter().rev().flatten().collect(),
-        file_len: bytes.len() as u64,
+        file_len: src.len(),
+        records_start: first.end,
     })
 }
 
