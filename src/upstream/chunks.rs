@@ -152,27 +152,65 @@ pub(crate) fn member_data(
     name: Option<&str>,
     payload: &str,
 ) -> String {
-    let mut out = String::with_capacity(payload.len() + 96);
-    let _ = write!(
-        out,
-        "{{\"turn\":{turn},\"step\":{step},\"chunk\":{{\"type\":\"{}\",\"index\":{index},",
-        kind.chunk_type()
-    );
-    match kind {
-        DeltaKind::ToolCall => {
-            out.push_str("\"id\":");
-            out.push_str(id.unwrap_or("\"\""));
-            if let Some(name) = name {
-                out.push_str(",\"name\":");
-                out.push_str(name);
+    MemberText::new(kind, turn, step, index, id, name).data(payload)
+}
+
+/// The text every member of one run shares, before its payload: made once
+/// per run, so a run's members cost a copy each, not a formatting.
+pub(crate) struct MemberText {
+    prefix: String,
+}
+
+impl MemberText {
+    pub(crate) fn new(
+        kind: DeltaKind,
+        turn: i64,
+        step: i64,
+        index: i64,
+        id: Option<&str>,
+        name: Option<&str>,
+    ) -> MemberText {
+        let mut prefix = String::with_capacity(96);
+        let _ = write!(
+            prefix,
+            "{{\"turn\":{turn},\"step\":{step},\"chunk\":{{\"type\":\"{}\",\"index\":{index},",
+            kind.chunk_type()
+        );
+        match kind {
+            DeltaKind::ToolCall => {
+                prefix.push_str("\"id\":");
+                prefix.push_str(id.unwrap_or("\"\""));
+                if let Some(name) = name {
+                    prefix.push_str(",\"name\":");
+                    prefix.push_str(name);
+                }
+                prefix.push_str(",\"argumentsDelta\":");
             }
-            out.push_str(",\"argumentsDelta\":");
+            _ => prefix.push_str("\"text\":"),
         }
-        _ => out.push_str("\"text\":"),
+        MemberText { prefix }
     }
-    out.push_str(payload);
-    out.push_str("}}");
-    out
+
+    /// The `data` text of the member whose payload is `payload` (a
+    /// canonical JSON string).
+    pub(crate) fn data(&self, payload: &str) -> String {
+        let mut out = String::with_capacity(self.prefix.len() + payload.len() + 2);
+        out.push_str(&self.prefix);
+        out.push_str(payload);
+        out.push_str("}}");
+        out
+    }
+
+    /// The `data` text of the member whose payload is the JSON string
+    /// literal `raw`, made canonical as it is copied; `None` when `raw` is
+    /// not a string literal.
+    pub(crate) fn data_canonical(&self, raw: &str) -> Option<String> {
+        let mut out = String::with_capacity(self.prefix.len() + raw.len() + 2);
+        out.push_str(&self.prefix);
+        crate::upstream::strings::push_canonical_string(&mut out, raw)?;
+        out.push_str("}}");
+        Some(out)
+    }
 }
 
 /// The delta an event is, when it can be packed without changing a byte.
@@ -991,13 +1029,12 @@ impl PackedRun {
         let mut payload = Cursor::new(self.text(&self.payload));
         let id = self.id.as_ref().map(|r| self.text(r));
         let name = self.name.as_ref().map(|r| self.text(r));
+        let text = MemberText::new(self.kind, self.turn, self.step, self.index, id, name);
         let mut events = Vec::with_capacity(self.members);
         for (k, time) in times.into_iter().enumerate() {
             let member = payload.string().expect("a scanned member");
             payload.eat(",");
-            let data = member_data(
-                self.kind, self.turn, self.step, self.index, id, name, member,
-            );
+            let data = text.data(member);
             events.push(
                 Event::from_parts(
                     "assistant/chunk",
@@ -1393,6 +1430,14 @@ pub(crate) fn expand_run(
     if seq0 + payload.len() as u64 - 1 > MAX_SAFE_INTEGER {
         return Err("member seqs exceed safe integers".into());
     }
+    let text = MemberText::new(
+        kind,
+        run.turn,
+        run.step,
+        run.index,
+        id.as_deref(),
+        name.as_deref(),
+    );
     let mut events = Vec::with_capacity(payload.len());
     let mut time = time0;
     for (k, raw) in payload.iter().enumerate() {
@@ -1406,17 +1451,9 @@ pub(crate) fn expand_run(
                 .filter(|t| safe(*t))
                 .ok_or("member times exceed safe integers")?;
         }
-        let member = canonical_string(raw.get())
+        let data = text
+            .data_canonical(raw.get())
             .ok_or_else(|| format!("{payload_key} must contain strings"))?;
-        let data = member_data(
-            kind,
-            run.turn,
-            run.step,
-            run.index,
-            id.as_deref(),
-            name.as_deref(),
-            &member,
-        );
         let event = Event::from_parts(
             "assistant/chunk",
             seq0 + k as u64,

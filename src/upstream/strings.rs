@@ -19,13 +19,33 @@ use std::fmt::Write as _;
 /// assert_eq!(canonical_string("1"), None);
 /// ```
 pub fn canonical_string(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    push_canonical_string(&mut out, raw)?;
+    Some(out)
+}
+
+/// [`canonical_string`] appended to `out`; `None` (and `out` holding part
+/// of it) when `raw` is not a string literal.
+pub fn push_canonical_string(out: &mut String, raw: &str) -> Option<()> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
     let bytes = inner.as_bytes();
-    let mut out = String::with_capacity(raw.len());
     out.push('"');
     let mut high: Option<u16> = None;
     let mut i = 0;
     while i < bytes.len() {
+        // A run of bytes that stay as they are (every byte but an escape,
+        // a quote or a control character, which are ASCII: the run ends on
+        // a character boundary), copied whole.
+        let run = bytes[i..]
+            .iter()
+            .position(|&b| b == b'\\' || b == b'"' || b < 0x20)
+            .map_or(bytes.len(), |n| i + n);
+        if run > i {
+            flush_high(out, &mut high);
+            out.push_str(&inner[i..run]);
+            i = run;
+            continue;
+        }
         match bytes[i] {
             b'\\' => {
                 let escape = *bytes.get(i + 1)?;
@@ -49,21 +69,15 @@ pub fn canonical_string(raw: &str) -> Option<String> {
                     }
                     _ => return None,
                 };
-                push_unit(&mut out, &mut high, unit);
+                push_unit(out, &mut high, unit);
             }
-            b'"' => return None,
-            b if b < 0x20 => return None,
-            _ => {
-                flush_high(&mut out, &mut high);
-                let ch = inner[i..].chars().next()?;
-                push_char(&mut out, ch);
-                i += ch.len_utf8();
-            }
+            // A quote or a control character inside the literal.
+            _ => return None,
         }
     }
-    flush_high(&mut out, &mut high);
+    flush_high(out, &mut high);
     out.push('"');
-    Some(out)
+    Some(())
 }
 
 fn push_unit(out: &mut String, high: &mut Option<u16>, unit: u16) {

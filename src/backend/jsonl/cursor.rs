@@ -178,7 +178,7 @@ impl JsonlCursor {
     fn next_line(&mut self) -> Result<bool> {
         loop {
             let rest = &self.plain[self.plain_at..];
-            if let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            if let Some(nl) = memchr::memchr(b'\n', rest) {
                 let line_end = self.plain_at + nl;
                 let decoded = if self.fragment.is_empty() {
                     decode_line(&self.plain[self.plain_at..line_end])

@@ -105,7 +105,7 @@ pub fn decode_line(line: &[u8]) -> Result<Vec<Event>, String> {
 
 /// Whether a line can be a packed row at all (its tag names `chunks`).
 fn memchr_chunks(line: &[u8]) -> bool {
-    line.windows(6).any(|w| w == b"chunks")
+    memchr::memmem::find(line, b"chunks").is_some()
 }
 
 fn malformed(tag: &str, why: impl std::fmt::Display) -> String {
@@ -205,6 +205,14 @@ fn decode_row(
     let (Some(turn), Some(step), Some(index)) = (turn, step, index) else {
         return Err(malformed(tag, "turn/step/index must be safe integers"));
     };
+    let text = crate::upstream::chunks::MemberText::new(
+        kind,
+        turn,
+        step,
+        index,
+        id.as_deref(),
+        name.as_deref(),
+    );
     let mut events = Vec::with_capacity(payload.len());
     let mut time = time0;
     for (k, member) in payload.iter().enumerate() {
@@ -214,15 +222,7 @@ fn decode_row(
                 .filter(|t| t.unsigned_abs() <= MAX_SAFE_INTEGER)
                 .ok_or_else(|| malformed(tag, "member times must stay safe integers"))?;
         }
-        let data = codec::member_data(
-            kind,
-            turn,
-            step,
-            index,
-            id.as_deref(),
-            name.as_deref(),
-            member,
-        );
+        let data = text.data(member);
         let event = Event::from_parts(
             "assistant/chunk",
             seq0 as u64 + k as u64,

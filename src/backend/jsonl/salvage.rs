@@ -102,7 +102,7 @@ impl Collector {
     fn lines<'b>(&mut self, plain: &'b [u8], base: u64, frame: Option<(u64, u64)>) -> &'b [u8] {
         let mut start = 0;
         let mut line_no = 0;
-        while let Some(nl) = plain[start..].iter().position(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memchr(b'\n', &plain[start..]) {
             let end = start + nl;
             line_no += 1;
             let (offset, len) = frame.unwrap_or((base + start as u64, (end + 1 - start) as u64));

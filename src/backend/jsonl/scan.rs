@@ -253,7 +253,7 @@ impl<'p, K: Keep> LineScanner<'p, K> {
         let chunk_start = self.input;
         self.input += chunk.len() as u64;
         let mut line_start = 0;
-        while let Some(nl) = chunk[line_start..].iter().position(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memchr(b'\n', &chunk[line_start..]) {
             let nl = line_start + nl;
             let end = chunk_start + nl as u64 + 1;
             if self.fragment.is_empty() {
