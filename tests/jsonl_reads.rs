@@ -166,6 +166,52 @@ fn realistic_sessions_read_as_stored_on_raw_and_zstd_roots() {
     }
 }
 
+/// A zstd log whose last frame lost its checksum's last bytes: the events
+/// recovered from it are kept after the complete frames, once each.
+#[test]
+fn a_torn_zstd_frame_lends_its_recovered_events_once() {
+    let r = root(Compression::Zstd, Policy::Strict);
+    let written = write_session(&r.store, "t", 200_000);
+    // One more batch in a frame of its own: a turn left open.
+    let next = written.len() as u64;
+    let turn = 1 + written
+        .iter()
+        .filter(|e| e.event_type() == "turn/start")
+        .count();
+    let batch = vec![
+        Event::new("turn/start", next, 1, &format!(r#"{{"turn":{turn}}}"#)).unwrap(),
+        Event::new(
+            "step/start",
+            next + 1,
+            2,
+            &format!(r#"{{"turn":{turn},"step":1}}"#),
+        )
+        .unwrap(),
+    ];
+    r.store.append("t", &batch).unwrap();
+    r.store.close("t").unwrap();
+    let path = r.path("t");
+    let len = fs::metadata(&path).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 2)
+        .unwrap();
+    let store = r.reopen();
+    let inspected = store.inspect("t").unwrap();
+    assert_eq!(inspected.state, LogState::Torn);
+    assert_eq!(
+        inspected.stored,
+        next + 2,
+        "the torn frame's events recovered"
+    );
+    assert_eq!(read_all(&store, "t").unwrap(), texts(&inspected.events));
+    let mut expected = texts(&written);
+    expected.extend(texts(&batch));
+    assert_eq!(texts(&store.read_raw("t", 0).unwrap()), expected);
+}
+
 /// A zstd log whose second line is split across two frames: valid, and
 /// read the same by the scan and the cursor.
 #[test]

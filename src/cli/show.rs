@@ -4,7 +4,8 @@
 //! complete `assistant/message` replaced them); tool calls with their
 //! arguments and results, failures marked; model and tokens per message;
 //! the closers recovery would add to a crashed session, marked as such.
-//! Read in place ([`Store::inspect_view`]); writes nothing. Every string
+//! Read through the store's cursor ([`Store::read`]) and written a turn at
+//! a time; writes nothing to the store. Every string
 //! taken from the log is made visible (`cli::terminal`) before it is
 //! rendered in any format: the text format paints its own escape
 //! sequences on a terminal, so none may come from the data.
@@ -73,6 +74,22 @@ struct Stream {
     reasoning: String,
 }
 
+/// What `show` reads of a chunk's data (other fields are skipped; a chunk
+/// whose fields have other types is read as a whole instead).
+#[derive(serde::Deserialize)]
+struct ChunkData<'a> {
+    #[serde(borrow)]
+    chunk: Option<ChunkBody<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChunkBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
 #[derive(Default)]
 struct Builder {
     turns: Vec<Turn>,
@@ -134,6 +151,22 @@ impl Builder {
     }
 
     fn add(&mut self, event: EventRef<'_>, synthetic: bool) {
+        // Nine events in ten are chunks: their text is taken without
+        // building the whole of their data.
+        if !synthetic
+            && event.kind() == EventKind::AssistantChunk
+            && let Ok(chunk) = serde_json::from_str::<ChunkData<'_>>(event.data())
+        {
+            let Some(body) = chunk.chunk else { return };
+            match (body.kind.as_deref(), body.text) {
+                (Some("text-delta"), Some(t)) => self.stream.text.push_str(&visible_text(&t)),
+                (Some("reasoning-delta"), Some(t)) => {
+                    self.stream.reasoning.push_str(&visible_text(&t));
+                }
+                _ => {}
+            }
+            return;
+        }
         let data: Value = serde_json::from_str(event.data()).unwrap_or(Value::Null);
         if synthetic {
             self.flush_stream();
@@ -262,30 +295,11 @@ impl Builder {
     }
 }
 
-/// `turnwal show`.
+/// `turnwal show`: each turn is rendered and written as soon as the next
+/// one starts, so a session of any size holds one turn's transcript (plus
+/// each turn's line of the HTML timeline).
 pub(crate) fn show(store: &Store, args: &ShowArgs, out: &mut dyn Write) -> Outcome {
     let mut reader = store.read(&args.session)?;
-    let mut builder = Builder::default();
-    let stored = reader.stored();
-    let mut i = 0u64;
-    while let Some(event) = reader.next_event()? {
-        builder.add(event, i >= stored);
-        i += 1;
-    }
-    builder.flush_stream();
-    let mut turns = builder.turns;
-    // Events before the first turn (plugin events of a lenient log) stay
-    // as turn 0 only when there are any.
-    turns.retain(|t| t.n != 0 || !t.items.is_empty());
-    if let Some(n) = args.turn {
-        turns.retain(|t| t.n == n);
-        if turns.is_empty() {
-            return Err(Failure::Other(format!(
-                "session {:?} has no turn {n}",
-                args.session
-            )));
-        }
-    }
     let header = reader.header();
     let title = Title {
         id: display_id(&args.session).into_owned(),
@@ -293,16 +307,96 @@ pub(crate) fn show(store: &Store, args: &ShowArgs, out: &mut dyn Write) -> Outco
         created: i64::try_from(header.created_at).ok().map(iso_utc),
         state: reader.state().code(),
     };
-    let text = match args.format {
-        ShowFormat::Text => {
-            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            render_text(&title, &turns, colour)
-        }
-        ShowFormat::Markdown => render_markdown(&title, &turns),
-        ShowFormat::Html => render_html(&title, &turns),
+    let colour = args.format == ShowFormat::Text
+        && std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none();
+    let mut page = Page {
+        format: args.format,
+        colour,
+        title,
+        only: args.turn,
+        started: false,
+        timeline: Vec::new(),
     };
-    out.write_all(text.as_bytes())?;
+    let mut builder = Builder::default();
+    let stored = reader.stored();
+    let mut i = 0u64;
+    while let Some(event) = reader.next_event()? {
+        builder.add(event, i >= stored);
+        i += 1;
+        while builder.turns.len() > 1 {
+            let done = builder.turns.remove(0);
+            page.turn(&done, out)?;
+        }
+    }
+    builder.flush_stream();
+    for done in builder.turns.drain(..) {
+        page.turn(&done, out)?;
+    }
+    if let Some(n) = args.turn
+        && !page.started
+    {
+        return Err(Failure::Other(format!(
+            "session {:?} has no turn {n}",
+            args.session
+        )));
+    }
+    page.finish(out)?;
     Ok(exit::SUCCESS)
+}
+
+/// The transcript being written: its head goes out with the first turn
+/// shown (a `--turn` that matches none writes nothing), its tail at the end.
+struct Page {
+    format: ShowFormat,
+    colour: bool,
+    title: Title,
+    only: Option<u64>,
+    started: bool,
+    /// The HTML timeline's data, a small object per turn.
+    timeline: Vec<Value>,
+}
+
+impl Page {
+    fn start(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if !self.started {
+            self.started = true;
+            let head = match self.format {
+                ShowFormat::Text => text_head(&self.title, self.colour),
+                ShowFormat::Markdown => markdown_head(&self.title),
+                ShowFormat::Html => html_head(&self.title),
+            };
+            out.write_all(head.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn turn(&mut self, t: &Turn, out: &mut dyn Write) -> std::io::Result<()> {
+        // Events before the first turn (plugin events of a lenient log)
+        // make a turn 0 only when there are any.
+        if (t.n == 0 && t.items.is_empty()) || self.only.is_some_and(|n| t.n != n) {
+            return Ok(());
+        }
+        self.start(out)?;
+        let text = match self.format {
+            ShowFormat::Text => text_turn(t, self.colour),
+            ShowFormat::Markdown => markdown_turn(t),
+            ShowFormat::Html => {
+                let (html, data) = html_turn(t);
+                self.timeline.push(data);
+                html
+            }
+        };
+        out.write_all(text.as_bytes())
+    }
+
+    fn finish(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        self.start(out)?;
+        if self.format == ShowFormat::Html {
+            out.write_all(html_tail(&self.timeline).as_bytes())?;
+        }
+        Ok(())
+    }
 }
 
 struct Title {
@@ -380,16 +474,23 @@ fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}\n")).collect()
 }
 
-fn render_text(title: &Title, turns: &[Turn], colour: bool) -> String {
-    let paint = |code: &str, s: &str| {
-        if colour {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.to_owned()
-        }
-    };
-    let mut out = format!("{}\n", paint("1", &title.line()));
-    for t in turns {
+/// `s` in the terminal colour `code`, when painting.
+fn paint(colour: bool, code: &str, s: &str) -> String {
+    if colour {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_owned()
+    }
+}
+
+fn text_head(title: &Title, colour: bool) -> String {
+    format!("{}\n", paint(colour, "1", &title.line()))
+}
+
+fn text_turn(t: &Turn, colour: bool) -> String {
+    let paint = |code: &str, s: &str| paint(colour, code, s);
+    let mut out = String::new();
+    {
         let _ = writeln!(out, "\n{}", paint("1", &turn_title(t)));
         for item in &t.items {
             match item {
@@ -455,7 +556,7 @@ fn fence(text: &str, lang: &str) -> String {
     format!("{ticks}{lang}\n{text}\n{ticks}\n")
 }
 
-fn render_markdown(title: &Title, turns: &[Turn]) -> String {
+fn markdown_head(title: &Title) -> String {
     let mut out = format!("# Session `{}`\n\n", title.id.replace('`', "'"));
     if let Some(cwd) = &title.cwd {
         let _ = writeln!(out, "- cwd: `{}`", cwd.replace('`', "'"));
@@ -464,7 +565,12 @@ fn render_markdown(title: &Title, turns: &[Turn]) -> String {
         let _ = writeln!(out, "- created: {created}");
     }
     let _ = writeln!(out, "- state: {}", title.state);
-    for t in turns {
+    out
+}
+
+fn markdown_turn(t: &Turn) -> String {
+    let mut out = String::new();
+    {
         let _ = writeln!(out, "\n## {}\n", turn_title(t));
         for item in &t.items {
             match item {
@@ -560,10 +666,22 @@ a.href='#turn-'+t.n;a.className='turn '+t.status;a.style.flexGrow=String(Math.ma
 a.title='turn '+t.n+': '+t.label;a.textContent=String(t.n);a.setAttribute('data-turn',String(t.n));\
 bar.appendChild(a)});bar.setAttribute('data-turns',String(turns.length))})();";
 
-fn render_html(title: &Title, turns: &[Turn]) -> String {
+fn html_head(title: &Title) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>\
+         <style>{STYLE}</style></head>\n<body><h1>{heading}</h1>\n\
+         <nav id=\"timeline\" aria-label=\"turns\"></nav>\n",
+        title = escape(&format!("turnwal: {}", title.id)),
+        heading = escape(&title.line()),
+    )
+}
+
+/// A turn's section, and its line of the timeline's data.
+fn html_turn(t: &Turn) -> (String, Value) {
     let mut body = String::new();
-    let mut data = Vec::new();
-    for t in turns {
+    let data;
+    {
         let failed = t
             .items
             .iter()
@@ -579,9 +697,7 @@ fn render_html(title: &Title, turns: &[Turn]) -> String {
             (Some(a), Some(b)) => (b - a).max(0),
             _ => 0,
         };
-        data.push(
-            serde_json::json!({ "n": t.n, "ms": ms, "status": status, "label": turn_status(t) }),
-        );
+        data = serde_json::json!({ "n": t.n, "ms": ms, "status": status, "label": turn_status(t) });
         let _ = writeln!(
             body,
             "<section class=\"turn\" id=\"turn-{}\"><h2>{}</h2>",
@@ -645,19 +761,17 @@ fn render_html(title: &Title, turns: &[Turn]) -> String {
         }
         body.push_str("</section>\n");
     }
+    (body, data)
+}
+
+fn html_tail(timeline: &[Value]) -> String {
     // JSON inside a script element: `<` escaped so no `</script>` can end it.
-    let data = serde_json::to_string(&data)
+    let data = serde_json::to_string(timeline)
         .expect("JSON values serialize")
         .replace('<', "\\u003c");
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>\
-         <style>{STYLE}</style></head>\n<body><h1>{heading}</h1>\n\
-         <nav id=\"timeline\" aria-label=\"turns\"></nav>\n{body}\
-         <script type=\"application/json\" id=\"turn-data\">{data}</script>\n\
-         <script>{TIMELINE}</script>\n</body></html>\n",
-        title = escape(&format!("turnwal: {}", title.id)),
-        heading = escape(&title.line()),
+        "<script type=\"application/json\" id=\"turn-data\">{data}</script>\n\
+         <script>{TIMELINE}</script>\n</body></html>\n"
     )
 }
 

@@ -134,6 +134,8 @@ impl JsonlCursor {
     /// Reads the next plaintext into `plain`; `false` at the end of the
     /// kept bytes.
     fn refill(&mut self) -> Result<bool> {
+        // What was read is consumed (the caller kept any unfinished line).
+        self.plain.clear();
         self.plain_at = 0;
         match &mut self.input {
             Input::Raw { at } => {
