@@ -140,7 +140,13 @@ impl Digest {
         self.events += 1;
         self.first_time.get_or_insert(event.time());
         self.last_time = Some(event.time());
-        *self.types.entry(event.event_type().to_owned()).or_default() += 1;
+        // Looked up by the borrowed name: a key is made once per type.
+        match self.types.get_mut(event.event_type()) {
+            Some(n) => *n += 1,
+            None => {
+                self.types.insert(event.event_type().to_owned(), 1);
+            }
+        }
         let data = event.data();
         match event.kind() {
             EventKind::TurnStart => self.turns += 1,
