@@ -633,6 +633,61 @@ impl Store {
         ))
     }
 
+    /// The stored records of `id` as upstream's `loadStored` hands them
+    /// over ([`crate::backend::StoredLog`]): from a backend that keeps
+    /// chunk runs packed, its records with the runs as stored (never
+    /// expanded); from any other, the events of its view. Read-only (no
+    /// lock, no repair, no closers); the revision is read before and after
+    /// and must match, so it names exactly what was read. `None` when the
+    /// session does not exist.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let log = store.stored_records("s").unwrap().unwrap();
+    /// assert_eq!((log.stored(), log.records().count()), (1, 1));
+    /// ```
+    pub fn stored_records(&self, id: &str) -> Result<Option<Box<dyn crate::backend::StoredLog>>> {
+        if let Some(records) = self.backend.stored_records(id) {
+            return records;
+        }
+        for _ in 0..16 {
+            let Some(before) = self.backend.revision(id)? else {
+                return Ok(None);
+            };
+            let Some(view) = self.backend.view(id)? else {
+                return Ok(None);
+            };
+            // Only a torn log needs the cut's position.
+            let cut = match view.state() {
+                LogState::Torn => self.backend.scan(id)?.and_then(|scan| scan.cut),
+                _ => None,
+            };
+            if self.backend.revision(id)?.as_deref() != Some(before.as_str()) {
+                continue; // written while read: read again
+            }
+            let closers = view
+                .iter()
+                .skip(view.stored())
+                .map(|e| e.to_event())
+                .collect();
+            return Ok(Some(Box::new(ViewRecords {
+                stored: view.stored(),
+                view,
+                revision: before,
+                cut,
+                closers,
+            })));
+        }
+        Err(Error::StaleRepair {
+            id: id.to_owned(),
+            detail: "the stored log kept changing while it was read (16 tries)".into(),
+        })
+    }
+
     /// [`Store::inspect`] as a [`crate::view::LogView`]: the same events,
     /// read in place ([`Store::view`]) where nothing has to be rewritten at
     /// read time, so a reader that walks them (`turnwal cat`) holds an index
@@ -915,6 +970,56 @@ impl Store {
         self.backend
             .read_raw(id, from_seq)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
+    /// Whether session `id` has anything on disk.
+    pub fn exists(&self, id: &str) -> Result<bool> {
+        self.backend.exists(id)
+    }
+
+    /// The stored log of `id` classified as `verify` and the next writer
+    /// find it (what recovery would cut, the closers it would append, the
+    /// policy the log records or its reader applies), without writing
+    /// anything. [`Store::append_policy`] says what a writer appends under.
+    ///
+    /// ```
+    /// use turnwal::{Event, LogState, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// drop(store); // a crash with the turn open
+    /// let scan = Store::open(dir.path()).unwrap().scan("s").unwrap();
+    /// assert_eq!((scan.state(), scan.closers.len()), (LogState::OpenTurn, 1));
+    /// ```
+    pub fn scan(&self, id: &str) -> Result<Scan> {
+        self.backend
+            .scan(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })
+    }
+
+    /// The policy the next writer of a log `scan` classified appends
+    /// under: the one the log records, or (a JSONL root records none) the
+    /// store's own.
+    pub fn append_policy(&self, scan: &Scan) -> Policy {
+        if self.backend.keeps_policy() {
+            scan.policy
+        } else {
+            self.options.policy
+        }
+    }
+
+    /// The policy session `id`'s events are read under: the one its log
+    /// records, or (a JSONL root records none) the one its reader applies.
+    pub fn policy(&self, id: &str) -> Result<Policy> {
+        match self.backend.policy(id)? {
+            Some(policy) => Ok(policy),
+            None => Ok(self
+                .backend
+                .scan(id)?
+                .ok_or_else(|| Error::NotFound { id: id.to_owned() })?
+                .policy),
+        }
     }
 
     /// A token that changes after every append and repair of the stored log
@@ -1600,6 +1705,51 @@ fn fork_refusal(events: &[Event], policy: Policy, at: u64, turn: u64) -> String 
          turn is open (a turn's closing turn/end): {nearest} ({} in all)",
         points.len()
     )
+}
+
+/// [`Store::stored_records`] of a backend without packed records: the
+/// events of its view, one record each.
+struct ViewRecords {
+    view: crate::view::LogView,
+    revision: String,
+    cut: Option<crate::scan::Cut>,
+    stored: usize,
+    closers: Vec<Event>,
+}
+
+impl crate::backend::StoredLog for ViewRecords {
+    fn header(&self) -> &SessionHeader {
+        self.view.header()
+    }
+
+    fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    fn state(&self) -> LogState {
+        self.view.state()
+    }
+
+    fn cut(&self) -> Option<&crate::scan::Cut> {
+        self.cut.as_ref()
+    }
+
+    fn stored(&self) -> usize {
+        self.stored
+    }
+
+    fn closers(&self) -> &[Event] {
+        &self.closers
+    }
+
+    fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
+        Box::new(
+            self.view
+                .iter()
+                .take(self.stored)
+                .map(crate::upstream::chunks::Record::Event),
+        )
+    }
 }
 
 fn view_of(stored: crate::backend::Stored) -> SessionView {

@@ -326,12 +326,14 @@ pub trait Backend: Send + Sync {
         ))
     }
 
-    /// The backend itself, for a caller that uses what one backend offers
-    /// beyond this trait (the SQLite and WAL stores'
-    /// [`stored_records`](sqlite::SqliteBackend::stored_records),
-    /// [`WalBackend::stored_records`](wal::WalBackend::stored_records));
-    /// `None` by default.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
+    /// The stored records of `id` as this backend keeps them, its packed
+    /// chunk runs as they are stored ([`StoredLog`]): `Some` from a backend
+    /// that keeps runs packed (the WAL's run records and units, the row
+    /// stores' packed rows), read without expanding them; `None` (the
+    /// default) when it keeps none of its own, and
+    /// [`crate::Store::stored_records`] reads them from the view.
+    fn stored_records(&self, id: &str) -> Option<Result<Option<Box<dyn StoredLog>>>> {
+        let _ = id;
         None
     }
 
@@ -357,6 +359,29 @@ pub enum Deletion {
     Kept(SessionSummary),
     /// No such session.
     NotFound,
+}
+
+/// A session's stored events as the upstream harness's `loadStored` hands
+/// them over: records that are one event each, or a packed run of chunk
+/// deltas as it is stored (upstream's storage rows), with the revision of
+/// what was read and what recovery would cut. Read-only: no lock, no
+/// repair, no closers.
+pub trait StoredLog: Send {
+    /// The session header.
+    fn header(&self) -> &SessionHeader;
+    /// The revision token ([`Backend::revision`]) of what was read.
+    fn revision(&self) -> &str;
+    /// The state of the stored log.
+    fn state(&self) -> crate::LogState;
+    /// What recovery would cut, if anything.
+    fn cut(&self) -> Option<&crate::Cut>;
+    /// How many events the records hold (the stored events kept).
+    fn stored(&self) -> usize;
+    /// The closers an open final turn would get (written nowhere; not
+    /// among the records).
+    fn closers(&self) -> &[Event];
+    /// The records, in seq order (each call walks them from the start).
+    fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_>;
 }
 
 /// The exclusive writer of one session.

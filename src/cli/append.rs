@@ -84,15 +84,10 @@ fn open_session(
         return Ok((store.adopt(id)?.next_seq, None));
     }
     if !args.create {
-        let mut scan = store
-            .backend()
-            .scan(id)?
-            .ok_or_else(|| Error::NotFound { id: id.clone() })?;
         // The input is checked under the policy the store will append it
-        // under: a JSONL root records none, and the store's own applies.
-        if !store.backend().keeps_policy() {
-            scan.policy = store.options().policy;
-        }
+        // under (a JSONL root records none, and the store's own applies).
+        let mut scan = store.scan(id)?;
+        scan.policy = store.append_policy(&scan);
         if !scan.needs_repair() {
             return Ok((store.resume(id)?.next_seq, None));
         }

@@ -123,7 +123,7 @@ pub(crate) fn run(
     let mut skipped = 0usize;
     let abort = abort_point();
     for (i, id) in ids.iter().enumerate() {
-        if args.skip_existing && dst.backend().exists(id)? {
+        if args.skip_existing && dst.exists(id)? {
             skipped += 1;
             if args.json {
                 json_line(out, &ConvertJson::skipped(id))?;
@@ -243,17 +243,14 @@ fn copy_session(
     progress: &dyn Fn(usize, usize),
 ) -> Result<Copied, NotCopied> {
     // Refused before anything is read: an existing session is never touched.
-    if dst.backend().exists(id)? {
+    if dst.exists(id)? {
         return Err(Error::AlreadyExists {
             id: id.to_owned(),
             on_disk: true,
         }
         .into());
     }
-    let scan = src
-        .backend()
-        .scan(id)?
-        .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+    let scan = src.scan(id)?;
     let view = src.view(id)?;
     let stored = view.stored();
     let closers = view.len() - stored;

@@ -57,16 +57,7 @@ pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> O
     let id = &args.session;
     // A JSONL root records no policy: its sessions read as the scan reads
     // them (upstream's reader's).
-    let policy = match store.backend().policy(id)? {
-        Some(policy) => policy,
-        None => {
-            store
-                .backend()
-                .scan(id)?
-                .ok_or_else(|| Error::NotFound { id: id.clone() })?
-                .policy
-        }
-    };
+    let policy = store.policy(id)?;
     let reader = std::cell::RefCell::new(store.read(id)?);
     // The store's own error, when the read (not the writing) failed.
     let failed = std::cell::RefCell::new(None::<Error>);
@@ -258,7 +249,7 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
         header.id = id.clone();
     }
     let id = header.id.clone();
-    if store.backend().exists(&id)? {
+    if store.exists(&id)? {
         return Err(Error::AlreadyExists { id, on_disk: true }.into());
     }
     if events.is_empty() {

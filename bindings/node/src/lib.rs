@@ -30,10 +30,8 @@ use napi::bindgen_prelude::{AsyncTask, Utf16String};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
-use turnwal::backend::postgres::PgBackend;
-use turnwal::backend::rows::StoredRecords;
-use turnwal::backend::sqlite::{JournalMode, SqliteBackend, SqliteOptions, Synchronous};
-use turnwal::backend::wal::{LOG_EXTENSION, WalBackend, encode_file_name};
+use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
+use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
 use turnwal::upstream::chunks::{Record, encode_stored_records};
 use turnwal::view::EventRef;
 use turnwal::{
@@ -251,100 +249,24 @@ impl Op {
 /// The stored prefix of a session as one JSON document:
 /// `{"meta":…,"revision":…,"torn":null|{"stored":N,"cut":OFFSET,…},"packed":…,"events":[…]}`
 /// (the events as storage records: see `write_records`).
-/// Read-only: no lock, no repair, no closers. The events are written from
-/// the log read in place (a memory map for the WAL), never decoded into
-/// owned events first; a SQLite store hands its packed rows over as stored
-/// (`load_stored_rows`, as the PostgreSQL store does), a WAL store its chunk-run records as the packed
-/// rows they store (`load_stored_wal`). The revision is read before and after and must
-/// match, so it names exactly what was read.
+/// Read-only: no lock, no repair, no closers. The records come from
+/// `Store::stored_records`: a WAL store's chunk-run records (in the log and
+/// inside sealed units) and a row store's packed rows as they are stored,
+/// never decoded into owned events first; any other store's events from its
+/// view. `write_stored_records` joins a packed run with what continues it
+/// (a run split across batches), so the document is byte for byte the one
+/// the events give. The revision names exactly what was read.
 fn load_stored(store: &Store, id: &str) -> Result<Option<String>, Error> {
-    let any = store.backend().as_any();
-    if let Some(sqlite) = any.and_then(|any| any.downcast_ref::<SqliteBackend>()) {
-        return load_stored_rows(sqlite.stored_records(id)?);
-    }
-    if let Some(pg) = any.and_then(|any| any.downcast_ref::<PgBackend>()) {
-        return load_stored_rows(pg.stored_records(id)?);
-    }
-    if let Some(wal) = any.and_then(|any| any.downcast_ref::<WalBackend>()) {
-        return load_stored_wal(wal, id);
-    }
-    load_stored_view(store, id)
-}
-
-/// `load_stored` of any backend, from its `view`.
-fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>, Error> {
-    let backend = store.backend();
-    for _ in 0..16 {
-        let Some(before) = store.revision(id)? else {
-            return Ok(None);
-        };
-        let Some(view) = backend.view(id)? else {
-            return Ok(None);
-        };
-        // Only a torn log needs the cut's position (for its marker).
-        let cut = match view.state() {
-            LogState::Torn => backend.scan(id)?.and_then(|scan| scan.cut),
-            _ => None,
-        };
-        if store.revision(id)?.as_deref() != Some(before.as_str()) {
-            continue; // written while read: read again
-        }
-        let stored = view.stored();
-        let mut out = stored_head(
-            &view.header().to_json(),
-            &before,
-            stored,
-            cut.as_ref(),
-            stored * 160,
-        );
-        write_records(&mut out, || view.iter().take(stored));
-        return Ok(Some(
-            String::from_utf8(out).expect("stored events are validated UTF-8"),
-        ));
-    }
-    Err(Error::StaleRepair {
-        id: id.to_owned(),
-        detail: "the stored log kept changing while it was read (16 tries)".into(),
-    })
-}
-
-/// `load_stored` of a store of rows (SQLite, PostgreSQL): the same
-/// document, read in one transaction (so no revision check is needed) by
-/// the store's `stored_records`, which validates and classifies the rows
-/// as a load does but leaves the packed rows before the last `turn/end` as
-/// stored; `write_stored_records` joins them with what continues them, so
-/// the document is byte for byte the one the events give.
-fn load_stored_rows(stored: Option<StoredRecords>) -> Result<Option<String>, Error> {
-    let Some(stored) = stored else {
+    let Some(log) = store.stored_records(id)? else {
         return Ok(None);
     };
     Ok(Some(stored_document(
-        &stored.header,
-        &stored.revision,
-        stored.state,
-        stored.cut.as_ref(),
-        stored.stored(),
-        || stored.records(),
-    )))
-}
-
-/// `load_stored` of a WAL store: the same document, from one mapping of
-/// the log (`WalBackend::stored_records`, which checks the revision before
-/// and after), its chunk-run records (in the log and inside sealed units)
-/// handed over as the packed rows they store; `write_stored_records` joins
-/// them with what continues them (a run split across batches), so the
-/// document is byte for byte the one the events give.
-fn load_stored_wal(backend: &WalBackend, id: &str) -> Result<Option<String>, Error> {
-    let Some(stored) = backend.stored_records(id)? else {
-        return Ok(None);
-    };
-    Ok(Some(stored_document(
-        &stored.header,
-        &stored.revision,
-        stored.state,
-        stored.cut.as_ref(),
-        stored.stored(),
-        || stored.records(),
+        log.header(),
+        log.revision(),
+        log.state(),
+        log.cut(),
+        log.stored(),
+        || log.records(),
     )))
 }
 

@@ -1,5 +1,5 @@
 //! `loadStored`'s document from a SQLite store's rows as stored
-//! (`load_stored_rows`) against the one its decoded events give
+//! (`Store::stored_records`) against the one its decoded events give
 //! (`load_stored_view`, the path every other backend takes): byte for byte
 //! the same, for packed runs, runs split across batches and rows, scalar
 //! chunks, runs broken by ignorable, time, index, step, kind, id and name
@@ -8,18 +8,48 @@
 
 use std::path::{Path, PathBuf};
 
-use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
+use turnwal::backend::sqlite::{SqliteOptions, Synchronous};
 use turnwal::upstream::chunks::Record;
-use turnwal::{Event, Policy, SessionHeader, Store, StoreOptions, SyncMode};
+use turnwal::{Error, Event, LogState, Policy, SessionHeader, Store, StoreOptions, SyncMode};
 
-use super::{load_stored_rows, load_stored_view};
+use super::{load_stored, stored_head, write_records};
 
-/// `load_stored` of a SQLite store, as the binding reads it.
-fn load_stored_sqlite(
-    backend: &turnwal::backend::sqlite::SqliteBackend,
-    id: &str,
-) -> Result<Option<String>, turnwal::Error> {
-    load_stored_rows(backend.stored_records(id)?)
+/// The reference `loadStored` document: from the store's view, every event
+/// decoded and packed again (what the binding once gave every store).
+pub(crate) fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>, Error> {
+    let backend = store.backend();
+    for _ in 0..16 {
+        let Some(before) = store.revision(id)? else {
+            return Ok(None);
+        };
+        let Some(view) = backend.view(id)? else {
+            return Ok(None);
+        };
+        // Only a torn log needs the cut's position (for its marker).
+        let cut = match view.state() {
+            LogState::Torn => backend.scan(id)?.and_then(|scan| scan.cut),
+            _ => None,
+        };
+        if store.revision(id)?.as_deref() != Some(before.as_str()) {
+            continue; // written while read: read again
+        }
+        let stored = view.stored();
+        let mut out = stored_head(
+            &view.header().to_json(),
+            &before,
+            stored,
+            cut.as_ref(),
+            stored * 160,
+        );
+        write_records(&mut out, || view.iter().take(stored));
+        return Ok(Some(
+            String::from_utf8(out).expect("stored events are validated UTF-8"),
+        ));
+    }
+    Err(Error::StaleRepair {
+        id: id.to_owned(),
+        detail: "the stored log kept changing while it was read (16 tries)".into(),
+    })
 }
 
 /// xorshift64*: reproducible sessions without a dependency.
@@ -56,22 +86,14 @@ fn open(path: &Path, policy: Policy) -> Store {
     Store::open_sqlite(path, sqlite, options).unwrap()
 }
 
-fn sqlite(store: &Store) -> &SqliteBackend {
-    store
-        .backend()
-        .as_any()
-        .and_then(|any| any.downcast_ref::<SqliteBackend>())
-        .expect("a SQLite store")
-}
-
 /// Both documents of session `id`, which must be the same bytes (or the
 /// same error); the number of packed rows the new path handed over as
 /// stored.
 fn same_document(store: &Store, id: &str) -> usize {
     let old = load_stored_view(store, id).map_err(|e| e.to_string());
-    let new = load_stored_sqlite(sqlite(store), id).map_err(|e| e.to_string());
+    let new = load_stored(store, id).map_err(|e| e.to_string());
     assert_eq!(new, old, "session {id}");
-    match sqlite(store).stored_records(id) {
+    match store.stored_records(id) {
         Ok(Some(stored)) => stored
             .records()
             .filter(|r| matches!(r, Record::Packed(_)))
@@ -333,9 +355,7 @@ fn broken_runs_scalar_chunks_and_other_spellings() {
     log.push("text-chunks", r#"{"plugin":true}"#);
     log.turn_end(1);
     log.store(&store, "tagged", &[]);
-    let doc = load_stored_sqlite(sqlite(&store), "tagged")
-        .unwrap()
-        .unwrap();
+    let doc = load_stored(&store, "tagged").unwrap().unwrap();
     assert!(doc.contains(r#""packed":false"#));
     assert_eq!(same_document(&store, "tagged"), 1);
 }
@@ -359,9 +379,9 @@ fn open_torn_debris_and_corrupt_sessions() {
     chunks(&mut log, 2, 8);
     log.store(&store, "open", &[10, 4, 3]);
     assert_eq!(same_document(&store, "open"), 1);
-    let records = sqlite(&store).stored_records("open").unwrap().unwrap();
-    assert_eq!(records.state, turnwal::LogState::OpenTurn);
-    assert!(!records.closers.is_empty());
+    let records = store.stored_records("open").unwrap().unwrap();
+    assert_eq!(records.state(), turnwal::LogState::OpenTurn);
+    assert!(!records.closers().is_empty());
 
     // Nothing committed yet: the whole log is the open turn.
     let mut log = Log::new();
@@ -401,7 +421,7 @@ fn open_torn_debris_and_corrupt_sessions() {
         // The rows after the last turn/end are decoded (the turn contract
         // reads them); the packed row before it is handed over as stored.
         assert_eq!(same_document(&store, id), 1, "{id}");
-        let doc = load_stored_sqlite(sqlite(&store), id).unwrap().unwrap();
+        let doc = load_stored(&store, id).unwrap().unwrap();
         let marker = format!(r#""torn":{{"stored":{stored},"#);
         assert!(doc.contains(&marker), "{id}: {doc}");
     }
@@ -425,7 +445,7 @@ fn open_torn_debris_and_corrupt_sessions() {
         log.store(&store, id, &[]);
         sql(&path, damage);
         same_document(&store, id);
-        assert!(load_stored_sqlite(sqlite(&store), id).is_err());
+        assert!(load_stored(&store, id).is_err());
     }
 
     // Debris after the commit point (a strict session): cut in the marker.
@@ -441,13 +461,11 @@ fn open_torn_debris_and_corrupt_sessions() {
         r#"INSERT INTO events (session_id, seq, type, time, data) VALUES ('debris', 12, 'user/message', 1, '{"id":"u"}');"#,
     );
     assert_eq!(same_document(&strict, "debris"), 1);
-    let doc = load_stored_sqlite(sqlite(&strict), "debris")
-        .unwrap()
-        .unwrap();
+    let doc = load_stored(&strict, "debris").unwrap().unwrap();
     assert!(doc.contains(r#""reason":"debris""#), "{doc}");
 
     // An absent session: null both ways.
-    assert_eq!(load_stored_sqlite(sqlite(&strict), "nobody").unwrap(), None);
+    assert_eq!(load_stored(&strict, "nobody").unwrap(), None);
     same_document(&strict, "nobody");
 }
 
@@ -616,7 +634,7 @@ fn native_load_stored_timings() {
 
 mod wal {
     //! `loadStored`'s document from a WAL store's chunk-run records as
-    //! stored (`load_stored_wal`) against the one its decoded events give
+    //! stored (`Store::stored_records`) against the one its decoded events give
     //! (`load_stored_view`): byte for byte the same, for version-1 logs,
     //! version-2 logs unsealed (a run record per batch, joined across
     //! batches) and compacted (runs joined inside sealed units), open turns
@@ -630,7 +648,8 @@ mod wal {
     use turnwal::upstream::chunks::Record;
     use turnwal::{Event, LogState, Policy, Store, StoreOptions, SyncMode};
 
-    use super::super::{Close, load_stored_view, load_stored_wal};
+    use super::super::{Close, load_stored};
+    use super::load_stored_view;
     use super::{Log, Rng};
 
     /// How sessions are written.
@@ -661,14 +680,6 @@ mod wal {
         Store::with_backend(Arc::new(backend), options)
     }
 
-    fn backend(store: &Store) -> &WalBackend {
-        store
-            .backend()
-            .as_any()
-            .and_then(|any| any.downcast_ref::<WalBackend>())
-            .expect("a WAL store")
-    }
-
     /// Stores `log` as session `id` in batches, compacting it (and closing
     /// it) for [`Wal::Sealed`].
     fn put(store: &Store, wal: Wal, log: Log, id: &str, batches: &[usize]) {
@@ -683,9 +694,9 @@ mod wal {
     /// same error); the number of runs the new path handed over as stored.
     fn same_document(store: &Store, id: &str) -> usize {
         let old = load_stored_view(store, id).map_err(|e| e.to_string());
-        let new = load_stored_wal(backend(store), id).map_err(|e| e.to_string());
+        let new = load_stored(store, id).map_err(|e| e.to_string());
         assert_eq!(new, old, "session {id}");
-        match backend(store).stored_records(id) {
+        match store.stored_records(id) {
             Ok(Some(stored)) => stored
                 .records()
                 .filter(|r| matches!(r, Record::Packed(_)))
@@ -695,7 +706,9 @@ mod wal {
     }
 
     fn log_path(store: &Store, id: &str) -> std::path::PathBuf {
-        backend(store).log_path(id)
+        WalBackend::open(Path::new(&store.backend().location()))
+            .unwrap()
+            .log_path(id)
     }
 
     /// Every record of a log: offset, head.
@@ -861,12 +874,12 @@ mod wal {
             log.push("text-chunks", r#"{"plugin":true}"#);
             log.turn_end(1);
             put(&store, wal, log, "tagged", &[]);
-            let doc = load_stored_wal(backend(&store), "tagged").unwrap().unwrap();
+            let doc = load_stored(&store, "tagged").unwrap().unwrap();
             assert!(doc.contains(r#""packed":false"#), "{wal:?}");
             same_document(&store, "tagged");
 
             // An absent session: null both ways.
-            assert_eq!(load_stored_wal(backend(&store), "nobody").unwrap(), None);
+            assert_eq!(load_stored(&store, "nobody").unwrap(), None);
             same_document(&store, "nobody");
         }
     }
@@ -887,9 +900,9 @@ mod wal {
             chunks(&mut log, 2, 8);
             put(&store, wal, log, "open", &[10, 4, 3]);
             same_document(&store, "open");
-            let records = backend(&store).stored_records("open").unwrap().unwrap();
-            assert_eq!(records.state, LogState::OpenTurn, "{wal:?}");
-            assert!(!records.closers.is_empty());
+            let records = store.stored_records("open").unwrap().unwrap();
+            assert_eq!(records.state(), LogState::OpenTurn, "{wal:?}");
+            assert!(!records.closers().is_empty());
             assert_eq!(records.stored(), 20);
 
             // Nothing committed: the whole log is the open turn.
@@ -924,7 +937,7 @@ mod wal {
                 }
                 std::fs::write(&path, torn).unwrap();
                 same_document(&store, id);
-                let doc = load_stored_wal(backend(&store), id).unwrap().unwrap();
+                let doc = load_stored(&store, id).unwrap().unwrap();
                 assert!(doc.contains(r#""torn":{"stored":"#), "{wal:?} {id}: {doc}");
             }
 
@@ -944,10 +957,7 @@ mod wal {
                 put(&store, wal, log, id, &[6]);
                 damage(&log_path(&store, id));
                 same_document(&store, id);
-                assert!(
-                    load_stored_wal(backend(&store), id).is_err(),
-                    "{wal:?} {id}"
-                );
+                assert!(load_stored(&store, id).is_err(), "{wal:?} {id}");
             };
             corrupt("flipped", &|path| {
                 let mut bytes = std::fs::read(path).unwrap();
@@ -1000,9 +1010,7 @@ mod wal {
             |r| replace_in(r, r#"{"turn":2,"step":1,"#, r#"{"step":1,"turn":2,"#),
         );
         assert_eq!(same_document(&store, "spelled"), 2);
-        let doc = load_stored_wal(backend(&store), "spelled")
-            .unwrap()
-            .unwrap();
+        let doc = load_stored(&store, "spelled").unwrap().unwrap();
         assert!(
             doc.contains(r#"{"turn":2,"step":1,"index":0,"dt":"#),
             "{doc}"
@@ -1085,7 +1093,7 @@ mod wal {
         let path = log_path(&store, "s");
         let before = std::fs::read(&path).unwrap();
         assert!(!heads(&before).iter().any(|(_, h)| h.kind == KIND_SEALED));
-        let doc = load_stored_wal(backend(&store), "s").unwrap().unwrap();
+        let doc = load_stored(&store, "s").unwrap().unwrap();
         let mut close = Close {
             store: Some(Arc::new(store)),
         };
@@ -1096,7 +1104,7 @@ mod wal {
         assert_eq!(sealed.len(), 1, "one unit");
         assert_eq!(sealed[0].1.kind, KIND_SEALED);
         let store = open(dir.path(), Policy::Permissive, Wal::V2);
-        let again = load_stored_wal(backend(&store), "s").unwrap().unwrap();
+        let again = load_stored(&store, "s").unwrap().unwrap();
         let events = |d: &str| d[d.find(r#","packed""#).unwrap()..].to_owned();
         assert_eq!(events(&again), events(&doc));
         same_document(&store, "s");

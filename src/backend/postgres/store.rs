@@ -640,8 +640,14 @@ impl Backend for PgBackend {
         })
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn stored_records(
+        &self,
+        id: &str,
+    ) -> Option<Result<Option<Box<dyn crate::backend::StoredLog>>>> {
+        Some(
+            PgBackend::stored_records(self, id)
+                .map(|s| s.map(|s| Box::new(s) as Box<dyn crate::backend::StoredLog>)),
+        )
     }
 }
 

@@ -921,8 +921,14 @@ impl Backend for SqliteBackend {
         Ok(done)
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn stored_records(
+        &self,
+        id: &str,
+    ) -> Option<Result<Option<Box<dyn crate::backend::StoredLog>>>> {
+        Some(
+            SqliteBackend::stored_records(self, id)
+                .map(|s| s.map(|s| Box::new(s) as Box<dyn crate::backend::StoredLog>)),
+        )
     }
 }
 

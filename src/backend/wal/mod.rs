@@ -1026,7 +1026,13 @@ impl Backend for WalBackend {
         Ok(Deletion::Deleted(summary))
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn stored_records(
+        &self,
+        id: &str,
+    ) -> Option<Result<Option<Box<dyn crate::backend::StoredLog>>>> {
+        Some(
+            WalBackend::stored_records(self, id)
+                .map(|s| s.map(|s| Box::new(s) as Box<dyn crate::backend::StoredLog>)),
+        )
     }
 }

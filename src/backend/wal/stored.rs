@@ -207,3 +207,33 @@ impl WalBackend {
         }))
     }
 }
+
+impl crate::backend::StoredLog for StoredRecords {
+    fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    fn state(&self) -> crate::LogState {
+        self.state
+    }
+
+    fn cut(&self) -> Option<&crate::Cut> {
+        self.cut.as_ref()
+    }
+
+    fn stored(&self) -> usize {
+        self.stored
+    }
+
+    fn closers(&self) -> &[Event] {
+        &self.closers
+    }
+
+    fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
+        Box::new(StoredRecords::records(self))
+    }
+}
