@@ -431,3 +431,42 @@ fn a_log_shortened_under_a_read_is_an_error() {
         assert!(result.is_err(), "torn: {torn}");
     }
 }
+
+/// `ls` titles read the first events from the front of the file alone:
+/// as stored, up to the first line that does not decode.
+#[test]
+fn the_first_events_are_read_from_the_front() {
+    for compression in [Compression::None, Compression::Zstd] {
+        let r = root(compression, Policy::Strict);
+        let written = write_session(&r.store, "f", 300_000);
+        r.store.close("f").unwrap();
+        let store = r.reopen();
+        assert_eq!(
+            texts(&store.read_first("f", 64).unwrap()),
+            texts(&written[..64]),
+            "{compression:?}"
+        );
+        assert_eq!(store.read_first("f", 0).unwrap(), Vec::<Event>::new());
+    }
+    // A raw log whose fourth line does not decode: three lines' events.
+    let r = root(Compression::None, Policy::Strict);
+    write_session(&r.store, "g", 100_000);
+    r.store.close("g").unwrap();
+    let path = r.path("g");
+    let mut all = lines(&path);
+    let before: usize = all[1..4]
+        .iter()
+        .map(|(_, l)| {
+            turnwal::backend::jsonl::records::decode_line(&l[..l.len() - 1])
+                .unwrap()
+                .len()
+        })
+        .sum();
+    all[4].1[0] = b'X';
+    fs::write(
+        &path,
+        all.iter().flat_map(|(_, l)| l.clone()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert_eq!(r.reopen().read_first("g", 64).unwrap().len(), before);
+}

@@ -1438,6 +1438,32 @@ impl Backend for JsonlBackend {
         self.read_events(id, from_seq, Cwd::Any, true)
     }
 
+    /// The first `n` events as stored, from the front of the file: lines
+    /// (or frames) decoded in order until `n` are read, the file ends, or
+    /// one does not decode or follow (nothing past a defect is served).
+    fn read_first(&self, id: &str, n: usize) -> Result<Option<Vec<Event>>> {
+        use crate::view::Cursor as _;
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let file = match self.storage.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        let src = source::FileSource::new(file, &path).map_err(|e| Error::io("stat", &path, e))?;
+        let (header, start) = scan::head_of(&src, self.compression, &path)?;
+        self.check_identity(&path, &header, Some(id))?;
+        let end = source::Source::len(&src);
+        let mut cursor =
+            cursor::JsonlCursor::new(src, path, self.compression, start, end, Vec::new(), None);
+        let mut events = Vec::new();
+        while events.len() < n && matches!(cursor.advance(), Ok(true)) {
+            events.extend(cursor.current().map(|e| e.to_event()));
+        }
+        Ok(Some(events))
+    }
+
     fn normalizes_reads(&self) -> bool {
         true
     }

@@ -403,6 +403,34 @@ pub(crate) fn raw_header(bytes: &[u8], path: &Path) -> Result<(SessionHeader, us
     Ok((header, nl + 1))
 }
 
+/// The header of the log `src` holds and where its records start, read
+/// from its front alone (the header line, or the first frame).
+pub(crate) fn head_of(
+    src: &dyn Source,
+    compression: Compression,
+    path: &Path,
+) -> Result<(SessionHeader, u64)> {
+    match compression {
+        Compression::None => raw_header_in(src, path),
+        Compression::Zstd => {
+            let mut walk = FrameWalk::new(0);
+            let step = walk
+                .next_step(src)
+                .map_err(|e| Error::io("read", path, e))?;
+            let Step::Frame(first) = step else {
+                return Err(corrupt(
+                    path,
+                    0,
+                    None,
+                    "empty or header-less Zstandard session log",
+                ));
+            };
+            let header = zstd_header(walk.bytes(&first), path)?;
+            Ok((header, first.end))
+        }
+    }
+}
+
 /// [`raw_header`] read from the front of `src`, a piece at a time.
 fn raw_header_in(src: &dyn Source, path: &Path) -> Result<(SessionHeader, u64)> {
     const PIECE: u64 = 64 << 10;
