@@ -2131,3 +2131,51 @@ fn random_op_sequences() {
 fn crashes_in(ops: &[Op]) -> u64 {
     ops.iter().filter(|op| matches!(op, Op::Crash(_))).count() as u64
 }
+
+/// Realistic sessions (streamed deltas that pack into chunk runs, as
+/// harness sessions are) under the same random operations, faults, power
+/// cuts and crashes, on every store the simulated disk runs: the oracle
+/// holds at every crash.
+#[test]
+fn realistic_sessions_under_random_op_sequences() {
+    use turnwal::crashlab::ops::Workload;
+    use turnwal::crashlab::oracle::Target;
+    let started = Instant::now();
+    let sequences = 40 * scale();
+    let (mut crashes, mut acked, mut chunks, mut sent) = (0, 0, 0, 0);
+    for target in Target::ALL {
+        for seed in 0..sequences {
+            let bytes = random_sequence(1_000 + seed);
+            let sync = SYNC_MODES[bytes[0] as usize % 3];
+            let decoded = ops::decode(&bytes[1..], 64);
+            let mut run = Run::on(target, seed, sync).with_workload(Workload::Realistic);
+            for op in &decoded {
+                run.apply(op).unwrap_or_else(|e| {
+                    panic!("{target:?} realistic seed {seed}: {op:?}: {e}\nops: {decoded:?}")
+                });
+            }
+            for w in run.model().sessions().values() {
+                sent += w.sent.len();
+                chunks += w
+                    .sent
+                    .iter()
+                    .filter(|e| e.event_type() == "assistant/chunk")
+                    .count();
+            }
+            let stats = run.run(&[]).unwrap_or_else(|e| {
+                panic!("{target:?} realistic seed {seed}: final crash: {e}\nops: {decoded:?}")
+            });
+            crashes += stats.crashes;
+            acked += stats.acked_events_checked;
+        }
+    }
+    println!(
+        "realistic_sessions_under_random_op_sequences: {} sequences, {crashes} crashes checked, \
+         {acked} acknowledged events checked intact, {chunks} of {sent} events sent were \
+         chunks, {:.1?}",
+        3 * sequences,
+        started.elapsed()
+    );
+    assert!(crashes >= 3 * sequences);
+    assert!(chunks * 2 > sent, "{chunks} chunks of {sent}");
+}

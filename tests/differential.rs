@@ -249,6 +249,7 @@ fn long_runs_and_huge_members() {
             long_runs: 35,
             huge_runs: 8,
             lean: false,
+            realistic: false,
         },
         durable: false,
         sweep: Sweep::AtMost(96),
@@ -276,6 +277,65 @@ fn long_runs_and_huge_members() {
     assert_eq!(stats.largest_row, 1_024, "{stats:?}");
 }
 
+/// Realistic sessions (whole turns of streamed deltas, as harness sessions
+/// are) on every store, the WAL sealing them as it goes and PostgreSQL
+/// beside: appends in batches that split runs and turns at random places,
+/// crashes with turns open, every kind of torn tail, deletes; every check
+/// reading at 64 seqs spread over each log plus every seq next to a packed
+/// row's edge.
+#[test]
+fn realistic_sessions_answer_alike() {
+    use DiffOp::*;
+    let config = Config {
+        seed: 27,
+        policies: vec![Policy::Strict, Policy::Permissive],
+        shapes: Shapes {
+            realistic: true,
+            ..Shapes::default()
+        },
+        durable: false,
+        sweep: Sweep::AtMost(64),
+        scratch: None,
+        jsonl: vec![Compression::None, Compression::Zstd],
+        postgres: Some(pg::shared().fresh_database()),
+    };
+    let ops = [
+        app(0, 1),
+        app(0, 250),
+        app(1, 90),
+        app(0, 7),
+        app(1, 400),
+        Check,
+        Reopen,
+        app(0, 333),
+        Tear {
+            session: 1,
+            how: TornTail::CutLast(77),
+        },
+        app(1, 120),
+        Tear {
+            session: 0,
+            how: TornTail::PartialNext,
+        },
+        Load { session: 0 },
+        app(0, 500),
+        Tear {
+            session: 1,
+            how: TornTail::DropLast(3),
+        },
+        app(1, 60),
+        Delete { session: 1 },
+        app(1, 300),
+        Close { session: 0 },
+        app(0, 45),
+    ];
+    let stats = run(&config, &ops);
+    eprintln!("realistic_sessions_answer_alike: {stats:?}");
+    assert!(stats.packed_rows.iter().any(|&n| n > 0), "{stats:?}");
+    assert!(stats.jsonl_packed_rows.iter().any(|&n| n > 0), "{stats:?}");
+    assert_eq!(stats.tears, 3, "{stats:?}");
+}
+
 /// Long runs through the JSONL stores (raw and zstd) beside the WAL and
 /// SQLite: JSONL packs a run of any length into one line (SQLite cuts rows
 /// at 1,024 members), so a 2,000-member run is one line. Members of 250 to
@@ -294,6 +354,7 @@ fn long_runs_and_huge_members_through_jsonl() {
             long_runs: 35,
             huge_runs: 0,
             lean: true,
+            realistic: false,
         },
         durable: false,
         sweep: Sweep::AtMost(48),

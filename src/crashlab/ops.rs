@@ -140,6 +140,28 @@ pub struct Run {
     stale: Vec<bool>,
     /// Stats so far.
     pub stats: Stats,
+    /// The run's seed (a new realistic session follows from it).
+    seed: u64,
+    workload: Workload,
+}
+
+/// What the sessions of a run hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// The synthetic workload ([`Generator::new`]): every shape the
+    /// contract allows, in small random steps.
+    Synthetic,
+    /// Realistic sessions ([`Generator::realistic`]): streamed deltas in
+    /// chunk runs, as harness sessions are.
+    Realistic,
+}
+
+/// Session `session`'s generator for a new session.
+fn fresh(workload: Workload, seed: u64, session: usize) -> Generator {
+    match workload {
+        Workload::Synthetic => Generator::new(),
+        Workload::Realistic => Generator::realistic(seed ^ session as u64),
+    }
 }
 
 fn id(session: usize) -> String {
@@ -173,7 +195,18 @@ impl Run {
             created: vec![false; SESSIONS],
             stale: vec![false; SESSIONS],
             stats: Stats::default(),
+            seed,
+            workload: Workload::Synthetic,
         }
+    }
+
+    /// The run with sessions of `workload` (before its first operation).
+    pub fn with_workload(mut self, workload: Workload) -> Run {
+        self.workload = workload;
+        self.gens = (0..SESSIONS)
+            .map(|s| fresh(workload, self.seed, s))
+            .collect();
+        self
     }
 
     /// The disk.
@@ -317,7 +350,7 @@ impl Run {
                 ));
             }
         }
-        self.gens[session] = Generator::resume(&view.events);
+        self.gens[session] = self.gens[session].resume_like(&view.events);
         self.unaccepted[session] = None;
         self.stale[session] = false;
         self.model.recovered(&name, view.events);
@@ -341,8 +374,8 @@ impl Run {
         self.stats.closed_turns += checked.closed_turns;
         for session in 0..SESSIONS {
             self.gens[session] = match self.model.sessions().get(&id(session)) {
-                Some(written) => Generator::resume(&written.sent),
-                None => Generator::new(),
+                Some(written) => self.gens[session].resume_like(&written.sent),
+                None => fresh(self.workload, self.seed, session),
             };
         }
         self.unaccepted = vec![None; SESSIONS];

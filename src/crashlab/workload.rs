@@ -3,22 +3,42 @@
 //! that request tools, recorded calls and their results, and now and then a
 //! payload large enough to span several sectors.
 
+use std::collections::VecDeque;
+
 use crate::event::Event;
 use crate::rng::Rng;
+use crate::workload::realistic::Realistic;
 use crate::workload::{TurnState, tool_call_blocks};
 
 /// Where one session's generated log stands: the shared
 /// [`TurnState`], with the crash lab's own choices of what comes next.
+///
+/// Two workloads: the synthetic one ([`Generator::new`]: every shape the
+/// contract allows, in small random steps, with a few payloads that span
+/// sectors) and the realistic one ([`Generator::realistic`]: whole turns of
+/// [`crate::workload::realistic`], nine events in ten streamed deltas that
+/// pack into chunk runs, as harness sessions are).
 #[derive(Debug, Clone)]
 pub struct Generator {
     state: TurnState,
+    /// The realistic session, and the events of its turn not yet handed out.
+    realistic: Option<(Realistic, VecDeque<Event>)>,
 }
 
 impl Generator {
-    /// A generator for an empty session.
+    /// A generator of the synthetic workload for an empty session.
     pub fn new() -> Generator {
         Generator {
             state: TurnState::new(1_000),
+            realistic: None,
+        }
+    }
+
+    /// A generator of realistic sessions for an empty session.
+    pub fn realistic(seed: u64) -> Generator {
+        Generator {
+            state: TurnState::new(1_000),
+            realistic: Some((Realistic::new(seed), VecDeque::new())),
         }
     }
 
@@ -29,12 +49,43 @@ impl Generator {
     pub fn resume(log: &[Event]) -> Generator {
         Generator {
             state: TurnState::resume(1_000, log),
+            realistic: None,
         }
+    }
+
+    /// [`Generator::resume`] in this generator's workload: a realistic
+    /// session continues with realistic turns (an open turn it resumes in
+    /// is finished by the synthetic steps first).
+    pub fn resume_like(&self, log: &[Event]) -> Generator {
+        let mut resumed = Generator::resume(log);
+        resumed.realistic = self
+            .realistic
+            .as_ref()
+            .map(|(session, _)| (session.clone(), VecDeque::new()));
+        resumed
     }
 
     /// The next `n` events (at least one).
     pub fn batch(&mut self, rng: &mut Rng, n: usize) -> Vec<Event> {
-        (0..n.max(1)).map(|_| self.next_event(rng)).collect()
+        (0..n.max(1)).map(|_| self.next(rng)).collect()
+    }
+
+    fn next(&mut self, rng: &mut Rng) -> Event {
+        let Some((session, pending)) = self.realistic.as_mut() else {
+            return self.next_event(rng);
+        };
+        if let Some(event) = pending.pop_front() {
+            return event;
+        }
+        if self.state.in_turn() {
+            return self.next_event(rng);
+        }
+        // A whole realistic turn from where the log stands.
+        let mut next = session.clone().continuing(self.state.clone());
+        pending.extend(next.next_turn());
+        self.state = next.state().clone();
+        *session = next;
+        pending.pop_front().expect("a turn has events")
     }
 
     fn emit(&mut self, event_type: &str, data: String) -> Event {
@@ -133,6 +184,38 @@ mod tests {
             Tracker::new(Policy::Strict).accept_batch(&log).unwrap();
             let mut resumed = Generator::resume(&[]);
             resumed.batch(&mut rng, 3);
+        }
+    }
+
+    #[test]
+    fn realistic_sessions_obey_the_contract_and_resume_in_kind() {
+        let mut rng = Rng::new(3);
+        let mut g = Generator::realistic(11);
+        let log = g.batch(&mut rng, 3_000);
+        Tracker::new(Policy::Strict).accept_batch(&log).unwrap();
+        let chunks = log
+            .iter()
+            .filter(|e| e.event_type() == "assistant/chunk")
+            .count();
+        assert!(
+            chunks * 10 > log.len() * 8,
+            "{chunks} chunks of {}",
+            log.len()
+        );
+        for cut in [0, 1, 57, 1_000, 2_999] {
+            let more = g.resume_like(&log[..cut]).batch(&mut rng, 2_000);
+            assert_eq!(more[0].seq(), cut as u64);
+            let mut tracker = Tracker::new(Policy::Strict);
+            tracker.accept_batch(&log[..cut]).unwrap();
+            tracker
+                .accept_batch(&more)
+                .unwrap_or_else(|v| panic!("cut {cut}: {v:?}"));
+            // Once the open turn is finished, the turns are realistic again.
+            let later = more
+                .iter()
+                .filter(|e| e.event_type() == "assistant/chunk")
+                .count();
+            assert!(later * 10 > more.len() * 7, "cut {cut}: {later} chunks");
         }
     }
 

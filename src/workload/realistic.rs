@@ -251,6 +251,21 @@ impl Realistic {
         }
     }
 
+    /// The session from `state` on (a log recovery balanced, read back):
+    /// its next turn continues that log's seqs, turns and clock. `state`
+    /// must be between turns.
+    pub fn continuing(mut self, state: TurnState) -> Realistic {
+        debug_assert!(!state.in_turn(), "a realistic turn starts between turns");
+        self.state = state;
+        self.headed = true;
+        self
+    }
+
+    /// Where the session stands.
+    pub fn state(&self) -> &TurnState {
+        &self.state
+    }
+
     /// The seq the next event gets.
     pub fn next_seq(&self) -> u64 {
         self.state.seq()

@@ -68,6 +68,11 @@ pub struct Shapes {
     /// compression threshold now and then). The fuzz target's setting:
     /// under its instrumentation every byte read back costs.
     pub lean: bool,
+    /// Whole turns of a realistic session ([`crate::workload::realistic`]:
+    /// nine events in ten streamed deltas that pack into chunk runs, as
+    /// harness sessions are) instead of the synthetic actions, which cover
+    /// every shape the contract allows; the other shapes then do not apply.
+    pub realistic: bool,
 }
 
 /// Generates a valid log, one batch at a time. The generator runs ahead of
@@ -89,6 +94,8 @@ pub struct LogGen {
     pub(super) no_row_tags: bool,
     /// What was generated so far.
     pub stats: RunStats,
+    /// The realistic session, when [`Shapes::realistic`].
+    pub(super) realistic: Option<crate::workload::realistic::Realistic>,
 }
 
 /// Payload strings a packed row keeps as they are: each is what
@@ -155,7 +162,17 @@ impl LogGen {
             3 => -(MAX_SAFE_INTEGER as i64) + 5_000,
             _ => 1_700_000_000_000 + rng.below(1_000_000) as i64,
         };
+        // A realistic session keeps to present-day clocks (its pauses
+        // would carry a clock near the safe-integer bound past it).
+        let time = if shapes.realistic {
+            1_796_083_200_000
+        } else {
+            time
+        };
         LogGen {
+            realistic: shapes
+                .realistic
+                .then(|| crate::workload::realistic::Realistic::new(seed)),
             rng,
             policy,
             shapes,
@@ -193,6 +210,7 @@ impl LogGen {
         debug_assert_eq!(g.state.turn(), u64::from(tracker.placement().turn));
         g.stats = self.stats;
         g.no_row_tags = self.no_row_tags;
+        g.realistic = self.realistic.clone();
         g
     }
 
@@ -200,7 +218,15 @@ impl LogGen {
     pub fn batch(&mut self, n: usize) -> Vec<Event> {
         let n = n.max(1);
         while self.pending.len() < n {
-            self.action();
+            match self.realistic.take() {
+                Some(session) => {
+                    let mut next = session.continuing(self.state.clone());
+                    self.pending.extend(next.next_turn());
+                    self.state = next.state().clone();
+                    self.realistic = Some(next);
+                }
+                None => self.action(),
+            }
         }
         self.pending.drain(..n).collect()
     }
@@ -709,6 +735,7 @@ mod tests {
                     long_runs: if seed % 8 == 0 { 20 } else { 0 },
                     huge_runs: 0,
                     lean: seed % 2 == 0,
+                    realistic: seed % 5 == 0,
                 };
                 let mut g = LogGen::new(seed, policy, shapes);
                 if seed % 2 == 1 {
