@@ -96,6 +96,28 @@ pub enum Error {
         /// The epoch this writer held.
         stale: i64,
     },
+    /// A live writer holds a lease on the session (a store several hosts
+    /// share): it renews the lease while it is open, so the session is
+    /// taken over only once the lease expires (a writer that died), or on
+    /// purpose ([`crate::Store::steal_lease`], `--steal`).
+    #[error(
+        "session {id:?} is held by a live writer ({holder}, writer epoch {epoch}) whose lease \
+         expires in {} unless renewed; it can be taken over after that, or now with --steal; \
+         store {}",
+        lease_text(*.expires_in), .location.display()
+    )]
+    Leased {
+        /// Session id.
+        id: String,
+        /// The store, without its password.
+        location: PathBuf,
+        /// Who holds the session, as it named itself.
+        holder: String,
+        /// The holder's writer epoch.
+        epoch: i64,
+        /// How long its lease runs from now, by the server's clock.
+        expires_in: std::time::Duration,
+    },
     /// An operation that needs a balanced log met an open turn.
     #[error("session {id:?}: {reason}")]
     OpenTurn {
@@ -135,6 +157,15 @@ fn holder_text(holder: Option<u32>) -> String {
     match holder {
         Some(pid) => format!("pid {pid}"),
         None => "pid unknown".into(),
+    }
+}
+
+/// A lease's remaining time, to the millisecond below ten seconds.
+fn lease_text(left: std::time::Duration) -> String {
+    if left < std::time::Duration::from_secs(10) {
+        format!("{} ms", left.as_millis())
+    } else {
+        format!("{} s", left.as_secs())
     }
 }
 

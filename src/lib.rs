@@ -91,6 +91,7 @@ pub mod cli;
 pub mod contract;
 #[cfg(feature = "testkit")]
 pub mod crashlab;
+pub mod duration;
 pub mod error;
 pub mod event;
 pub mod header;

@@ -9,8 +9,12 @@ use std::process::{Command, Stdio};
 
 use support::pg::Cluster;
 
+/// The lease the low-level tests' writers take (they steal: these tests
+/// are of the epoch's fencing, the lease's are further down).
+const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+
 use turnwal::Error;
-use turnwal::backend::postgres::epoch::{self, Row};
+use turnwal::backend::postgres::epoch::{self, Lease, Row};
 use turnwal::backend::postgres::{SCHEMA_VERSION, connect, location_of};
 
 fn unsupported(result: turnwal::Result<postgres::Client>) -> String {
@@ -178,6 +182,7 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
         header,
         "strict",
         "host-a pid 1",
+        LEASE,
         &[],
     )
     .unwrap();
@@ -195,16 +200,23 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
     epoch::append(&mut a, &location, "s", &mut held_a, &turn1).unwrap();
     assert_eq!((held_a.next_seq, held_a.revision), (2, 2));
     // A second host takes the session (host A paused, or cut off).
-    let mut held_b = epoch::take(&mut b, &location, "s", "host-b pid 2")
-        .unwrap()
-        .unwrap();
+    let mut held_b = epoch::take(
+        &mut b,
+        &location,
+        "s",
+        "host-b pid 2",
+        Lease::stealing(LEASE),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(
         held_b,
         epoch::Hold {
             incarnation: held_a.incarnation.clone(),
             epoch: 2,
             next_seq: 2,
-            revision: 2
+            revision: 2,
+            lease: LEASE,
         }
     );
     // A comes back: refused, naming B; nothing of it is written.
@@ -259,11 +271,27 @@ fn a_writer_whose_session_was_taken_over_can_never_append_again() {
     }
     // Creating an existing session, or taking a missing one.
     assert!(matches!(
-        epoch::create(&mut b, &location, "s", header, "strict", "host-b", &[]),
+        epoch::create(
+            &mut b,
+            &location,
+            "s",
+            header,
+            "strict",
+            "host-b",
+            LEASE,
+            &[]
+        ),
         Err(Error::AlreadyExists { .. })
     ));
     assert_eq!(
-        epoch::take(&mut b, &location, "absent", "host-b").unwrap(),
+        epoch::take(
+            &mut b,
+            &location,
+            "absent",
+            "host-b",
+            Lease::stealing(LEASE)
+        )
+        .unwrap(),
         None
     );
     assert_eq!(stored(&cluster, "s").len(), 3);
@@ -275,7 +303,17 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
     let url = cluster.url("postgres");
     let location = location_of(&url);
     let mut setup = connect(&url).unwrap();
-    epoch::create(&mut setup, &location, "race", "{}", "lenient", "setup", &[]).unwrap();
+    epoch::create(
+        &mut setup,
+        &location,
+        "race",
+        "{}",
+        "lenient",
+        "setup",
+        LEASE,
+        &[],
+    )
+    .unwrap();
     // Four hosts, each taking the session and appending as long as it
     // holds it; every acknowledged batch is remembered.
     let acked: Vec<Vec<(i64, String)>> = std::thread::scope(|scope| {
@@ -287,9 +325,14 @@ fn racing_hosts_leave_exactly_one_writers_events_per_seq() {
                     let mut acked = Vec::new();
                     for round in 0..25 {
                         let holder = format!("host-{h}");
-                        let Some(mut hold) =
-                            epoch::take(&mut client, &location, "race", &holder).unwrap()
-                        else {
+                        let Some(mut hold) = epoch::take(
+                            &mut client,
+                            &location,
+                            "race",
+                            &holder,
+                            Lease::stealing(LEASE),
+                        )
+                        .unwrap() else {
                             continue;
                         };
                         for i in 0..3 {
@@ -345,7 +388,7 @@ fn resilient_writer(url: &str, id: &str, batches: i64) -> Vec<(i64, String)> {
     let location = location_of(url);
     let mut client = reconnect(url);
     let mut hold = loop {
-        match epoch::take(&mut client, &location, id, "writer") {
+        match epoch::take(&mut client, &location, id, "writer", Lease::stealing(LEASE)) {
             Ok(hold) => break hold.unwrap(),
             Err(Error::Io { .. }) => client = reconnect(url),
             Err(e) => panic!("take: {e}"),
@@ -405,7 +448,17 @@ fn a_server_killed_mid_append_loses_nothing_acknowledged_and_duplicates_nothing(
     let url = cluster.url("postgres");
     let mut setup = connect(&url).unwrap();
     let location = location_of(&url);
-    epoch::create(&mut setup, &location, "s", "{}", "lenient", "setup", &[]).unwrap();
+    epoch::create(
+        &mut setup,
+        &location,
+        "s",
+        "{}",
+        "lenient",
+        "setup",
+        LEASE,
+        &[],
+    )
+    .unwrap();
     drop(setup);
     let acked = std::thread::scope(|scope| {
         let writer = scope.spawn(|| resilient_writer(&url, "s", 150));
@@ -431,7 +484,17 @@ fn connections_killed_mid_transaction_lose_nothing_acknowledged() {
     let url = cluster.url("postgres");
     let mut admin = connect(&url).unwrap();
     let location = location_of(&url);
-    epoch::create(&mut admin, &location, "s", "{}", "lenient", "setup", &[]).unwrap();
+    epoch::create(
+        &mut admin,
+        &location,
+        "s",
+        "{}",
+        "lenient",
+        "setup",
+        LEASE,
+        &[],
+    )
+    .unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (acked, killed) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
@@ -490,7 +553,7 @@ fn writer_host() {
     let mut client =
         turnwal::backend::postgres::connect_with(&url, std::time::Duration::from_millis(500))
             .unwrap();
-    let mut hold = epoch::take(&mut client, &location, "s", &host)
+    let mut hold = epoch::take(&mut client, &location, "s", &host, Lease::stealing(LEASE))
         .unwrap()
         .unwrap();
     let mut out = std::io::stdout().lock();
@@ -555,6 +618,7 @@ fn a_paused_writer_resumed_after_another_host_took_over_is_refused() {
         "{}",
         "lenient",
         "setup",
+        LEASE,
         &[],
     )
     .unwrap();

@@ -189,6 +189,14 @@ impl Backend for MemoryBackend {
         }))
     }
 
+    fn holder(&self, id: &str) -> Result<Option<crate::backend::Holder>> {
+        Ok(self
+            .sessions()
+            .get(id)
+            .filter(|s| s.locked)
+            .map(|_| crate::backend::Holder::of_pid(Some(std::process::id()))))
+    }
+
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let mut sessions = self.sessions();
         let Some(session) = sessions.get_mut(id) else {

@@ -73,6 +73,33 @@ pub struct Compaction {
     pub after: u64,
 }
 
+/// A live writer of a session, as [`Backend::holders`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Who, as it named itself or as the lock tells (`pid 123`,
+    /// `host pid 123 writer 9f3a…`, `this process`, `another process`).
+    pub who: String,
+    /// Its pid, when known.
+    pub pid: Option<u32>,
+    /// Its writer epoch (a store shared by hosts).
+    pub epoch: Option<i64>,
+    /// How long its lease runs from now, by the server's clock (a store
+    /// shared by hosts; a file store's lock lasts as long as its holder).
+    pub lease_expires_in: Option<std::time::Duration>,
+}
+
+impl Holder {
+    /// A file store's holder: a process, named by its pid when known.
+    pub fn of_pid(pid: Option<u32>) -> Holder {
+        Holder {
+            who: pid.map_or_else(|| "pid unknown".to_owned(), |p| format!("pid {p}")),
+            pid,
+            epoch: None,
+            lease_expires_in: None,
+        }
+    }
+}
+
 /// The store-wide operations of a backend. Everything here is read-only
 /// except [`Backend::create`], [`Backend::delete`] and [`Backend::compact`];
 /// nothing here repairs.
@@ -300,8 +327,30 @@ pub trait Backend: Send + Sync {
     ) -> Result<Box<dyn LogWriter>>;
 
     /// Takes the writer lock of a stored session; `None` when it does not
-    /// exist, `Locked` when another writer holds it.
+    /// exist, `Locked` (`Leased` in a store shared by hosts) when another
+    /// writer holds it.
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>>;
+
+    /// [`Backend::open`], taking the session even from a live writer where
+    /// the store can (a lease in a store shared by hosts: that writer is
+    /// refused from its next batch). A file store's lock is the kernel's,
+    /// held by a live process and released when it dies, so there is
+    /// nothing to steal: the default is [`Backend::open`].
+    fn open_stealing(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        self.open(id)
+    }
+
+    /// Who holds each of `ids` as a writer now (`None`: no one, or a
+    /// session that does not exist). Never takes or waits for a lock.
+    fn holders(&self, ids: &[String]) -> Result<Vec<Option<Holder>>> {
+        ids.iter().map(|id| self.holder(id)).collect()
+    }
+
+    /// Who holds `id` as a writer now ([`Backend::holders`] of one).
+    fn holder(&self, id: &str) -> Result<Option<Holder>> {
+        let _ = id;
+        Ok(None)
+    }
 
     /// Deletes a stored session if `check` agrees, deciding from the
     /// session as it is under its writer lock: takes the lock (`Locked`

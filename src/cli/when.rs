@@ -3,29 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A duration as `N` followed by `s`, `m`, `h`, `d` or `w` (`90m`, `30d`).
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let unit_at = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} needs a unit: s, m, h, d or w (as in 30d)"))?;
-    let (digits, unit) = text.split_at(unit_at);
-    if digits.is_empty() {
-        return Err(format!("{text:?} is not a duration (as in 90m, 12h, 30d)"));
-    }
-    // More digits than a u64 holds is still a duration, longer than any
-    // time since the epoch: saturate rather than refuse one spelling of
-    // "forever" and accept another.
-    let n: u64 = digits.parse().unwrap_or(u64::MAX);
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(format!("{text:?}: the unit is s, m, h, d or w")),
-    };
-    Ok(Duration::from_secs(n.saturating_mul(secs)))
-}
+pub(crate) use crate::duration::parse as parse_duration;
 
 /// The moment `back` before `now` (unix ms), or `None` when that is
 /// before the epoch: a duration longer than the time since 1970 reaches
@@ -117,15 +95,6 @@ mod tests {
 
     #[test]
     fn durations_and_times() {
-        assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(1_209_600)));
-        assert!(parse_duration("12").unwrap_err().contains("needs a unit"));
-        assert!(parse_duration("3y").is_err());
-        assert_eq!(
-            parse_duration("99999999999999999999d"),
-            Ok(Duration::from_secs(u64::MAX))
-        );
-        assert!(parse_duration("d").is_err());
         let now = 1_700_000_000_000;
         assert_eq!(parse_time("1h", now), Ok(now - 3_600_000));
         assert_eq!(parse_time("2023-11-14", now), Ok(1_699_920_000_000));

@@ -342,6 +342,12 @@ pub trait StorageFile: Send + fmt::Debug {
     fn hold_writer(&self) -> io::Result<bool> {
         Ok(true)
     }
+    /// Whether another open of this file holds the writer's hold
+    /// ([`writer_held`]): asked, never taken, so a probe never keeps a
+    /// writer out. A simulated disk answers from its model.
+    fn writer_held(&self) -> io::Result<bool> {
+        Ok(false)
+    }
     /// Tells the handle that its file was renamed to `path` (a compaction's
     /// temp file published as the log): a handle that reopens its file by
     /// name (the real file system's [`StorageFile::map`]) then reopens the
@@ -387,6 +393,27 @@ pub fn hold_writer(file: &File) -> io::Result<bool> {
             _ => Err(e),
         }
     })
+}
+
+/// Whether another open file description holds the writer's hold on
+/// `file` ([`hold_writer`]), asked with `F_OFD_GETLK`: nothing is taken, so
+/// a listing that probes every session never refuses a writer opening one.
+pub fn writer_held(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
+    // is set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = WRITER_HOLD_AT;
+    lock.l_len = 1;
+    // SAFETY: a valid open descriptor and a pointer to an initialized
+    // `flock` the call may write, which outlives it.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
 }
 
 /// How long a lock found held is tried again before it is reported held.
@@ -787,6 +814,10 @@ impl StorageFile for FsFile {
 
     fn hold_writer(&self) -> io::Result<bool> {
         hold_writer(&self.file)
+    }
+
+    fn writer_held(&self) -> io::Result<bool> {
+        writer_held(&self.file)
     }
 
     fn renamed(&mut self, path: &Path) {

@@ -868,6 +868,11 @@ impl StorageFile for SimHandle {
             }
         }
     }
+
+    fn writer_held(&self) -> io::Result<bool> {
+        let s = self.disk.lock();
+        Ok(s.holds.get(&self.inode).is_some_and(|&h| h != self.id))
+    }
 }
 
 #[cfg(test)]

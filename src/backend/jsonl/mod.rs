@@ -1545,6 +1545,23 @@ impl Backend for JsonlBackend {
         created
     }
 
+    /// The transcript's writer hold, asked (never taken) through a
+    /// read-only open. An OFD lock does not say who holds it.
+    fn holder(&self, id: &str) -> Result<Option<crate::backend::Holder>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let file = match self.storage.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        let held = file
+            .writer_held()
+            .map_err(|e| Error::io("lock", &path, e))?;
+        Ok(held.then(|| crate::backend::Holder::of_pid(None)))
+    }
+
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);

@@ -4,6 +4,15 @@
 //! that epoch and on the stored next seq, so a stale writer (a paused
 //! process, a host cut off by a partition) can never append after another
 //! took over.
+//!
+//! A writer also holds a **lease** (docs/POSTGRES.md, "Leases"): the
+//! session row's `writer_lease_until`, set by the server's clock each time
+//! the writer takes, writes or renews. Taking a session whose lease is
+//! live is refused ([`Error::Leased`]) unless the taker steals it on
+//! purpose; an expired lease (a writer that died, or was paused past it)
+//! is taken over as before, and the epoch still fences the old writer.
+
+use std::time::Duration;
 
 use postgres::Client;
 
@@ -23,6 +32,42 @@ pub struct Hold {
     pub next_seq: i64,
     /// The session's revision after the last change.
     pub revision: i64,
+    /// How long each take, write and renewal extends the lease.
+    pub lease: Duration,
+}
+
+/// How a writer takes a session: the length of the lease it will hold,
+/// and whether it takes a live lease from its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// How long the lease runs from each take, write and renewal.
+    pub length: Duration,
+    /// Take the session even while another writer's lease is live (that
+    /// writer is fenced by the epoch: its next batch is refused).
+    pub steal: bool,
+}
+
+impl Lease {
+    /// A lease of `length` that waits for a live one to expire.
+    pub fn of(length: Duration) -> Lease {
+        Lease {
+            length,
+            steal: false,
+        }
+    }
+
+    /// A lease of `length` taken even from a live holder.
+    pub fn stealing(length: Duration) -> Lease {
+        Lease {
+            length,
+            steal: true,
+        }
+    }
+}
+
+/// A lease length as the statements take it: milliseconds, at least one.
+pub(crate) fn lease_ms(length: Duration) -> i64 {
+    i64::try_from(length.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
 /// One stored row of a batch (a single event, or a packed run of
@@ -223,7 +268,8 @@ pub(crate) fn insert_rows(
 }
 
 /// Creates session `id` (its header's JSON and its policy) with its first
-/// `rows`, in one transaction, held by `holder` at epoch 1;
+/// `rows`, in one transaction, held by `holder` at epoch 1 with a lease of
+/// `lease`;
 /// [`Error::AlreadyExists`] when the database holds it (and nothing is
 /// written).
 pub fn create(
@@ -233,6 +279,7 @@ pub fn create(
     header: &str,
     policy: &str,
     holder: &str,
+    lease: Duration,
     rows: &[Row],
 ) -> Result<Hold> {
     let err = |op| move |e| pg_error(op, location, e);
@@ -245,8 +292,10 @@ pub fn create(
         .execute(
             "INSERT INTO turnwal_sessions \
              (session_id, header, policy, incarnation, next_seq, revision, data_bytes, \
-              writer_epoch, writer_holder, writer_heartbeat) \
-             VALUES ($1, $2, $3, $4, $5, 1, $7, 1, $6, now()) ON CONFLICT (session_id) DO NOTHING",
+              writer_epoch, writer_holder, writer_heartbeat, writer_lease_until) \
+             VALUES ($1, $2, $3, $4, $5, 1, $7, 1, $6, now(), \
+               now() + $8::bigint * interval '1 millisecond') \
+             ON CONFLICT (session_id) DO NOTHING",
             &[
                 &id,
                 &header,
@@ -255,6 +304,7 @@ pub fn create(
                 &next_seq,
                 &holder,
                 &Row::bytes(rows),
+                &lease_ms(lease),
             ],
         )
         .map_err(err("create session"))?;
@@ -271,29 +321,144 @@ pub fn create(
         epoch: 1,
         next_seq,
         revision: 1,
+        lease,
     })
 }
 
 /// Takes session `id` for `holder`: bumps its writer epoch, so every
-/// earlier holder's next batch is refused. `None` when the session does
-/// not exist.
-pub fn take(client: &mut Client, location: &str, id: &str, holder: &str) -> Result<Option<Hold>> {
+/// earlier holder's next batch is refused, and gives `holder` a lease of
+/// `lease.length`. Refused with [`Error::Leased`], nothing changed, while
+/// another writer's lease is live, unless `lease.steal`. Expiry is judged
+/// by the server's clock, inside the statement. `None` when the session
+/// does not exist.
+pub fn take(
+    client: &mut Client,
+    location: &str,
+    id: &str,
+    holder: &str,
+    lease: Lease,
+) -> Result<Option<Hold>> {
+    let err = |e| pg_error("take session", location, e);
     let row = client
         .query_opt(
             "UPDATE turnwal_sessions \
-             SET writer_epoch = writer_epoch + 1, writer_holder = $2, writer_heartbeat = now() \
-             WHERE session_id = $1 RETURNING writer_epoch, next_seq, revision, incarnation",
-            &[&id, &holder],
+             SET writer_epoch = writer_epoch + 1, writer_holder = $2, writer_heartbeat = now(), \
+               writer_lease_until = now() + $3::bigint * interval '1 millisecond' \
+             WHERE session_id = $1 \
+               AND ($4 OR writer_lease_until IS NULL OR writer_lease_until <= now()) \
+             RETURNING writer_epoch, next_seq, revision, incarnation",
+            &[&id, &holder, &lease_ms(lease.length), &lease.steal],
         )
-        .map_err(|e| pg_error("take session", location, e))?;
-    Ok(row.as_ref().map(hold_of))
+        .map_err(err)?;
+    if let Some(row) = row {
+        return Ok(Some(hold_of(&row, lease.length)));
+    }
+    match holder_of(client, location, id)? {
+        None => Ok(None),
+        Some(Holder::Leased {
+            holder,
+            epoch,
+            expires_in,
+        }) => Err(Error::Leased {
+            id: id.to_owned(),
+            location: location.into(),
+            holder,
+            epoch,
+            expires_in,
+        }),
+        // The lease ran out between the two statements: take it now.
+        Some(Holder::Free) => take(client, location, id, holder, lease),
+    }
+}
+
+/// Who holds a session, by the server's clock now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// No live lease: the session is free to take.
+    Free,
+    /// A writer holds a live lease.
+    Leased {
+        /// Who, as it named itself.
+        holder: String,
+        /// Its writer epoch.
+        epoch: i64,
+        /// How long its lease runs from now.
+        expires_in: Duration,
+    },
+}
+
+/// Who holds session `id` now; `None` when it does not exist.
+pub fn holder_of(client: &mut Client, location: &str, id: &str) -> Result<Option<Holder>> {
+    let row = client
+        .query_opt(
+            "SELECT writer_holder, writer_epoch, \
+               (extract(epoch FROM writer_lease_until - now()) * 1000)::bigint \
+             FROM turnwal_sessions WHERE session_id = $1",
+            &[&id],
+        )
+        .map_err(|e| pg_error("read session", location, e))?;
+    Ok(row.map(|r| holder_in(&r, 0)))
+}
+
+/// The [`Holder`] in `(writer_holder, writer_epoch, ms left)` at column
+/// `at` of `r`.
+pub(crate) fn holder_in(r: &postgres::Row, at: usize) -> Holder {
+    match r.get::<_, Option<i64>>(at + 2) {
+        Some(ms) if ms > 0 => Holder::Leased {
+            holder: r.get::<_, Option<String>>(at).unwrap_or_default(),
+            epoch: r.get(at + 1),
+            expires_in: Duration::from_millis(ms as u64),
+        },
+        _ => Holder::Free,
+    }
+}
+
+/// Renews the leases of the sessions in `held` (id, incarnation, epoch) by
+/// `length`, each only while its writer still holds it, in one statement;
+/// returns the ids renewed (a missing one was taken over or deleted: its
+/// writer hears of it at its next batch).
+pub(crate) fn renew(
+    client: &mut Client,
+    location: &str,
+    held: &[(String, String, i64)],
+    length: Duration,
+) -> Result<Vec<String>> {
+    let ids: Vec<&str> = held.iter().map(|h| h.0.as_str()).collect();
+    let incarnations: Vec<&str> = held.iter().map(|h| h.1.as_str()).collect();
+    let epochs: Vec<i64> = held.iter().map(|h| h.2).collect();
+    let rows = client
+        .query(
+            "UPDATE turnwal_sessions s \
+             SET writer_lease_until = now() + $4::bigint * interval '1 millisecond', \
+               writer_heartbeat = now() \
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS h(id, inc, ep) \
+             WHERE s.session_id = h.id AND s.incarnation = h.inc AND s.writer_epoch = h.ep \
+             RETURNING s.session_id",
+            &[&ids, &incarnations, &epochs, &lease_ms(length)],
+        )
+        .map_err(|e| pg_error("renew leases", location, e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Ends `hold`'s lease (a writer closing): the session is free to take at
+/// once. Nothing changes when another writer holds it now.
+pub(crate) fn release(client: &mut Client, location: &str, id: &str, hold: &Hold) -> Result<()> {
+    client
+        .execute(
+            "UPDATE turnwal_sessions SET writer_lease_until = NULL \
+             WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3",
+            &[&id, &hold.incarnation, &hold.epoch],
+        )
+        .map_err(|e| pg_error("release lease", location, e))?;
+    Ok(())
 }
 
 /// The session's writer epoch and where its events end, as stored now:
 /// what a writer reads after a lost connection to learn whether its last
 /// batch committed (`next_seq` past the batch) or not (still at its
-/// start), and whether it still holds the session. `None` when the session
-/// does not exist.
+/// start), and whether it still holds the session (its `lease` is zero:
+/// the caller's own is not stored). `None` when the session does not
+/// exist.
 pub fn current(client: &mut Client, location: &str, id: &str) -> Result<Option<Hold>> {
     let row = client
         .query_opt(
@@ -302,21 +467,23 @@ pub fn current(client: &mut Client, location: &str, id: &str) -> Result<Option<H
             &[&id],
         )
         .map_err(|e| pg_error("read session", location, e))?;
-    Ok(row.as_ref().map(hold_of))
+    Ok(row.as_ref().map(|r| hold_of(r, Duration::ZERO)))
 }
 
-fn hold_of(r: &postgres::Row) -> Hold {
+fn hold_of(r: &postgres::Row, lease: Duration) -> Hold {
     Hold {
         epoch: r.get(0),
         next_seq: r.get(1),
         revision: r.get(2),
         incarnation: r.get(3),
+        lease,
     }
 }
 
 /// Claims session `id` for one change by the writer holding `hold`, in
 /// `tx`: bumps its revision, sets its next seq to `end`, adds
-/// `added_bytes` to its `data_bytes` and stamps `writer_heartbeat`, when the
+/// `added_bytes` to its `data_bytes`, stamps `writer_heartbeat` and extends
+/// the lease by `hold.lease`, when the
 /// writer still holds it (same incarnation and epoch) and its events still
 /// end at `hold.next_seq`. Refused, with the row untouched, as
 /// [`Error::Superseded`] naming the holder when another writer took it,
@@ -335,7 +502,8 @@ pub(crate) fn claim(
     let updated = tx
         .query_opt(
             "UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
-             data_bytes = data_bytes + $6, writer_heartbeat = now() \
+             data_bytes = data_bytes + $6, writer_heartbeat = now(), \
+             writer_lease_until = now() + $7::bigint * interval '1 millisecond' \
              WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 AND next_seq = $4 \
              RETURNING revision",
             &[
@@ -345,6 +513,7 @@ pub(crate) fn claim(
                 &hold.next_seq,
                 &end,
                 &added_bytes,
+                &lease_ms(hold.lease),
             ],
         )
         .map_err(err)?;
@@ -396,6 +565,7 @@ pub fn append(
     let end = hold.next_seq + Row::events(rows);
     let columns = Columns::of(rows);
     let bytes = Row::bytes(rows);
+    let lease = lease_ms(hold.lease);
     let mut params: Vec<(&(dyn postgres::types::ToSql + Sync), Type)> = vec![
         (&id, Type::TEXT),
         (&hold.incarnation, Type::TEXT),
@@ -405,6 +575,7 @@ pub fn append(
         (&bytes, Type::INT8),
     ];
     params.extend(columns.params());
+    params.push((&lease, Type::INT8));
     // One statement, one round trip, its own transaction: the claim and
     // the rows commit together or not at all, and the rows go in only
     // when the claim matched (they are joined to it). Synchronous commit
@@ -414,7 +585,8 @@ pub fn append(
         .query_typed(
             "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
              claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
-               data_bytes = data_bytes + $6, writer_heartbeat = now() \
+               data_bytes = data_bytes + $6, writer_heartbeat = now(), \
+               writer_lease_until = now() + $15::bigint * interval '1 millisecond' \
                WHERE session_id = $1 AND incarnation = $2 AND writer_epoch = $3 \
                AND next_seq = $4 RETURNING revision), \
              ins AS (INSERT INTO turnwal_events (session_id, seq, members, type, time, data, \

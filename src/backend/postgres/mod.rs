@@ -3,16 +3,18 @@
 //!
 //! Built so far: the connection; the schema, created by turnwal in one
 //! transaction and checked on every open (a newer or a foreign schema is
-//! refused untouched); and the writer-epoch protocol ([`epoch`]) that keeps
-//! one writer per session across hosts. The backend behind
+//! refused untouched); and the writer-epoch protocol ([`epoch`]) with
+//! leases (`lease`) that keeps one writer per session across hosts. The backend behind
 //! [`crate::Store`] follows the design in docs/POSTGRES.md.
 
 pub mod epoch;
+mod lease;
 mod rows;
 mod schema;
 mod store;
 mod writer;
 
+pub use lease::{DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, PgOptions};
 #[cfg(feature = "testkit")]
 pub(crate) use rows::row_in_at;
 pub use schema::{SCHEMA_VERSION, ensure_schema};

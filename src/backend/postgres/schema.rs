@@ -8,8 +8,12 @@ use std::path::PathBuf;
 use super::pg_error;
 use crate::error::{Error, Result};
 
-/// The schema version this turnwal creates and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+/// The schema version this turnwal creates and reads. Version 2 added
+/// `turnwal_sessions.writer_lease_until` (leases); a version-1 database is
+/// upgraded in place at its first open by this turnwal (and from then on
+/// refused by a turnwal that reads version 1 only, whose writers would not
+/// honour leases).
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The tables, as created.
 const CREATE: &str = "
@@ -28,7 +32,8 @@ CREATE TABLE turnwal_sessions (
   data_bytes       bigint  NOT NULL,
   writer_epoch     bigint  NOT NULL,
   writer_holder    text,
-  writer_heartbeat timestamptz
+  writer_heartbeat timestamptz,
+  writer_lease_until timestamptz
 );
 CREATE TABLE turnwal_events (
   session_id        text    NOT NULL,
@@ -99,7 +104,39 @@ const COLUMNS: &[(&str, &str, &str, &str)] = &[
         "timestamp with time zone",
         "YES",
     ),
+    (
+        "turnwal_sessions",
+        "writer_lease_until",
+        "timestamp with time zone",
+        "YES",
+    ),
 ];
+
+/// What version 2 added to version 1: the columns of version 1 are
+/// [`COLUMNS`] without it.
+const LEASE_COLUMN: &str = "writer_lease_until";
+
+/// Upgrades a version-1 schema to version 2 in one transaction (hosts
+/// opening it at once: one upgrades, the others wait on the advisory lock
+/// and find it done).
+fn upgrade_from_1(client: &mut postgres::Client, location: &str) -> Result<()> {
+    let err = |op| move |e| pg_error(op, location, e);
+    let mut tx = client.transaction().map_err(err("upgrade the schema"))?;
+    tx.batch_execute("SELECT pg_advisory_xact_lock(7465262616931246445)")
+        .map_err(err("upgrade the schema"))?;
+    let version: i32 = tx
+        .query_one("SELECT version FROM turnwal_schema", &[])
+        .map_err(err("read the schema version"))?
+        .get(0);
+    if version == 1 {
+        tx.batch_execute(
+            "ALTER TABLE turnwal_sessions ADD COLUMN writer_lease_until timestamptz; \
+             UPDATE turnwal_schema SET version = 2;",
+        )
+        .map_err(err("upgrade the schema"))?;
+    }
+    tx.commit().map_err(err("upgrade the schema"))
+}
 
 fn unsupported(location: &str, detail: String) -> Error {
     Error::Unsupported {
@@ -184,6 +221,17 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
             .iter()
             .map(|r| r.get(0))
             .collect();
+        if versions == [1] {
+            let v1: Vec<(String, String, String, String)> = COLUMNS
+                .iter()
+                .filter(|(t, c, _, _)| !(*t == "turnwal_sessions" && *c == LEASE_COLUMN))
+                .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
+                .collect();
+            if found == v1 {
+                upgrade_from_1(client, location)?;
+                return ensure_schema(client, location);
+            }
+        }
         if let [version] = versions[..]
             && version > SCHEMA_VERSION
         {

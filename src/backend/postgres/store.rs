@@ -5,13 +5,15 @@
 //! same code.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::{Client, IsolationLevel, Transaction};
 
-use super::epoch::{self, Row};
+use super::epoch::{self, Lease, Row};
+use super::lease::{Keeper, PgOptions};
 use super::rows::PgRows;
 use super::writer::PgWriter;
 use super::{connect_only, location_of, pg_error};
@@ -30,9 +32,11 @@ use crate::scan::{Salvage, Scan, SessionSummary};
 /// takes an idle one or opens another, and gives it back when done (at
 /// most [`IDLE_CONNECTIONS`] are kept), so operations on different
 /// sessions run at once. Every writer holds its session through the
-/// database's writer epoch ([`epoch`]): opening a session takes it over
-/// from any earlier writer, wherever that one runs, and that writer's next
-/// append is refused with [`Error::Superseded`].
+/// database's writer epoch and a lease ([`epoch`]) that the store renews
+/// while the writer is open: opening a session another writer holds live
+/// is refused ([`Error::Leased`]) until its lease runs out, or taken on
+/// purpose ([`Backend::open_stealing`]); the writer it was taken from is
+/// refused from its next append with [`Error::Superseded`].
 #[derive(Clone)]
 pub struct PgBackend {
     shared: Arc<Shared>,
@@ -53,12 +57,20 @@ pub(crate) struct Shared {
     pub(crate) location: String,
     pub(crate) path: PathBuf,
     store_id: String,
-    idle_in_transaction: Duration,
+    options: PgOptions,
+    /// The renewal thread and the leases it keeps.
+    pub(crate) keeper: Arc<Keeper>,
     /// Connections not in use, for the next operation (at most
     /// [`IDLE_CONNECTIONS`] are kept).
     idle: Mutex<Vec<Client>>,
     /// Who this process is, as writers name themselves to other hosts.
     pub(crate) holder: String,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.keeper.stop();
+    }
 }
 
 /// How many idle connections a store keeps for its next operations (more
@@ -218,7 +230,7 @@ impl Shared {
         };
         let client = match reused {
             Some(client) => client,
-            None => connect_only(&self.url, self.idle_in_transaction)?,
+            None => connect_only(&self.url, self.options.idle_in_transaction())?,
         };
         Ok(Pooled {
             shared: self,
@@ -289,21 +301,25 @@ impl Shared {
 impl PgBackend {
     /// Connects to the database at `url` (`postgres://…`, `postgresql://…`,
     /// or key=value pairs; a `host` that is a directory is a Unix socket),
-    /// checking turnwal's schema or creating it ([`super::ensure_schema`]).
+    /// checking turnwal's schema or creating it ([`super::ensure_schema`]),
+    /// with [`PgOptions::from_env`] (the lease `TURNWAL_LEASE` names).
     pub fn open(url: &str) -> Result<PgBackend> {
-        PgBackend::open_with(url, super::IDLE_IN_TRANSACTION_TIMEOUT)
+        PgBackend::open_with_options(url, PgOptions::from_env()?)
     }
 
     /// [`PgBackend::open`] with the given
     /// [`super::IDLE_IN_TRANSACTION_TIMEOUT`].
     pub fn open_with(url: &str, idle_in_transaction: Duration) -> Result<PgBackend> {
+        PgBackend::open_with_options(
+            url,
+            PgOptions::from_env()?.with_idle_in_transaction(idle_in_transaction),
+        )
+    }
+
+    /// [`PgBackend::open`] with the given options (no environment read).
+    pub fn open_with_options(url: &str, options: PgOptions) -> Result<PgBackend> {
         let location = location_of(url);
-        let mut client = postgres::Client::connect(url, postgres::NoTls)
-            .map_err(|e| pg_error("connect", &location, e))?;
-        let ms = idle_in_transaction.as_millis().max(1);
-        client
-            .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
-            .map_err(|e| pg_error("connect", &location, e))?;
+        let mut client = connect_only(url, options.idle_in_transaction())?;
         let store_id = super::ensure_schema(&mut client, &location)?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
@@ -317,13 +333,48 @@ impl PgBackend {
             shared: Arc::new(Shared {
                 url: url.to_owned(),
                 path: PathBuf::from(&location),
+                keeper: Keeper::new(url, &location, options),
                 location,
                 store_id,
-                idle_in_transaction,
+                options,
                 idle: Mutex::new(vec![client]),
                 holder,
             }),
         })
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> PgOptions {
+        self.shared.options
+    }
+
+    /// How many lease renewals this store has sent (one statement renews
+    /// every lease due at once).
+    pub fn lease_renewals(&self) -> u64 {
+        self.shared.keeper.statements()
+    }
+
+    /// Opens a writer of `id`, taking it as `lease` says.
+    fn open_writer(&self, id: &str, lease: Lease) -> Result<Option<Box<dyn LogWriter>>> {
+        let taken_at = std::time::Instant::now();
+        let hold = {
+            let mut client = self.shared.client()?;
+            epoch::take(
+                &mut client,
+                &self.shared.location,
+                id,
+                &self.shared.holder,
+                lease,
+            )?
+        };
+        Ok(hold.map(|hold| {
+            Box::new(PgWriter::new(
+                self.shared.clone(),
+                id.to_owned(),
+                hold,
+                taken_at,
+            )) as Box<dyn LogWriter>
+        }))
     }
 
     /// The store's id (random, written when turnwal created the schema).
@@ -559,6 +610,7 @@ impl Backend for PgBackend {
             });
         }
         let rows = encode(batch)?;
+        let taken_at = std::time::Instant::now();
         let hold = {
             let mut client = self.shared.client()?;
             epoch::create(
@@ -568,6 +620,7 @@ impl Backend for PgBackend {
                 &header.to_json(),
                 &policy.to_string(),
                 &self.shared.holder,
+                self.shared.options.lease(),
                 &rows,
             )?
         };
@@ -575,17 +628,54 @@ impl Backend for PgBackend {
             self.shared.clone(),
             header.id.clone(),
             hold,
+            taken_at,
         )))
     }
 
+    /// Takes the session unless another writer's lease is live
+    /// ([`Error::Leased`]).
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
-        let hold = {
-            let mut client = self.shared.client()?;
-            epoch::take(&mut client, &self.shared.location, id, &self.shared.holder)?
-        };
-        Ok(hold.map(|hold| {
-            Box::new(PgWriter::new(self.shared.clone(), id.to_owned(), hold)) as Box<dyn LogWriter>
-        }))
+        self.open_writer(id, Lease::of(self.shared.options.lease()))
+    }
+
+    /// Takes the session even from a live lease: its holder is refused
+    /// from its next batch ([`Error::Superseded`]).
+    fn open_stealing(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        self.open_writer(id, Lease::stealing(self.shared.options.lease()))
+    }
+
+    fn holders(&self, ids: &[String]) -> Result<Vec<Option<crate::backend::Holder>>> {
+        let held: HashMap<String, crate::backend::Holder> = self.shared.read(|tx| {
+            let rows = tx
+                .query(
+                    "SELECT session_id, writer_holder, writer_epoch, \
+                       (extract(epoch FROM writer_lease_until - now()) * 1000)::bigint \
+                     FROM turnwal_sessions WHERE session_id = ANY($1) \
+                       AND writer_lease_until > now()",
+                    &[&ids],
+                )
+                .map_err(|e| pg_error("read sessions", &self.shared.location, e))?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| match epoch::holder_in(r, 1) {
+                    epoch::Holder::Leased {
+                        holder,
+                        epoch,
+                        expires_in,
+                    } => Some((
+                        r.get::<_, String>(0),
+                        crate::backend::Holder {
+                            who: holder,
+                            pid: None,
+                            epoch: Some(epoch),
+                            lease_expires_in: Some(expires_in),
+                        },
+                    )),
+                    epoch::Holder::Free => None,
+                })
+                .collect())
+        })?;
+        Ok(ids.iter().map(|id| held.get(id).cloned()).collect())
     }
 
     fn delete_if(
@@ -609,6 +699,29 @@ impl Backend for PgBackend {
                 .map_err(|e| pg_error("lock session", location, e))?;
             if locked.is_none() {
                 return Ok(Deletion::NotFound);
+            }
+            // A session a live writer holds is that writer's to change.
+            let holder = tx
+                .query_one(
+                    "SELECT writer_holder, writer_epoch, \
+                       (extract(epoch FROM writer_lease_until - now()) * 1000)::bigint \
+                     FROM turnwal_sessions WHERE session_id = $1",
+                    &[&id],
+                )
+                .map_err(|e| pg_error("lock session", location, e))?;
+            if let epoch::Holder::Leased {
+                holder,
+                epoch,
+                expires_in,
+            } = epoch::holder_in(&holder, 0)
+            {
+                return Err(Error::Leased {
+                    id: id.to_owned(),
+                    location: path.clone(),
+                    holder,
+                    epoch,
+                    expires_in,
+                });
             }
             let Some(row) = read_session(tx, path, id)? else {
                 return Ok(Deletion::NotFound);

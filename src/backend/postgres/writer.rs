@@ -47,7 +47,15 @@ pub(super) struct PgWriter {
 }
 
 impl PgWriter {
-    pub(super) fn new(shared: Arc<Shared>, id: String, hold: Hold) -> PgWriter {
+    /// The writer of `id`, holding `hold`, whose lease was extended at
+    /// `extended`: its store renews the lease from now on.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        id: String,
+        hold: Hold,
+        extended: std::time::Instant,
+    ) -> PgWriter {
+        shared.keeper.hold(&id, &hold, extended);
         PgWriter { shared, id, hold }
     }
 
@@ -246,6 +254,7 @@ impl LogWriter for PgWriter {
         }
         let rows = encode(batch)?;
         let end = self.hold.next_seq + epoch::Row::events(&rows);
+        let started = std::time::Instant::now();
         let result = {
             let mut client = self.shared.client()?;
             let mut hold = self.hold.clone();
@@ -268,6 +277,10 @@ impl LogWriter for PgWriter {
             }
             Err(e) => return Err(e),
         }
+        // The batch's claim extended the lease.
+        self.shared
+            .keeper
+            .extended(&self.id, self.hold.epoch, started);
         Ok(self.next_seq())
     }
 
@@ -287,5 +300,18 @@ impl LogWriter for PgWriter {
             claimed?;
             delete_session(tx, &location, &self.id).map(drop)
         })
+    }
+}
+
+impl Drop for PgWriter {
+    /// Lets the session go: its lease is no longer renewed and is ended
+    /// at once, so another host may take the session without waiting for
+    /// it to run out. Best effort: a lease that cannot be ended here (the
+    /// server unreachable) runs out by itself.
+    fn drop(&mut self) {
+        self.shared.keeper.let_go(&self.id, self.hold.epoch);
+        if let Ok(mut client) = self.shared.client() {
+            let _ = epoch::release(&mut client, &self.shared.location, &self.id, &self.hold);
+        }
     }
 }

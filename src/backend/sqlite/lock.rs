@@ -105,6 +105,54 @@ fn set_lock(file: &File, offset: u64, kind: libc::c_int) -> std::io::Result<bool
     }
 }
 
+/// Whether another open file description holds the byte at `offset`
+/// (`F_OFD_GETLK`: asked, nothing taken).
+fn byte_held(file: &File, offset: u64) -> std::io::Result<bool> {
+    // SAFETY: as in `set_lock`.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = offset as libc::off_t;
+    lock.l_len = 1;
+    // SAFETY: a valid open descriptor and a pointer to an initialized
+    // `flock` the call may write, which outlives it.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// Who holds session `id`'s writer lock now, asked without taking it: a
+/// writer of this process (its pid), another process (pid unknown: the
+/// kernel records none for an OFD lock), or no one.
+pub(super) fn holder(shared: &Shared, id: &str) -> Result<Option<Option<u32>>> {
+    if shared
+        .held
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(id)
+    {
+        return Ok(Some(Some(std::process::id())));
+    }
+    let Some(file) = &shared.lock_file else {
+        return Ok(None);
+    };
+    let offset = lock_offset(id);
+    let files = open_files();
+    let Some(entry) = files.get(&file.key) else {
+        return Ok(None);
+    };
+    if entry.held.contains(&offset) {
+        return Ok(Some(Some(std::process::id())));
+    }
+    match byte_held(&entry.file, offset) {
+        Ok(true) => Ok(Some(None)),
+        Ok(false) => Ok(None),
+        Err(e) => Err(Error::io("lock", shared.lock_path(id), e)),
+    }
+}
+
 /// This process's descriptor of one database file, by (device, inode):
 /// see [`OPEN_FILES`].
 #[derive(Debug)]

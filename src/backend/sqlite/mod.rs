@@ -869,6 +869,12 @@ impl Backend for SqliteBackend {
         )))
     }
 
+    /// The session's byte, asked (never taken); a read-only store has no
+    /// writers to find.
+    fn holder(&self, id: &str) -> Result<Option<crate::backend::Holder>> {
+        Ok(lock::holder(&self.shared, id)?.map(crate::backend::Holder::of_pid))
+    }
+
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         if !self.exists(id)? {
             return Ok(None);

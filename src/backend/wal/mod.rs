@@ -920,6 +920,31 @@ impl Backend for WalBackend {
         Ok(writer)
     }
 
+    /// The log's writer hold, asked (never taken) through a read-only
+    /// open; the holder's pid from the lock file it wrote.
+    fn holder(&self, id: &str) -> Result<Option<crate::backend::Holder>> {
+        let path = self.log_path(id);
+        let Some(file) = self.open_file(&path, OpenMode::Read)? else {
+            return Ok(None);
+        };
+        if !file
+            .writer_held()
+            .map_err(|e| Error::io("lock", &path, e))?
+        {
+            return Ok(None);
+        }
+        let pid = self
+            .open_file(&self.lock_path(id), OpenMode::Read)
+            .ok()
+            .flatten()
+            .and_then(|lock| {
+                let mut text = [0u8; 16];
+                let n = lock.read_at(&mut text, 0).ok()?;
+                std::str::from_utf8(&text[..n]).ok()?.trim().parse().ok()
+            });
+        Ok(Some(crate::backend::Holder::of_pid(pid)))
+    }
+
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
         let path = self.log_path(id);
         if !self
