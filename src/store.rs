@@ -135,6 +135,12 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     options: StoreOptions,
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    /// Sessions whose next open here takes them even from a live writer
+    /// ([`Store::steal_lease`]).
+    steal: Mutex<std::collections::HashSet<String>>,
+    /// Writers taken by [`Store::hold`] and not used yet: the session's
+    /// next open here is this writer.
+    held: Mutex<HashMap<String, Box<dyn LogWriter>>>,
 }
 
 enum Slot {
@@ -203,9 +209,33 @@ impl Store {
     /// println!("{} sessions", store.list()?.len());
     /// # Ok::<(), turnwal::Error>(())
     /// ```
+    ///
+    /// Writers hold leases of the length `TURNWAL_LEASE` names (30 s when
+    /// unset); [`Store::open_postgres_with`] takes options instead.
     #[cfg(feature = "postgres")]
     pub fn open_postgres(url: &str, options: StoreOptions) -> Result<Store> {
         let backend = crate::backend::postgres::PgBackend::open(url)?;
+        Ok(Store::with_backend(Arc::new(backend), options))
+    }
+
+    /// [`Store::open_postgres`] with the given PostgreSQL options (the
+    /// lease length; no environment read).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use turnwal::backend::postgres::PgOptions;
+    /// use turnwal::{Store, StoreOptions};
+    /// let pg = PgOptions::default().with_lease(Duration::from_secs(10))?;
+    /// let store = Store::open_postgres_with("postgres://app@db/turnwal", StoreOptions::default(), pg)?;
+    /// # Ok::<(), turnwal::Error>(())
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn open_postgres_with(
+        url: &str,
+        options: StoreOptions,
+        pg: crate::backend::postgres::PgOptions,
+    ) -> Result<Store> {
+        let backend = crate::backend::postgres::PgBackend::open_with_options(url, pg)?;
         Ok(Store::with_backend(Arc::new(backend), options))
     }
 
@@ -220,6 +250,8 @@ impl Store {
             backend,
             options,
             slots: Mutex::new(HashMap::new()),
+            steal: Mutex::new(std::collections::HashSet::new()),
+            held: Mutex::new(HashMap::new()),
         }
     }
 
@@ -231,6 +263,134 @@ impl Store {
     /// The backend.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// Opens the writer of `id` ([`Backend::open`]), or takes it from a
+    /// live writer when [`Store::steal_lease`] asked for that.
+    fn open_writer(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
+        if let Some(writer) = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        {
+            return Ok(Some(writer));
+        }
+        let steal = self
+            .steal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id);
+        if !steal {
+            return self.backend.open(id);
+        }
+        let opened = self.backend.open_stealing(id)?;
+        self.steal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        Ok(opened)
+    }
+
+    /// Makes this store's next open of session `id` (its next append,
+    /// load, recover or repair) take it even while another writer holds a
+    /// live lease on it, in a store that keeps leases (PostgreSQL): that
+    /// writer is refused from its next batch ([`Error::Superseded`]) and
+    /// nothing it acknowledged is lost. For when the holder is known to be
+    /// gone or stuck (`turnwal recover --steal`). A file store's lock
+    /// belongs to a live process and cannot be taken: there this changes
+    /// nothing.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// store.steal_lease("s");
+    /// assert_eq!(store.load("s").unwrap().events.len(), 1);
+    /// ```
+    pub fn steal_lease(&self, id: &str) {
+        self.steal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned());
+    }
+
+    /// Takes the writer lock (or lease) of stored session `id` now and
+    /// keeps it, changing nothing: no scan, no repair. The session's next
+    /// open here (its next append, repair or load) uses it. For a harness
+    /// that loads a session to write it: a session held live by another
+    /// process or host is refused here (`Locked`, or `Leased` naming the
+    /// holder and its lease), at load, instead of at the first append.
+    /// Released by [`Store::close`] like a session open for writing.
+    ///
+    /// ```
+    /// use turnwal::{Error, Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let first = Store::open(dir.path()).unwrap();
+    /// first.create(SessionHeader::new("s", 1)).unwrap();
+    /// first.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let second = Store::open(dir.path()).unwrap();
+    /// assert!(matches!(second.hold("s"), Err(Error::Locked { .. })));
+    /// first.close("s").unwrap();
+    /// second.hold("s").unwrap();
+    /// assert!(matches!(first.hold("s"), Err(Error::Locked { .. })));
+    /// ```
+    pub fn hold(&self, id: &str) -> Result<()> {
+        let slot = self.slot(id);
+        let guard = Store::lock(&slot);
+        match &*guard {
+            Slot::Live(_) => return Ok(()),
+            Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
+            Slot::Cold => {}
+        }
+        if self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
+        {
+            return Ok(());
+        }
+        let writer = self
+            .open_writer(id)?
+            .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned(), writer);
+        drop(guard);
+        Ok(())
+    }
+
+    /// Whether [`Store::hold`] holds a writer of `id` not used yet.
+    fn is_held(&self, id: &str) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
+    }
+
+    /// Who holds each of `ids` as a writer now, in this process or any
+    /// other (a PostgreSQL lease: on any host), as `turnwal ls` shows a
+    /// live session; `None` for one no writer holds (or that does not
+    /// exist). Asked, never taken: a writer opening a session meanwhile is
+    /// never refused because of it.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let other = Store::open(dir.path()).unwrap();
+    /// let held = other.holders(&["s".to_owned()]).unwrap();
+    /// assert_eq!(held[0].as_ref().unwrap().pid, Some(std::process::id()));
+    /// store.close("s").unwrap();
+    /// assert_eq!(other.holders(&["s".to_owned()]).unwrap(), [None]);
+    /// ```
+    pub fn holders(&self, ids: &[String]) -> Result<Vec<Option<crate::backend::Holder>>> {
+        self.backend.holders(ids)
     }
 
     fn slot(&self, id: &str) -> Arc<Mutex<Slot>> {
@@ -411,6 +571,15 @@ impl Store {
         match &mut *guard {
             Slot::Pending { .. } => Ok(None),
             Slot::Live(live) => live.writer.compact(),
+            Slot::Cold if self.is_held(id) => {
+                let mut writer = self.open_writer(id)?.expect("held above");
+                let done = writer.compact();
+                self.held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id.to_owned(), writer);
+                done
+            }
             Slot::Cold => match self.backend.compact(id)? {
                 Some(done) => Ok(Some(done)),
                 None if self.backend.exists(id)? => Ok(None),
@@ -423,6 +592,10 @@ impl Store {
     /// writer seals the closed turns of a version-2 log at a clean close),
     /// trying each; the first failure, if any.
     pub fn close_all(&self) -> Result<()> {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         let slots: Vec<Arc<Mutex<Slot>>> = self
             .slots
             .lock()
@@ -446,6 +619,10 @@ impl Store {
 
     /// Flushes and releases a session this store holds open.
     pub fn close(&self, id: &str) -> Result<()> {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         if let Slot::Live(live) = &mut *guard {
@@ -1131,6 +1308,7 @@ impl Store {
         match std::mem::replace(&mut *guard, Slot::Cold) {
             Slot::Pending { .. } => Ok(()),
             Slot::Live(live) => live.writer.delete(),
+            Slot::Cold if self.is_held(id) => self.open_writer(id)?.expect("held above").delete(),
             Slot::Cold => {
                 if self.backend.delete(id)? {
                     Ok(())
@@ -1172,7 +1350,15 @@ impl Store {
         // the backend decides.
         let guard = Store::lock(&slot);
         match &*guard {
-            Slot::Cold => self.backend.delete_if(id, &mut check),
+            Slot::Cold => {
+                // A writer held here and not used yet is let go: the
+                // backend decides under the lock it takes itself.
+                self.held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(id);
+                self.backend.delete_if(id, &mut check)
+            }
             Slot::Pending { .. } | Slot::Live(_) => Err(Error::InvalidArgument(format!(
                 "session {id:?} is open for writing in this store; close it before deleting it"
             ))),
@@ -1248,9 +1434,7 @@ impl Store {
             return Ok(report(scan, None, false));
         }
         if reading == Reading::Salvage && matches!(&*guard, Slot::Cold) {
-            let mut writer = self
-                .backend
-                .open(id)?
+            let mut writer = self.open_writer(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             let scan = writer.salvage_scan()?;
             self.check_version(&scan)?;
@@ -1283,9 +1467,7 @@ impl Store {
         }
         // Only a writer computes the salvage cut; opening one takes the lock
         // but writes nothing until a repair.
-        let mut writer = self
-            .backend
-            .open(id)?
+        let mut writer = self.open_writer(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
         writer.salvage_scan()
     }
@@ -1359,9 +1541,7 @@ impl Store {
             Slot::Live(live) => return Ok(live.receipt()),
             Slot::Cold => {}
         }
-        let mut writer = self
-            .backend
-            .open(id)?
+        let mut writer = self.open_writer(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
         let scan = self.with_store_policy(writer.scan()?);
         self.check_version(&scan)?;
@@ -1443,9 +1623,7 @@ impl Store {
                 (Some(live.header), live.writer)
             }
             Slot::Cold => {
-                let writer = self
-                    .backend
-                    .open(id)?
+                let writer = self.open_writer(id)?
                     .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
                 (None, writer)
             }
@@ -1529,9 +1707,7 @@ impl Store {
     ) -> Result<(&'g mut Live, Option<Opened>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
-            let mut writer = self
-                .backend
-                .open(id)?
+            let mut writer = self.open_writer(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             let scan = self.with_store_policy(match reading {
                 Reading::Tail => writer.scan()?,

@@ -56,6 +56,13 @@ export interface Config {
   busyTimeoutMs?: number
   /** SQLite: `PRAGMA journal_mode`. Default `wal`. */
   journalMode?: 'wal' | 'delete' | 'truncate' | 'persist'
+  /**
+   * PostgreSQL: how long a writer's lease runs from each renewal, in ms
+   * (1000 to 86400000). The store renews it while the session is held; a
+   * session whose lease is live is refused to every other host until it
+   * runs out. Default: `TURNWAL_LEASE`, else 30000.
+   */
+  leaseMs?: number
   /** Maximum cold Session preparations retained for history-to-resume reuse. Default 5. */
   preparedSessionCacheSize?: number
   /** Fixed live-event coalescing window in ms; not a completion deadline. Default 200. */
@@ -176,7 +183,20 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   create(meta: SessionHeader): Promise<void>
   append(id: SessionId, events: readonly SessionEvent[]): Promise<void>
   prepare(id: SessionId, signal?: AbortSignal): Promise<SessionPreparation>
+  /**
+   * Load a session to write it, taking its writer lock (a PostgreSQL lease)
+   * first: a session another process or host holds live is refused with a
+   * `LOCKED` {@link TurnwalError} naming the holder, and its live turn is
+   * never closed. Wait and retry, read it (`inspect`, `readFrom`), or
+   * {@link steal} it.
+   */
   load(id: SessionId): Promise<SessionInspection>
+  /**
+   * Take a session from its live writer (a PostgreSQL lease; that writer is
+   * refused from its next batch), then {@link load} it. A WAL or SQLite
+   * lock belongs to a live process: still `LOCKED`.
+   */
+  steal(id: SessionId): Promise<SessionInspection>
   inspect(id: SessionId, signal?: AbortSignal): Promise<SessionInspection>
   readFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<{
     meta: SessionHeader

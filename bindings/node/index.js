@@ -190,6 +190,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     durability: z.union([z.const('batch'), z.const('turn'), z.const('never')]).default('batch')
       .description('When an append is durable: batch (fsync every append), turn (at every turn/end), never (left to the OS).'),
     busyTimeoutMs: z.natural().default(5000).description('SQLite: how long to wait for another connection\'s lock.'),
+    leaseMs: z.natural().min(1000).max(86400000).description('PostgreSQL: how long a writer\'s lease runs from each renewal (the store renews it while the session is held). Default: TURNWAL_LEASE, else 30000.'),
     journalMode: z.union([z.const('wal'), z.const('delete'), z.const('truncate'), z.const('persist')]).default('wal')
       .description('SQLite: PRAGMA journal_mode.'),
     preparedSessionCacheSize: z.number().step(1).min(1).default(DEFAULT_PREPARED_SESSION_CACHE_SIZE),
@@ -264,6 +265,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
       durability: this.durability,
       busyTimeoutMs: this.config.busyTimeoutMs ?? 5000,
       journalMode: this.config.journalMode ?? 'wal',
+      leaseMs: this.config.leaseMs,
     }).catch((error) => {
       this.opening = undefined
       throw translate(error)
@@ -308,7 +310,33 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     return this.coordinator.prepare(id, signal)
   }
 
-  load(id) {
+  /**
+   * Load a session to write it: its writer lock (a PostgreSQL lease) is
+   * taken first, so a session another harness process or host holds live
+   * is refused here with a `LOCKED` TurnwalError naming the holder, and
+   * its live turn is never closed as interrupted. The harness can wait and
+   * retry, read it (`inspect`, `readFrom`, `loadStored` take no lock), or
+   * take it with {@link steal}.
+   */
+  async load(id) {
+    try {
+      await this.call((store) => store.hold(id, false), undefined, this.locate({ id }))
+    } catch (error) {
+      // Nothing stored: the coordinator answers for an absent session.
+      if (error?.code !== 'NOT_FOUND') throw error
+    }
+    return this.coordinator.load(id)
+  }
+
+  /**
+   * Take a session from the writer holding it: a PostgreSQL lease is taken
+   * even while live (that writer is refused from its next batch, and
+   * nothing it acknowledged is lost); then {@link load} it. A WAL or SQLite
+   * lock belongs to a live process and is never taken: still `LOCKED`.
+   * Not part of the upstream backend interface.
+   */
+  async steal(id) {
+    await this.call((store) => store.hold(id, true), undefined, this.locate({ id }))
     return this.coordinator.load(id)
   }
 

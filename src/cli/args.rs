@@ -399,6 +399,11 @@ pub struct AppendArgs {
     /// status says whether everything was stored).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Take the session even from a live writer's lease (a PostgreSQL
+    /// store; that writer is refused from its next batch). A file store's
+    /// lock belongs to a live process and is never taken.
+    #[arg(long, conflicts_with = "create")]
+    pub steal: bool,
 }
 
 /// The `--sync` values.
@@ -482,6 +487,12 @@ pub struct RecoverArgs {
     /// nothing.
     #[arg(long)]
     pub salvage: bool,
+    /// Take the session even from a live writer's lease (a PostgreSQL
+    /// store; that writer is refused from its next batch). For a holder
+    /// known to be gone or stuck. A file store's lock belongs to a live
+    /// process and is never taken.
+    #[arg(long, requires = "session")]
+    pub steal: bool,
 }
 
 /// `turnwal ls`.
@@ -494,7 +505,8 @@ pub struct LsArgs {
     /// Order (newest, largest, most first)
     #[arg(long, value_enum, default_value_t = LsSort::Id)]
     pub sort: LsSort,
-    /// Only sessions in this state: clean, open-turn, torn or corrupt
+    /// Only sessions in this state: clean, open-turn, torn, corrupt, or
+    /// live (a writer holds it)
     /// (repeatable).
     #[arg(long, value_name = "STATE")]
     pub state: Vec<String>,

@@ -4,10 +4,11 @@ use std::io::Write;
 
 use super::args::VerifyArgs;
 use super::output::{
-    VerifyJson, count, cut_text, display_id, json_line, verify_text, write_events,
+    VerifyJson, count, cut_text, display_id, json_line, live_word, verify_text, write_events,
 };
 use super::progress::Progress;
 use super::{Failure, Outcome, exit};
+use crate::Error;
 use crate::scan::LogState;
 use crate::store::Store;
 
@@ -213,15 +214,31 @@ pub(crate) fn recover_all(
     let mut sessions = store.list()?;
     sessions.sort_by(|a, b| super::sessions::natural_cmp(&a.id, &b.id));
     let mut worst = exit::SUCCESS;
-    let (mut recovered, mut failed, mut clean) = (0u64, 0u64, 0u64);
+    let (mut recovered, mut failed, mut clean, mut live) = (0u64, 0u64, 0u64, 0u64);
     for s in &sessions {
         if s.state == LogState::Clean {
             clean += 1;
             continue;
         }
-        match recover(store, &s.id, dry_run, salvage, out) {
+        // A session a live writer holds is that writer's: its open turn is
+        // live, not crashed, and closing it would break the writer's next
+        // batch.
+        let skip = |out: &mut dyn Write, why: &dyn std::fmt::Display| {
+            writeln!(out, "skipped {}: {why}", display_id(&s.id))
+        };
+        if let Some(holder) = store.holders(std::slice::from_ref(&s.id))?.remove(0) {
+            skip(out, &format_args!("{}, left to its writer", live_word(&holder)))?;
+            live += 1;
+            continue;
+        }
+        match recover(store, &s.id, dry_run, salvage, false, out) {
             Ok(_) => recovered += 1,
             Err(Failure::Output(e)) => return Err(Failure::Output(e)),
+            Err(Failure::Store(e @ (Error::Locked { .. } | Error::Leased { .. }))) => {
+                // Taken by a writer since the listing.
+                skip(out, &e)?;
+                live += 1;
+            }
             Err(f) => {
                 super::terminal::warn(&f);
                 worst = worst.max(f.exit_status());
@@ -231,8 +248,8 @@ pub(crate) fn recover_all(
     }
     writeln!(
         out,
-        "{}: {clean} clean, {recovered} {}, {failed} not recovered",
-        count(clean + recovered + failed, "session"),
+        "{}: {clean} clean, {live} live (skipped), {recovered} {}, {failed} not recovered",
+        count(clean + live + recovered + failed, "session"),
         if dry_run {
             "to recover (dry run)"
         } else {
@@ -263,8 +280,26 @@ pub(crate) fn recover(
     id: &str,
     dry_run: bool,
     salvage: bool,
+    steal: bool,
     out: &mut dyn Write,
 ) -> Outcome {
+    if dry_run
+        && !steal
+        && let Some(holder) = store.holders(&[id.to_owned()])?.remove(0) {
+        // A dry run takes no lock, so it would show closers for a live
+        // turn: say instead that there is nothing to recover.
+        writeln!(
+            out,
+            "session {}: {}; a live turn is not recovered",
+            display_id(id),
+            live_word(&holder)
+        )?;
+        return Err(Failure::Other(format!(
+            "session {} is held by a live writer ({}); recovery leaves it to that writer",
+            display_id(id),
+            holder.who
+        )));
+    }
     let report = if salvage {
         store.recover_salvage(id, dry_run)?
     } else {

@@ -193,7 +193,7 @@ fn show_recovery(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
          the unanswered tool call (TOOL_OUTCOME_UNKNOWN), step/end, and turn/end with \
          reason interrupted.",
     )?;
-    check::recover(&store, CRASHED, false, false, out)?;
+    check::recover(&store, CRASHED, false, false, false, out)?;
     step(
         out,
         &format!("cat {CRASHED}"),

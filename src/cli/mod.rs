@@ -240,7 +240,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             } else {
                 IfMissing::Empty
             };
-            append::run(&open(a.sync.into(), missing)?, &a, io::stdin(), out)
+            let store = open(a.sync.into(), missing)?;
+            if a.steal {
+                store.steal_lease(&a.session);
+            }
+            append::run(&store, &a, io::stdin(), out)
         }
         Command::Cat(a) if a.salvage => read::salvage(&existing()?, &a.session, a.from, out),
         Command::Cat(a) => read::cat(&existing()?, &a.session, a.from, a.raw, out),
@@ -249,7 +253,13 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Grep(a) => grep::grep(&existing()?, &a, out),
         Command::Verify(a) => check::verify(&existing()?, &a, out),
         Command::Recover(a) => match &a.session {
-            Some(id) => check::recover(&existing()?, id, a.dry_run, a.salvage, out),
+            Some(id) => {
+                let store = existing()?;
+                if a.steal {
+                    store.steal_lease(id);
+                }
+                check::recover(&store, id, a.dry_run, a.salvage, a.steal, out)
+            }
             None => check::recover_all(&existing()?, a.dry_run, a.salvage, out),
         },
         Command::Ls(a) => sessions::ls(&existing()?, &a, out),

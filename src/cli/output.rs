@@ -184,6 +184,49 @@ pub(crate) struct SessionJson<'a> {
     agent_preset: Option<&'a str>,
     /// The first user message, cut (set by `ls`).
     pub title: Option<String>,
+    /// What the stored log says when `state` is `live` (a writer holds
+    /// the session, so its open turn is live, not crashed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_state: Option<&'static str>,
+    /// The writer holding the session (set by `ls`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<HolderJson>,
+}
+
+/// A live session's writer in `ls --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HolderJson {
+    who: String,
+    pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    epoch: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_expires_in_ms: Option<u64>,
+}
+
+impl SessionJson<'_> {
+    /// Marks the session as held by `holder`: `state` becomes `live`, the
+    /// stored log's own word moves to `storedState`.
+    pub(crate) fn held_by(&mut self, holder: &crate::backend::Holder) {
+        self.stored_state = Some(self.state);
+        self.state = "live";
+        self.holder = Some(HolderJson {
+            who: holder.who.clone(),
+            pid: holder.pid,
+            epoch: holder.epoch,
+            lease_expires_in_ms: holder.lease_expires_in.map(|d| d.as_millis() as u64),
+        });
+    }
+}
+
+/// A live session's state as `ls` shows it: `live (pid 123)`, `live (host
+/// pid 1 writer 9f3a, lease 28 s)`.
+pub(crate) fn live_word(holder: &crate::backend::Holder) -> String {
+    match holder.lease_expires_in {
+        Some(left) => format!("live ({}, lease {} s)", holder.who, left.as_secs()),
+        None => format!("live ({})", holder.who),
+    }
 }
 
 impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
@@ -205,6 +248,8 @@ impl<'a> From<&'a SessionSummary> for SessionJson<'a> {
             origin: h.and_then(|h| h.origin.as_deref()),
             delegation_depth: h.and_then(|h| h.delegation_depth),
             agent_preset: h.and_then(|h| h.agent_preset.as_deref()),
+            stored_state: None,
+            holder: None,
             title: None,
         }
     }

@@ -6,9 +6,11 @@ use std::io::Write;
 use super::Failure;
 use super::args::{HeadArgs, LsArgs, LsSort};
 use super::output::{
-    SessionJson, Table, display_id, human_bytes, iso_utc, json_line, local_time, state_word,
+    SessionJson, Table, display_id, human_bytes, iso_utc, json_line, live_word, local_time,
+    state_word,
 };
 use super::{Outcome, exit};
+use crate::backend::Holder;
 use crate::scan::SessionSummary;
 use crate::store::Store;
 
@@ -100,22 +102,28 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
         .transpose()
         .map_err(Failure::Usage)?;
     for state in &args.state {
-        if !["clean", "clean-end", "open-turn", "torn", "corrupt"].contains(&state.as_str()) {
+        if !["clean", "clean-end", "open-turn", "torn", "corrupt", "live"].contains(&state.as_str())
+        {
             return Err(Failure::Usage(format!(
-                "--state {state:?}: one of clean, clean-end, open-turn, torn, corrupt"
+                "--state {state:?}: one of clean, clean-end, open-turn, torn, corrupt, live"
             )));
         }
     }
-    let mut sessions = store.list()?;
+    let sessions = store.list()?;
     super::check::report_foreign(store)?;
-    sessions.retain(|s| {
+    let ids: Vec<String> = sessions.iter().map(|s| s.id.clone()).collect();
+    let holders = store.holders(&ids)?;
+    let mut sessions: Vec<(SessionSummary, Option<Holder>)> =
+        sessions.into_iter().zip(holders).collect();
+    sessions.retain(|(s, holder)| {
         let cwd = s.header.as_ref().and_then(|h| h.cwd.as_deref());
-        (args.state.is_empty() || args.state.iter().any(|st| st == state_word(s)))
+        let word = if holder.is_some() { "live" } else { state_word(s) };
+        (args.state.is_empty() || args.state.iter().any(|st| st == word))
             && since.is_none_or(|t| s.last_activity.is_some_and(|a| a >= t))
             && args.cwd.as_deref().is_none_or(|dir| under(cwd, dir))
     });
     let created = |s: &SessionSummary| s.header.as_ref().map(|h| h.created_at);
-    sessions.sort_by(|a, b| {
+    sessions.sort_by(|(a, _), (b, _)| {
         let by = match args.sort {
             LsSort::Id => std::cmp::Ordering::Equal,
             LsSort::Activity => b.last_activity.cmp(&a.last_activity),
@@ -129,9 +137,12 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
         sessions.truncate(limit);
     }
     if args.json {
-        for s in &sessions {
+        for (s, holder) in &sessions {
             let mut line = SessionJson::from(s);
             line.title = title(store, &s.id);
+            if let Some(holder) = holder {
+                line.held_by(holder);
+            }
             json_line(out, &line)?;
         }
         return Ok(exit::SUCCESS);
@@ -153,11 +164,13 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
             false, false, true, true, true, false, false, false, false, false,
         ],
     );
-    for s in &sessions {
+    for (s, holder) in &sessions {
         let header = s.header.as_ref();
         table.row(vec![
             display_id(&s.id).into_owned(),
-            state_word(s).to_owned(),
+            holder
+                .as_ref()
+                .map_or_else(|| state_word(s).to_owned(), live_word),
             s.events.to_string(),
             s.turns.to_string(),
             human_bytes(s.bytes),

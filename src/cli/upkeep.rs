@@ -156,7 +156,7 @@ pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Out
                     display_id(&s.id)
                 )?;
             }
-            Err(e @ crate::Error::Locked { .. }) => {
+            Err(e @ (crate::Error::Locked { .. } | crate::Error::Leased { .. })) => {
                 writeln!(out, "skipped {}: {e}", display_id(&s.id))?;
                 skipped += 1;
             }

@@ -51,7 +51,8 @@ fn code_of(error: &Error) -> &'static str {
         Error::AlreadyExists { .. } => "ALREADY_EXISTS",
         Error::Corrupt(_) => "CORRUPT",
         Error::Unsupported { .. } => "UNSUPPORTED",
-        Error::Locked { .. } => "LOCKED",
+        Error::Locked { .. } | Error::Leased { .. } => "LOCKED",
+        Error::Superseded { .. } => "SUPERSEDED",
         Error::OpenTurn { .. } => "OPEN_TURN",
         Error::InvalidArgument(_) => "INVALID_ARGUMENT",
         Error::Poisoned { .. } => "POISONED",
@@ -106,6 +107,9 @@ pub struct OpenOptions {
     pub busy_timeout_ms: Option<u32>,
     /// SQLite only: `wal` (default), `delete`, `truncate` or `persist`.
     pub journal_mode: Option<String>,
+    /// PostgreSQL only: how long a writer's lease runs from each renewal
+    /// (1,000 to 86,400,000 ms; default `TURNWAL_LEASE`, else 30 s).
+    pub lease_ms: Option<u32>,
 }
 
 /// An open store. Every method returns a Promise settled by a task on
@@ -141,6 +145,10 @@ enum OpKind {
     },
     Revision {
         id: String,
+    },
+    Hold {
+        id: String,
+        steal: bool,
     },
     Append {
         id: String,
@@ -186,6 +194,12 @@ impl Op {
             OpKind::LoadStored { id } => load_stored(store, id),
             OpKind::LoadStoredFrom { id, from_seq } => load_stored_from(store, id, *from_seq),
             OpKind::Revision { id } => store.revision(id),
+            OpKind::Hold { id, steal } => {
+                if *steal {
+                    store.steal_lease(id);
+                }
+                store.hold(id).map(|()| None)
+            }
             OpKind::Append {
                 id,
                 meta,
@@ -510,6 +524,20 @@ impl NativeStore {
         })
     }
 
+    /// Takes the session's writer lock (a PostgreSQL store: its lease) now
+    /// and keeps it for the session's next append or repair, changing
+    /// nothing. Refused with `LOCKED` naming the holder while another
+    /// process or host holds the session live; with `steal`, a PostgreSQL
+    /// lease is taken anyway (its holder is refused from its next batch).
+    /// Resolves null; a session with nothing stored is `NOT_FOUND`.
+    #[napi(ts_return_type = "Promise<null>")]
+    pub fn hold(&self, id: Utf16String, steal: bool) -> napi::Result<AsyncTask<Op>> {
+        self.op(OpKind::Hold {
+            id: session_id(&id)?,
+            steal,
+        })
+    }
+
     /// The revision token, or null when the session has nothing stored.
     #[napi(ts_return_type = "Promise<string | null>")]
     pub fn revision(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
@@ -646,6 +674,7 @@ pub struct Open {
     sqlite: bool,
     options: StoreOptions,
     sqlite_options: SqliteOptions,
+    lease_ms: Option<u32>,
 }
 
 impl Task for Open {
@@ -656,7 +685,13 @@ impl Task for Open {
         let postgres =
             self.path.starts_with("postgres://") || self.path.starts_with("postgresql://");
         let store = if postgres {
-            Store::open_postgres(&self.path, self.options)
+            (|| {
+                let mut pg = turnwal::backend::postgres::PgOptions::from_env()?;
+                if let Some(ms) = self.lease_ms {
+                    pg = pg.with_lease(Duration::from_millis(u64::from(ms)))?;
+                }
+                Store::open_postgres_with(&self.path, self.options, pg)
+            })()
         } else if self.sqlite {
             Store::open_sqlite(&self.path, self.sqlite_options.clone(), self.options)
         } else {
@@ -721,6 +756,7 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
             require_known_types: false,
         },
         sqlite_options,
+        lease_ms: options.lease_ms,
     }))
 }
 
