@@ -592,10 +592,7 @@ impl Store {
     /// writer seals the closed turns of a version-2 log at a clean close),
     /// trying each; the first failure, if any.
     pub fn close_all(&self) -> Result<()> {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let slots: Vec<Arc<Mutex<Slot>>> = self
             .slots
             .lock()
@@ -1434,7 +1431,8 @@ impl Store {
             return Ok(report(scan, None, false));
         }
         if reading == Reading::Salvage && matches!(&*guard, Slot::Cold) {
-            let mut writer = self.open_writer(id)?
+            let mut writer = self
+                .open_writer(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             let scan = writer.salvage_scan()?;
             self.check_version(&scan)?;
@@ -1467,7 +1465,8 @@ impl Store {
         }
         // Only a writer computes the salvage cut; opening one takes the lock
         // but writes nothing until a repair.
-        let mut writer = self.open_writer(id)?
+        let mut writer = self
+            .open_writer(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
         writer.salvage_scan()
     }
@@ -1541,7 +1540,8 @@ impl Store {
             Slot::Live(live) => return Ok(live.receipt()),
             Slot::Cold => {}
         }
-        let mut writer = self.open_writer(id)?
+        let mut writer = self
+            .open_writer(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
         let scan = self.with_store_policy(writer.scan()?);
         self.check_version(&scan)?;
@@ -1623,7 +1623,8 @@ impl Store {
                 (Some(live.header), live.writer)
             }
             Slot::Cold => {
-                let writer = self.open_writer(id)?
+                let writer = self
+                    .open_writer(id)?
                     .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
                 (None, writer)
             }
@@ -1707,7 +1708,8 @@ impl Store {
     ) -> Result<(&'g mut Live, Option<Opened>)> {
         let mut opened = None;
         if matches!(&**guard, Slot::Cold) {
-            let mut writer = self.open_writer(id)?
+            let mut writer = self
+                .open_writer(id)?
                 .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
             let scan = self.with_store_policy(match reading {
                 Reading::Tail => writer.scan()?,

@@ -84,6 +84,10 @@ fn open_session(
         return Ok((store.adopt(id)?.next_seq, None));
     }
     if !args.create {
+        // The writer lock (a lease) first: a session another writer holds
+        // live is refused at once, before any input is judged against a
+        // turn that is live, not interrupted.
+        store.hold(id)?;
         // The input is checked under the policy the store will append it
         // under (a JSONL root records none, and the store's own applies).
         let mut scan = store.scan(id)?;

@@ -227,7 +227,10 @@ pub(crate) fn recover_all(
             writeln!(out, "skipped {}: {why}", display_id(&s.id))
         };
         if let Some(holder) = store.holders(std::slice::from_ref(&s.id))?.remove(0) {
-            skip(out, &format_args!("{}, left to its writer", live_word(&holder)))?;
+            skip(
+                out,
+                &format_args!("{}, left to its writer", live_word(&holder)),
+            )?;
             live += 1;
             continue;
         }
@@ -285,7 +288,8 @@ pub(crate) fn recover(
 ) -> Outcome {
     if dry_run
         && !steal
-        && let Some(holder) = store.holders(&[id.to_owned()])?.remove(0) {
+        && let Some(holder) = store.holders(&[id.to_owned()])?.remove(0)
+    {
         // A dry run takes no lock, so it would show closers for a live
         // turn: say instead that there is nothing to recover.
         writeln!(

@@ -117,7 +117,11 @@ pub(crate) fn ls(store: &Store, args: &LsArgs, out: &mut dyn Write) -> Outcome {
         sessions.into_iter().zip(holders).collect();
     sessions.retain(|(s, holder)| {
         let cwd = s.header.as_ref().and_then(|h| h.cwd.as_deref());
-        let word = if holder.is_some() { "live" } else { state_word(s) };
+        let word = if holder.is_some() {
+            "live"
+        } else {
+            state_word(s)
+        };
         (args.state.is_empty() || args.state.iter().any(|st| st == word))
             && since.is_none_or(|t| s.last_activity.is_some_and(|a| a >= t))
             && args.cwd.as_deref().is_none_or(|dir| under(cwd, dir))

@@ -255,27 +255,40 @@ impl LogWriter for PgWriter {
         let rows = encode(batch)?;
         let end = self.hold.next_seq + epoch::Row::events(&rows);
         let started = std::time::Instant::now();
-        let result = {
-            let mut client = self.shared.client()?;
-            let mut hold = self.hold.clone();
-            epoch::append(
-                &mut client,
-                &self.shared.location,
-                &self.id,
-                &mut hold,
-                &rows,
-            )
-            .map(|()| hold)
-        };
-        match result {
-            Ok(hold) => self.hold = hold,
-            Err(e @ Error::Io { .. }) => {
-                if !self.committed(end) {
-                    return Err(e);
+        // A connection the server dropped (a restart, a failover) fails the
+        // first operation on it: the batch is tried once more on a new
+        // connection when it did not commit. Safe whatever happened: the
+        // claim is conditional on the stored next seq, so a batch that did
+        // commit can never go in twice.
+        let mut retried = false;
+        loop {
+            let result = {
+                let mut client = self.shared.client()?;
+                let mut hold = self.hold.clone();
+                epoch::append(
+                    &mut client,
+                    &self.shared.location,
+                    &self.id,
+                    &mut hold,
+                    &rows,
+                )
+                .map(|()| hold)
+            };
+            match result {
+                Ok(hold) => self.hold = hold,
+                Err(e @ Error::Io { .. }) => {
+                    if !self.committed(end) {
+                        if !retried {
+                            retried = true;
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                    self.hold.next_seq = end;
                 }
-                self.hold.next_seq = end;
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
+            break;
         }
         // The batch's claim extended the lease.
         self.shared
