@@ -110,8 +110,9 @@ trait Fixture {
     /// Whether a second writer takes the session over (its first append or
     /// repair bumps the session's writer epoch, and the first writer's next
     /// append is refused as `Superseded`) instead of being refused as
-    /// `Locked`: the PostgreSQL store, whose writers on many hosts cannot
-    /// share a lock (docs/POSTGRES.md).
+    /// `Locked`: the PostgreSQL store, whose writers on many hosts hold
+    /// leases instead (`Leased`, and taken over when a lease runs out or
+    /// is stolen; docs/POSTGRES.md).
     fn takes_over() -> bool {
         false
     }
@@ -1953,8 +1954,30 @@ fn second_writer<F: Fixture>() {
     log.simple_turn("u2", "two", "ok");
     let turn2 = log.batch();
     if F::takes_over() {
-        // The second writer takes the session; the first is refused from
-        // then on, naming who holds it, and nothing of its batch is kept.
+        // The first writer's lease is live: the second is refused, naming
+        // the holder and the time its lease has left.
+        match second.append(id, &turn2) {
+            Err(Error::Leased {
+                id: got,
+                holder,
+                expires_in,
+                ..
+            }) => {
+                assert_eq!(got, id);
+                let pid = format!("pid {}", std::process::id());
+                assert!(holder.contains(&pid), "{holder}");
+                assert!(
+                    expires_in > std::time::Duration::ZERO
+                        && expires_in <= turnwal::backend::postgres::DEFAULT_LEASE,
+                    "{expires_in:?}"
+                );
+            }
+            other => panic!("expected Leased, got {other:?}"),
+        }
+        assert_eq!(second.inspect(id).unwrap().events, one_turn_log());
+        // Taken on purpose: the first is refused from then on, naming who
+        // holds it, and nothing of its batch is kept.
+        second.steal_lease(id);
         assert_eq!(
             second.append(id, &turn2).unwrap().next_seq,
             log.all().len() as u64

@@ -34,8 +34,9 @@ export interface Config {
    * The store. A path ending in `.sqlite` or `.db` is a SQLite database (the
    * upstream harness's schema 17, so either side opens it); a
    * `postgres://…` or `postgresql://…` URL is a PostgreSQL database shared
-   * by every harness host (turnwal creates its tables; a host that opens a
-   * session takes it over from any other); any other path is a native
+   * by every harness host (turnwal creates its tables; a writer holds a
+   * renewed lease on its session, so another host cannot take it while it
+   * lives); any other path is a native
    * turnwal WAL directory. Created on first materialization. Relative paths
    * are resolved against the working directory at load.
    */

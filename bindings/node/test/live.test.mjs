@@ -1,0 +1,60 @@
+// Two harness processes on one session (issue 28): a child process holds a
+// live session with a turn open at a tool call; this process, a second
+// harness on the same store, is refused at `load` with LOCKED naming the
+// holder, can still read the session, and never closes the live turn. Once
+// the holder is gone, `load` gets upstream's closers as after any crash.
+import { describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { fileURLToPath } from 'node:url'
+import { KINDS, child, mount, storePath } from './support.mjs'
+
+const fixture = (name) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
+
+for (const kind of KINDS) {
+  describe(`two harness processes on one session, ${kind} store`, () => {
+    it('the second is refused at load, reads it unchanged, and loads it once the first is gone', async (t) => {
+      const path = storePath(t, kind)
+      const id = 'shared-session'
+      let ready
+      let resolveReady
+      const isReady = new Promise((resolve) => { resolveReady = resolve })
+      const { proc, exited } = child(t, fixture('crash-child.mjs'), [path, id], {
+        onLine(line) {
+          if (line.startsWith('READY ')) {
+            ready = JSON.parse(line.slice(6))
+            resolveReady()
+          }
+        },
+      })
+      await isReady
+      const written = ready.events
+      assert.equal(written.at(-1).type, 'tool/call')
+
+      const { persistence, dispose } = await mount(t, { path })
+      // Refused at load, naming the holder; nothing written.
+      await assert.rejects(persistence.load(id), (error) => {
+        assert.equal(error.code, 'LOCKED', String(error))
+        assert.match(error.message, /locked by another writer/)
+        return true
+      })
+      const before = await persistence.loadStored(id)
+      assert.deepEqual(before.events, written, 'the live turn is stored as the holder wrote it')
+      // Reading takes no lock: inspect shows the stored events (and the
+      // closers a recovery would add, in memory only).
+      const inspected = await persistence.inspect(id)
+      assert.deepEqual(inspected.events.slice(0, written.length), written)
+      const again = await persistence.loadStored(id)
+      assert.deepEqual(again.events, written)
+      assert.equal(String(again.revision), String(before.revision), 'nothing was written')
+
+      // The holder dies: the session is loaded with upstream's closers.
+      proc.kill('SIGKILL')
+      await exited
+      const loaded = await persistence.load(id)
+      assert.deepEqual(loaded.events.slice(0, written.length), written)
+      assert.deepEqual(loaded.events.slice(written.length).map((e) => e.type), ['tool/result', 'step/end', 'turn/end'])
+      assert.deepEqual(loaded.events.at(-1).data, { turn: 2, reason: { kind: 'interrupted' } })
+      await dispose()
+    })
+  })
+}
