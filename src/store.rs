@@ -306,8 +306,8 @@ impl Store {
     /// let store = Store::in_memory();
     /// store.create(SessionHeader::new("s", 1)).unwrap();
     /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
-    /// store.steal_lease("s");
-    /// assert_eq!(store.load("s").unwrap().events.len(), 1);
+    /// store.steal_lease("s"); // nothing to steal in memory: no change
+    /// assert_eq!(store.inspect("s").unwrap().events.len(), 1);
     /// ```
     pub fn steal_lease(&self, id: &str) {
         self.steal

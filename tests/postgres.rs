@@ -53,7 +53,7 @@ fn the_schema_is_created_once_and_checked_on_every_open() {
     };
     assert_eq!((version, store_id.len()), (SCHEMA_VERSION, 32));
     let created = tables(&cluster, "postgres");
-    assert_eq!(created.len(), 28, "{created:?}");
+    assert_eq!(created.len(), 29, "{created:?}");
     let mut names: Vec<&str> = created.iter().map(|(t, _)| t.as_str()).collect();
     names.dedup();
     assert_eq!(
@@ -77,16 +77,68 @@ fn the_schema_is_created_once_and_checked_on_every_open() {
 }
 
 #[test]
+fn a_version_1_schema_is_upgraded_in_place_and_its_sessions_are_free() {
+    let cluster = Cluster::start();
+    cluster.sql("postgres", "CREATE DATABASE old");
+    let url = cluster.url("old");
+    let location = location_of(&url);
+    let mut client = connect(&url).unwrap();
+    epoch::create(
+        &mut client,
+        &location,
+        "s",
+        "{}",
+        "lenient",
+        "host-a",
+        LEASE,
+        &[row(0, "turn/start", r#"{"turn":1}"#)],
+    )
+    .unwrap();
+    drop(client);
+    // What a turnwal before leases created: version 1, no lease column.
+    cluster.sql(
+        "old",
+        "ALTER TABLE turnwal_sessions DROP COLUMN writer_lease_until; \
+         UPDATE turnwal_schema SET version = 1",
+    );
+    let mut client = connect(&url).unwrap();
+    let version: i32 = client
+        .query_one("SELECT version FROM turnwal_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    assert_eq!(tables(&cluster, "old").len(), 29);
+    // The session kept every row and has no lease: free to take.
+    let rows: i64 = client
+        .query_one(
+            "SELECT count(*) FROM turnwal_events WHERE session_id = 's'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+    let hold = epoch::take(&mut client, &location, "s", "host-b", Lease::of(LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((hold.epoch, hold.next_seq), (2, 1));
+    // Now leased: a third host waits.
+    assert!(matches!(
+        epoch::take(&mut client, &location, "s", "host-c", Lease::of(LEASE)),
+        Err(Error::Leased { epoch: 2, .. })
+    ));
+}
+
+#[test]
 fn a_newer_or_foreign_schema_or_a_non_utf8_database_is_refused_untouched() {
     let cluster = Cluster::start();
     // Newer.
     cluster.sql("postgres", "CREATE DATABASE newer");
     connect(&cluster.url("newer")).unwrap();
-    cluster.sql("newer", "UPDATE turnwal_schema SET version = 2");
+    cluster.sql("newer", "UPDATE turnwal_schema SET version = 3");
     let detail = unsupported(connect(&cluster.url("newer")));
     assert_eq!(
         detail,
-        "the database holds turnwal schema version 2, newer than the 1 this turnwal reads: \
+        "the database holds turnwal schema version 3, newer than the 2 this turnwal reads: \
          upgrade turnwal"
     );
     // Foreign: a table named like turnwal's with other columns.
@@ -95,7 +147,7 @@ fn a_newer_or_foreign_schema_or_a_non_utf8_database_is_refused_untouched() {
     let before = tables(&cluster, "foreign_db");
     let detail = unsupported(connect(&cluster.url("foreign_db")));
     assert!(
-        detail.starts_with("tables named turnwal_* that are not turnwal's schema version 1"),
+        detail.starts_with("tables named turnwal_* that are not turnwal's schema version 2"),
         "{detail}"
     );
     assert!(detail.contains("turnwal_events.id (integer"), "{detail}");
@@ -854,6 +906,9 @@ fn writer_processes_sigkilled_lose_nothing_acknowledged() {
     let mut killed_mid_stream = 0;
     for round in 0..rounds {
         let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+        // The last round's writer was SIGKILLed inside its lease: this
+        // process knows it is dead and takes the session at once.
+        store.steal_lease("soak");
         let stored: Vec<String> = if round == 0 {
             Vec::new()
         } else {
@@ -921,6 +976,7 @@ fn writer_processes_sigkilled_lose_nothing_acknowledged() {
         acked.len()
     );
     let store = Store::open_postgres(&url, StoreOptions::default()).unwrap();
+    store.steal_lease("soak");
     let last: Vec<String> = store
         .load("soak")
         .unwrap()
@@ -998,6 +1054,8 @@ fn failover_to_a_synchronous_standby_keeps_every_acknowledged_event() {
     standby.promote();
     let store =
         Store::open_postgres(&standby.store_url("postgres"), StoreOptions::default()).unwrap();
+    // The writer died with the primary; its lease came over with the rows.
+    store.steal_lease("moving");
     let resumed = store.load("moving").unwrap();
     let stored: Vec<String> = resumed.events.iter().map(|e| e.to_json()).collect();
     assert!(

@@ -272,6 +272,7 @@ pub(crate) fn insert_rows(
 /// `lease`;
 /// [`Error::AlreadyExists`] when the database holds it (and nothing is
 /// written).
+#[allow(clippy::too_many_arguments)] // the session row's columns, one each
 pub fn create(
     client: &mut Client,
     location: &str,
