@@ -465,3 +465,56 @@ fn postgres_lease_lengths_are_checked() {
     }
     assert_eq!(cli(&store, &["ls"], &[("TURNWAL_LEASE", "2m")]).status, 0);
 }
+
+/// What renewal costs: an idle writer's store sends one statement per
+/// third of a lease (6 a minute at the default 30 s), however many of its
+/// writers are idle; a writer that appends extends its lease in its own
+/// batches.
+#[test]
+fn postgres_renewal_costs_one_statement_per_third_of_a_lease() {
+    use turnwal::backend::postgres::{PgBackend, PgOptions};
+    use turnwal::{Event, SessionHeader, Store, StoreOptions};
+    let cluster = support::pg::shared();
+    let url = cluster.fresh_database();
+    let options = PgOptions::default()
+        .with_lease(Duration::from_secs(3))
+        .unwrap();
+    let backend = PgBackend::open_with_options(&url, options).unwrap();
+    let store = Store::with_backend(
+        std::sync::Arc::new(backend.clone()),
+        StoreOptions::default(),
+    );
+    for id in ["a", "b", "c"] {
+        store.create(SessionHeader::new(id, 1)).unwrap();
+        store
+            .append(
+                id,
+                &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()],
+            )
+            .unwrap();
+    }
+    let before = backend.lease_renewals();
+    std::thread::sleep(Duration::from_millis(6_500));
+    let idle = backend.lease_renewals() - before;
+    // Three idle writers, 6.5 s, a renewal due every second: one statement
+    // each time for all three (5 to 7, the first due a second after the
+    // appends).
+    assert!(
+        (5..=7).contains(&idle),
+        "{idle} renewal statements in 6.5 s"
+    );
+    // Their leases are live: another store's writer is refused.
+    let other = Store::open_postgres_with(&url, StoreOptions::default(), options).unwrap();
+    for id in ["a", "b", "c"] {
+        assert!(
+            matches!(other.hold(id), Err(turnwal::Error::Leased { .. })),
+            "{id}"
+        );
+    }
+    // Closed: the leases end at once, and renewals stop.
+    store.close_all().unwrap();
+    for id in ["a", "b", "c"] {
+        other.hold(id).unwrap();
+    }
+    eprintln!("idle writers: {idle} renewal statements in 6.5 s for 3 sessions (lease 3 s)");
+}
