@@ -50,16 +50,22 @@ describe('turnwal-dsh on a postgres store', () => {
     assert.deepEqual(suffix.events.map((e) => e.seq), loaded.events.slice(written.length).map((e) => e.seq))
   })
 
-  it('a host whose session another host took over is refused, naming the holder', async (t) => {
+  it('a host is refused a session another host holds live; one that steals it makes the first host refused, naming the holder', async (t) => {
     const cluster = startCluster(t)
     const path = cluster.url()
     const a = await mount(t, { path })
     const { session: sa } = await liveSession(a.ctx, 'shared', {})
     toolTurn(sa, 1)
     await a.ctx.sessions.flush(sa)
-    // Host B resumes the session and appends a turn: it now holds it.
+    // Host A's lease is live: host B is refused at load, naming A.
     const b = await mount(t, { path })
-    const resumed = await b.persistence.load('shared')
+    await assert.rejects(b.persistence.load('shared'), (error) => {
+      assert.equal(error.code, 'LOCKED')
+      assert.match(error.message, /is held by a live writer \(.*pid \d+.*writer epoch 1\) whose lease expires in/)
+      return true
+    })
+    // B steals it on purpose and appends a turn: it now holds it.
+    const resumed = await b.persistence.steal('shared')
     assert.equal(JSON.stringify(resumed.events), JSON.stringify(sa.events))
     const turn2 = plainTurn(resumed.events.length, 2)
     await b.persistence.append('shared', turn2)

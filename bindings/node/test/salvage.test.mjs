@@ -89,7 +89,7 @@ describe('salvage and salvageRepair on a native WAL store', () => {
     bytes[damaged.data + Math.floor(damaged.dataLen / 2)] ^= 0x04
     writeFileSync(file, bytes)
 
-    const { persistence } = await mount(t, { path })
+    const { persistence, dispose } = await mount(t, { path })
     // Corruption: load and inspect refuse it, nothing is written.
     await assert.rejects(persistence.load(id), { name: 'TurnwalError', code: 'CORRUPT' })
     await assert.rejects(persistence.inspect(id), { name: 'TurnwalError', code: 'CORRUPT' })
@@ -143,7 +143,12 @@ describe('salvage and salvageRepair on a native WAL store', () => {
     const expected = [...written.slice(0, 7), ...closers]
     assert.deepEqual((await persistence.load(id)).events, expected)
     assert.deepEqual((await persistence.inspect(id)).events, expected)
+    // This context holds the session now: another is refused at load
+    // until it lets go, and reads it meanwhile.
     const cold = await mount(t, { path })
+    await assert.rejects(cold.persistence.load(id), { name: 'TurnwalError', code: 'LOCKED' })
+    assert.deepEqual((await cold.persistence.inspect(id)).events, expected)
+    await dispose()
     assert.deepEqual((await cold.persistence.load(id)).events, expected)
     // Salvage of the repaired log: everything, no gaps; a second repair has nothing to do.
     assert.deepEqual(await cold.persistence.salvage(id), { header: meta(id, '/work'), events: expected, gaps: [] })
