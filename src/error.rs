@@ -160,6 +160,24 @@ fn holder_text(holder: Option<u32>) -> String {
     }
 }
 
+/// At most the first 200 characters of `text`, and how long it was when
+/// it was longer: what a message quotes of a value it refuses (an id, a
+/// path, a payload), so a refusal of a 30 MB value is not itself 30 MB.
+///
+/// ```
+/// use turnwal::error::excerpt;
+/// assert_eq!(excerpt("short"), "short");
+/// let long = "x".repeat(1000);
+/// assert_eq!(excerpt(&long), format!("{}… (1000 bytes)", "x".repeat(200)));
+/// ```
+pub fn excerpt(text: &str) -> String {
+    const CHARS: usize = 200;
+    match text.char_indices().nth(CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
 /// A lease's remaining time, to the millisecond below ten seconds.
 fn lease_text(left: std::time::Duration) -> String {
     if left < std::time::Duration::from_secs(10) {

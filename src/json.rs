@@ -6,11 +6,14 @@
 //! Input must already be valid UTF-8 (`&str`): strings are only checked for
 //! control characters and escape syntax. `\uXXXX` escapes are accepted
 //! whatever they encode, lone UTF-16 surrogates included, as JavaScript
-//! writes them. Nesting is limited to [`MAX_DEPTH`].
+//! writes them. A value nests as deep as its size allows; only the
+//! objects a caller walks member by member ([`Scanner::object`], the few
+//! levels the contract reads) are limited to [`MAX_DEPTH`].
 
 use std::fmt;
 
-/// Deepest nesting of arrays and objects accepted.
+/// Deepest nesting of the objects a caller walks member by member
+/// ([`Scanner::object`]); values inside them nest without limit.
 pub const MAX_DEPTH: usize = 512;
 
 /// Where and why a text is not JSON.
@@ -247,19 +250,84 @@ impl<'a> Scanner<'a> {
     }
 
     /// Validates one value at the cursor (whitespace before it skipped).
+    /// Arrays and objects are walked with a stack of their own, not by
+    /// recursion, so a value nests as deep as its size allows (upstream
+    /// stores whatever `JSON.stringify` wrote: a hook's parsed AST can be
+    /// thousands of levels deep); `depth` is the caller's, unused here.
     pub fn value(&mut self, depth: usize) -> Result<(), JsonError> {
-        self.ws();
-        match self.peek() {
-            Some(b'{') => self.object(depth + 1, |s, _, depth| s.value(depth)),
-            Some(b'[') => self.array(depth + 1),
-            Some(b'"') => self.string().map(|_| ()),
-            Some(b'-' | b'0'..=b'9') => self.number().map(|_| ()),
-            Some(b't') => self.literal(b"true"),
-            Some(b'f') => self.literal(b"false"),
-            Some(b'n') => self.literal(b"null"),
-            Some(_) => self.err("expected a value"),
-            None => self.err("unexpected end of input"),
+        let _ = depth;
+        // The closer each open container awaits, innermost last.
+        let mut open: Vec<u8> = Vec::new();
+        'value: loop {
+            self.ws();
+            match self.peek() {
+                Some(b'{') => {
+                    self.pos += 1;
+                    self.ws();
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                    } else {
+                        open.push(b'}');
+                        self.key()?;
+                        continue 'value;
+                    }
+                }
+                Some(b'[') => {
+                    self.pos += 1;
+                    self.ws();
+                    if self.peek() == Some(b']') {
+                        self.pos += 1;
+                    } else {
+                        open.push(b']');
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => {
+                    self.string()?;
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    self.number()?;
+                }
+                Some(b't') => self.literal(b"true")?,
+                Some(b'f') => self.literal(b"false")?,
+                Some(b'n') => self.literal(b"null")?,
+                Some(_) => return self.err("expected a value"),
+                None => return self.err("unexpected end of input"),
+            }
+            // A value ended: close every container that ends with it.
+            loop {
+                let Some(&closer) = open.last() else {
+                    return Ok(());
+                };
+                self.ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if closer == b'}' {
+                            self.key()?;
+                        }
+                        continue 'value;
+                    }
+                    Some(c) if c == closer => {
+                        self.pos += 1;
+                        open.pop();
+                    }
+                    _ if closer == b'}' => return self.err("expected ',' or '}' in an object"),
+                    _ => return self.err("expected ',' or ']' in an array"),
+                }
+            }
         }
+    }
+
+    /// An object member's key and its colon (whitespace before each
+    /// skipped).
+    fn key(&mut self) -> Result<(), JsonError> {
+        self.ws();
+        if self.peek() != Some(b'"') {
+            return self.err("expected a string key");
+        }
+        self.string()?;
+        self.expect(b':', "expected ':' after an object key")
     }
 
     fn literal(&mut self, word: &[u8]) -> Result<(), JsonError> {
@@ -303,30 +371,6 @@ impl<'a> Scanner<'a> {
                     return Ok(());
                 }
                 _ => return self.err("expected ',' or '}' in an object"),
-            }
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Result<(), JsonError> {
-        if depth > MAX_DEPTH {
-            return self.err("nesting too deep");
-        }
-        self.pos += 1; // '['
-        self.ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(());
-        }
-        loop {
-            self.value(depth)?;
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return self.err("expected ',' or ']' in an array"),
             }
         }
     }
@@ -670,13 +714,26 @@ mod tests {
                 "{text:?}"
             );
         }
-        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        // Nesting is bounded by size, not by a recursion limit: a million
+        // levels of arrays and objects, and the errors inside them found.
+        let n = 1_000_000;
+        let deep = "[".repeat(n) + &"]".repeat(n);
+        assert_eq!(validate(&deep), Ok(()));
+        let objects = r#"{"a":"#.repeat(n) + "[1,{}]" + &"}".repeat(n);
+        assert_eq!(validate(&objects), Ok(()));
+        let unclosed = "[".repeat(n) + &"]".repeat(n - 1);
         assert_eq!(
-            validate(&deep).map_err(|e| e.message),
-            Err("nesting too deep")
+            validate(&unclosed),
+            Err(JsonError {
+                offset: 2 * n - 1,
+                message: "unexpected end of input"
+            })
         );
-        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
-        assert_eq!(validate(&ok), Ok(()));
+        let bad_key = r#"{"a":"#.repeat(1000) + "{1:2}" + &"}".repeat(1001);
+        assert_eq!(
+            validate(&bad_key).map_err(|e| e.message),
+            Err("expected a string key")
+        );
     }
 
     #[test]

@@ -189,7 +189,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     root: z.string().description('Alias of `path`, so a JSONL configuration switches by its plugin name alone.'),
     durability: z.union([z.const('batch'), z.const('turn'), z.const('never')]).default('batch')
       .description('When an append is durable: batch (fsync every append), turn (at every turn/end), never (left to the OS).'),
-    busyTimeoutMs: z.natural().default(5000).description('SQLite: how long to wait for another connection\'s lock.'),
+    busyTimeoutMs: z.natural().max(2147483647).default(5000).description('SQLite: how long to wait for another connection\'s lock.'),
     leaseMs: z.natural().min(1000).max(86400000).description('PostgreSQL: how long a writer\'s lease runs from each renewal (the store renews it while the session is held). Default: TURNWAL_LEASE, else 30000.'),
     journalMode: z.union([z.const('wal'), z.const('delete'), z.const('truncate'), z.const('persist')]).default('wal')
       .description('SQLite: PRAGMA journal_mode.'),

@@ -85,14 +85,40 @@ fn json_string(s: &str) -> String {
 }
 
 /// Parses a batch: one event envelope per line (no line is empty).
-fn parse_events(lines: &str) -> Result<Vec<Event>, Error> {
+fn parse_events(id: &str, lines: &str) -> Result<Vec<Event>, Error> {
     if lines.is_empty() {
         return Ok(Vec::new());
     }
     lines
         .split('\n')
-        .map(|line| Event::from_json(line.as_bytes()).map_err(Error::from))
+        .enumerate()
+        .map(|(i, line)| {
+            Event::from_json(line.as_bytes()).map_err(|mut e| {
+                // Named as a harness reads it: the session, the event's
+                // place in the batch, and its seq and type when the line
+                // shows them.
+                e.line.get_or_insert(i as u64 + 1);
+                if e.seq.is_none() {
+                    e.seq = sniff(line, "\"seq\":").and_then(|v| v.parse().ok());
+                }
+                if e.event_type.is_none() {
+                    e.event_type = sniff(line, "\"type\":\"")
+                        .map(|t| turnwal::error::excerpt(t.trim_end_matches('"')));
+                }
+                e.reason = format!("session {id:?}, event {} of the batch: {}", i + 1, e.reason);
+                Error::from(e)
+            })
+        })
         .collect()
+}
+
+/// The text after the first `key` in `line` up to the next `,` or `}`
+/// (a refused line's seq or type, found without parsing it).
+fn sniff<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(key)? + key.len();
+    let rest = &line[at..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    Some(rest[..end].trim())
 }
 
 /// How to open a store (`openStore`'s second argument).
@@ -103,13 +129,14 @@ pub struct OpenOptions {
     /// When an append is durable: `batch` (fdatasync every append),
     /// `turn` (at every `turn/end`) or `never` (left to the OS).
     pub durability: String,
-    /// SQLite only: how long to wait for another connection's lock.
-    pub busy_timeout_ms: Option<u32>,
+    /// SQLite only: how long to wait for another connection's lock, in
+    /// ms (an integer from 0 to 2^31 - 1, SQLite's limit).
+    pub busy_timeout_ms: Option<f64>,
     /// SQLite only: `wal` (default), `delete`, `truncate` or `persist`.
     pub journal_mode: Option<String>,
     /// PostgreSQL only: how long a writer's lease runs from each renewal
     /// (1,000 to 86,400,000 ms; default `TURNWAL_LEASE`, else 30 s).
-    pub lease_ms: Option<u32>,
+    pub lease_ms: Option<f64>,
 }
 
 /// An open store. Every method returns a Promise settled by a task on
@@ -117,10 +144,56 @@ pub struct OpenOptions {
 #[napi]
 pub struct NativeStore {
     store: Arc<Mutex<Option<Arc<Store>>>>,
+    /// Set when an operation panicked inside turnwal: the store's state is
+    /// unknown, so every later operation is refused (`POISONED`) until the
+    /// store is closed and opened again.
+    poisoned: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The test hook behind bindings/node/test/panic.test.mjs: when
+/// `TURNWAL_DSH_PANIC_IN` names `op`, panics here, so a test can check
+/// that every entry point turns a panic into an error and the process
+/// lives on. Nothing else sets it.
+fn fault_point(op: &str) {
+    if std::env::var_os("TURNWAL_DSH_PANIC_IN").is_some_and(|v| v == op) {
+        panic!("forced panic in {op} (TURNWAL_DSH_PANIC_IN)");
+    }
+}
+
+/// Runs `f`, turning a panic inside turnwal into an error naming `op`: a
+/// panic must never unwind into the harness's process, where it aborts
+/// it. Returns whether it panicked beside the result.
+fn guarded<T>(op: &str, f: impl FnOnce() -> napi::Result<T>) -> (napi::Result<T>, bool) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fault_point(op);
+        f()
+    })) {
+        Ok(result) => (result, false),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            let message = format!(
+                "turnwal[PANIC] {op} failed inside turnwal ({}); the store's state is unknown: \
+                 close it and open it again, and report this",
+                turnwal::error::excerpt(&what)
+            );
+            (Err(napi::Error::new(Status::GenericFailure, message)), true)
+        }
+    }
 }
 
 impl NativeStore {
     fn store(&self) -> napi::Result<Arc<Store>> {
+        if self.poisoned.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(napi::Error::new(
+                Status::GenericFailure,
+                "turnwal[POISONED] an earlier operation panicked inside turnwal: close the store \
+                 and open it again",
+            ));
+        }
         self.store
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -133,6 +206,7 @@ impl NativeStore {
 pub struct Op {
     store: Arc<Store>,
     kind: OpKind,
+    poisoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 enum OpKind {
@@ -179,11 +253,33 @@ impl Task for Op {
     type JsValue = Option<String>;
 
     fn compute(&mut self) -> napi::Result<Option<String>> {
-        self.run().map_err(js_error)
+        let (result, panicked) = guarded(self.kind.name(), || self.run().map_err(js_error));
+        if panicked {
+            self.poisoned
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        result
     }
 
     fn resolve(&mut self, _: Env, output: Option<String>) -> napi::Result<Option<String>> {
         Ok(output)
+    }
+}
+
+impl OpKind {
+    /// The operation, as a panic's error names it.
+    fn name(&self) -> &'static str {
+        match self {
+            OpKind::LoadStored { .. } => "loadStored",
+            OpKind::LoadStoredFrom { .. } => "loadStoredFrom",
+            OpKind::Revision { .. } => "revision",
+            OpKind::Hold { .. } => "hold",
+            OpKind::Append { .. } => "append",
+            OpKind::CommitRepair { .. } => "commitRepair",
+            OpKind::List { .. } => "list",
+            OpKind::Salvage { .. } => "salvage",
+            OpKind::SalvageRepair { .. } => "salvageRepair",
+        }
     }
 }
 
@@ -206,7 +302,7 @@ impl Op {
                 lines,
                 materialized,
             } => {
-                let events = parse_events(lines)?;
+                let events = parse_events(id, lines)?;
                 if events.is_empty() {
                     return Ok(None);
                 }
@@ -238,7 +334,7 @@ impl Op {
                 cut,
                 closers,
             } => {
-                let closers = parse_events(closers)?;
+                let closers = parse_events(id, closers)?;
                 let stored = match (stored, closers.first()) {
                     (Some(n), _) => *n,
                     (None, Some(first)) => first.seq(),
@@ -502,7 +598,7 @@ fn list(store: &Store, revisions: bool) -> Result<String, Error> {
 #[napi]
 impl NativeStore {
     /// The stored prefix (see `load_stored`), or null when absent.
-    #[napi(ts_return_type = "Promise<string | null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn load_stored(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::LoadStored {
             id: session_id(&id)?,
@@ -511,7 +607,7 @@ impl NativeStore {
 
     /// The header and the stored events from `fromSeq` on (see
     /// `load_stored_from`), or null when absent.
-    #[napi(ts_return_type = "Promise<string | null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn load_stored_from(&self, id: Utf16String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
         if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
             return Err(invalid(format!(
@@ -530,7 +626,7 @@ impl NativeStore {
     /// process or host holds the session live; with `steal`, a PostgreSQL
     /// lease is taken anyway (its holder is refused from its next batch).
     /// Resolves null; a session with nothing stored is `NOT_FOUND`.
-    #[napi(ts_return_type = "Promise<null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<null>")]
     pub fn hold(&self, id: Utf16String, steal: bool) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::Hold {
             id: session_id(&id)?,
@@ -539,7 +635,7 @@ impl NativeStore {
     }
 
     /// The revision token, or null when the session has nothing stored.
-    #[napi(ts_return_type = "Promise<string | null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn revision(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::Revision {
             id: session_id(&id)?,
@@ -550,7 +646,7 @@ impl NativeStore {
     /// durability mode says when the Promise resolves. With `materialized`
     /// false, the session is created from `meta` (its header as JSON) and
     /// the batch is its first, written atomically with it.
-    #[napi(ts_return_type = "Promise<null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<null>")]
     pub fn append(
         &self,
         id: Utf16String,
@@ -570,7 +666,7 @@ impl NativeStore {
     /// marker's fields, null without one) and appends the closers (one
     /// envelope per line), in one crash-safe step. A stale marker is
     /// refused.
-    #[napi(ts_return_type = "Promise<null>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<null>")]
     pub fn commit_repair(
         &self,
         id: Utf16String,
@@ -599,7 +695,7 @@ impl NativeStore {
 
     /// Every materialized session: `[{"header":…,"revision":…}]` with
     /// `revisions`, else `[header, …]`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string>")]
     pub fn list(&self, revisions: bool) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::List { revisions })
     }
@@ -607,7 +703,7 @@ impl NativeStore {
     /// Every intact event of a stored session, those after a damaged region
     /// included, and the regions that could not be used (see
     /// `salvage_json`). Never writes; a corrupt log is read, not refused.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string>")]
     pub fn salvage(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::Salvage {
             id: session_id(&id)?,
@@ -619,7 +715,7 @@ impl NativeStore {
     /// the first damage on after quarantining it. With `dryRun`, reports
     /// what it would do and writes nothing. Resolves to the report (see
     /// `report_json`).
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<string>")]
     pub fn salvage_repair(&self, id: Utf16String, dry_run: bool) -> napi::Result<AsyncTask<Op>> {
         self.op(OpKind::SalvageRepair {
             id: session_id(&id)?,
@@ -630,16 +726,19 @@ impl NativeStore {
     /// Releases the store: every session this store holds is closed
     /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
     /// lock released. Later calls reject.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close(&self) -> AsyncTask<Close> {
+        fault_point("close.call");
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
         AsyncTask::new(Close { store })
     }
 
     fn op(&self, kind: OpKind) -> napi::Result<AsyncTask<Op>> {
+        fault_point(&format!("{}.call", kind.name()));
         Ok(AsyncTask::new(Op {
             store: self.store()?,
             kind,
+            poisoned: self.poisoned.clone(),
         }))
     }
 }
@@ -658,9 +757,12 @@ impl Task for Close {
         // Close every session first (a WAL writer seals a version-2 log's
         // closed turns at a clean close), then drop the store; writers
         // still held by an operation in flight flush when it drops them.
-        let closed = self.store.as_ref().map_or(Ok(()), |s| s.close_all());
-        drop(self.store.take());
-        closed.map_err(js_error)
+        guarded("close", || {
+            let closed = self.store.as_ref().map_or(Ok(()), |s| s.close_all());
+            drop(self.store.take());
+            closed.map_err(js_error)
+        })
+        .0
     }
 
     fn resolve(&mut self, _: Env, _: ()) -> napi::Result<()> {
@@ -674,7 +776,7 @@ pub struct Open {
     sqlite: bool,
     options: StoreOptions,
     sqlite_options: SqliteOptions,
-    lease_ms: Option<u32>,
+    lease_ms: Option<f64>,
 }
 
 impl Task for Open {
@@ -682,13 +784,31 @@ impl Task for Open {
     type JsValue = NativeStore;
 
     fn compute(&mut self) -> napi::Result<Store> {
+        guarded("openStore", || self.open()).0
+    }
+
+    fn resolve(&mut self, _: Env, store: Store) -> napi::Result<NativeStore> {
+        Ok(NativeStore {
+            store: Arc::new(Mutex::new(Some(Arc::new(store)))),
+            poisoned: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        })
+    }
+}
+
+impl Open {
+    fn open(&mut self) -> napi::Result<Store> {
         let postgres =
             self.path.starts_with("postgres://") || self.path.starts_with("postgresql://");
         let store = if postgres {
             (|| {
                 let mut pg = turnwal::backend::postgres::PgOptions::from_env()?;
                 if let Some(ms) = self.lease_ms {
-                    pg = pg.with_lease(Duration::from_millis(u64::from(ms)))?;
+                    if !(ms.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&ms)) {
+                        return Err(Error::InvalidArgument(format!(
+                            "leaseMs must be an integer number of milliseconds, got {ms}"
+                        )));
+                    }
+                    pg = pg.with_lease(Duration::from_millis(ms as u64))?;
                 }
                 Store::open_postgres_with(&self.path, self.options, pg)
             })()
@@ -699,12 +819,6 @@ impl Task for Open {
         };
         store.map_err(js_error)
     }
-
-    fn resolve(&mut self, _: Env, store: Store) -> napi::Result<NativeStore> {
-        Ok(NativeStore {
-            store: Arc::new(Mutex::new(Some(Arc::new(store)))),
-        })
-    }
 }
 
 /// Opens (creating if needed) a store: a native WAL directory, a SQLite
@@ -713,8 +827,9 @@ impl Task for Open {
 /// are: the coordinator checks what it appends, turnwal stores it as
 /// handed over (legacy shapes, foreign format versions and malformed
 /// events included), and upstream's reader migrates or refuses it.
-#[napi(ts_return_type = "Promise<NativeStore>")]
+#[napi(catch_unwind, ts_return_type = "Promise<NativeStore>")]
 pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<Open>> {
+    fault_point("openStore.call");
     let sync = match options.durability.as_str() {
         "batch" => SyncMode::Batch,
         "turn" => SyncMode::Turn,
@@ -727,7 +842,13 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
     };
     let mut sqlite_options = SqliteOptions::default();
     if let Some(ms) = options.busy_timeout_ms {
-        sqlite_options.busy_timeout = Duration::from_millis(u64::from(ms));
+        if !(ms.fract() == 0.0 && (0.0..=f64::from(i32::MAX)).contains(&ms)) {
+            return Err(invalid(format!(
+                "busyTimeoutMs must be an integer from 0 to {} (SQLite's limit), got {ms}",
+                i32::MAX
+            )));
+        }
+        sqlite_options.busy_timeout = Duration::from_millis(ms as u64);
     }
     if let Some(mode) = &options.journal_mode {
         sqlite_options.journal_mode = match mode.as_str() {
@@ -762,8 +883,9 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
 
 /// The log file a native WAL store at `root` keeps for session `id`
 /// (computed, never touched).
-#[napi]
+#[napi(catch_unwind)]
 pub fn wal_log_path(root: String, id: Utf16String) -> napi::Result<String> {
+    fault_point("walLogPath");
     Ok(Path::new(&root)
         .join("sessions")
         .join(format!(
@@ -782,8 +904,9 @@ fn session_id(units: &[u16]) -> napi::Result<String> {
 }
 
 /// The turnwal library version this addon was built from.
-#[napi]
+#[napi(catch_unwind)]
 pub fn version() -> String {
+    fault_point("version");
     env!("CARGO_PKG_VERSION").to_owned()
 }
 

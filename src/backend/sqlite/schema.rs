@@ -269,6 +269,15 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
         }
     }
     .map_err(|e| sql_error("open", path, e))?;
+    // SQLite takes the timeout as an int of milliseconds (rusqlite panics
+    // past it): refused, never wrapped to a shorter one.
+    if options.busy_timeout.as_millis() > i32::MAX as u128 {
+        return Err(Error::InvalidArgument(format!(
+            "busy timeout of {} ms is over SQLite's limit of {} ms",
+            options.busy_timeout.as_millis(),
+            i32::MAX
+        )));
+    }
     conn.busy_timeout(options.busy_timeout)
         .map_err(|e| sql_error("set busy_timeout", path, e))?;
 

@@ -910,7 +910,12 @@ impl Backend for WalBackend {
                 policy,
                 salt,
                 header: header.clone(),
-                records_start: format::file_header_len(&bytes).expect("just encoded"),
+                records_start: format::file_header_len(&bytes).ok_or_else(|| {
+                    Error::Header(crate::header::HeaderError(format!(
+                        "session {:?}: its metadata does not fit a WAL file header",
+                        crate::error::excerpt(&header.id)
+                    )))
+                })?,
             },
             bytes.len() as u64,
             batch.len() as u64,
@@ -918,6 +923,22 @@ impl Backend for WalBackend {
         writer.set_proven(bytes.len() as u64);
         writer.set_auto_seal(self.auto_seal);
         Ok(writer)
+    }
+
+    /// A header whose JSON the file header cannot hold
+    /// ([`format::MAX_HEADER_JSON`]) is refused before anything is
+    /// written: a log published with it could never be read back.
+    fn admit_header(&self, header: SessionHeader) -> Result<SessionHeader> {
+        let len = header.to_json().len();
+        if len > format::MAX_HEADER_JSON as usize {
+            return Err(Error::Header(crate::header::HeaderError(format!(
+                "session {:?}: its metadata is {len} bytes of JSON, over the {} bytes a WAL \
+                 log's file header holds (rule max-header-json); nothing was written",
+                crate::error::excerpt(&header.id),
+                format::MAX_HEADER_JSON
+            ))));
+        }
+        Ok(header)
     }
 
     /// The log's writer hold, asked (never taken) through a read-only
