@@ -141,7 +141,19 @@ pub struct Store {
     /// Writers taken by [`Store::hold`] and not used yet: the session's
     /// next open here is this writer.
     held: Mutex<HashMap<String, Box<dyn LogWriter>>>,
+    /// The sessions this store has written, by when it last did
+    /// ([`Store::touch`]): past [`IDLE_WRITERS`], the least recently
+    /// written idle ones are let go.
+    recent: Mutex<(u64, HashMap<String, u64>)>,
 }
+
+/// How many sessions a store keeps open for writing once their turns are
+/// closed: the least recently written beyond these are let go (synced,
+/// their files and locks released) and reopened on demand, a reopen
+/// costing a tail scan (~0.2 ms on a WAL store). A session with a turn
+/// open is never let go: its writer is live. So a harness that writes
+/// thousands of sessions holds the descriptors of a few dozen.
+pub const IDLE_WRITERS: usize = 64;
 
 enum Slot {
     /// Not held by this store: on disk or absent.
@@ -252,6 +264,70 @@ impl Store {
             slots: Mutex::new(HashMap::new()),
             steal: Mutex::new(std::collections::HashSet::new()),
             held: Mutex::new(HashMap::new()),
+            recent: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    /// Marks `id` as just written; when more than [`IDLE_WRITERS`]
+    /// sessions are, lets go of the least recently written ones whose
+    /// turns are closed and that no call is using.
+    fn touch(&self, id: &str) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.0 += 1;
+        let now = recent.0;
+        recent.1.insert(id.to_owned(), now);
+        if recent.1.len() <= IDLE_WRITERS {
+            return;
+        }
+        let mut oldest: Vec<(u64, String)> = recent
+            .1
+            .iter()
+            .filter(|(other, _)| other.as_str() != id)
+            .map(|(other, &at)| (at, other.clone()))
+            .collect();
+        oldest.sort_unstable();
+        for (_, other) in oldest {
+            if recent.1.len() <= IDLE_WRITERS {
+                break;
+            }
+            let slot = self
+                .slots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&other)
+                .cloned();
+            let Some(slot) = slot else {
+                recent.1.remove(&other);
+                continue;
+            };
+            // Never waits: a session another call is using stays.
+            let Ok(mut guard) = slot.try_lock() else {
+                continue;
+            };
+            match &mut *guard {
+                Slot::Live(live) if live.tracker.in_turn() => continue,
+                Slot::Live(live) => {
+                    // Synced, then dropped: nothing is sealed or rewritten
+                    // (that is a close's work), and a failed sync keeps
+                    // the writer, as a call would find it.
+                    if live.writer.sync().is_err() {
+                        continue;
+                    }
+                    *guard = Slot::Cold;
+                }
+                Slot::Pending { .. } => continue,
+                Slot::Cold => {
+                    // A writer held for a load that was never written
+                    // through: its lock is let go too (the next append
+                    // takes it again, or is refused if another writer got
+                    // it meanwhile).
+                    self.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&other);
+                }
+            }
+            recent.1.remove(&other);
         }
     }
 
@@ -360,6 +436,7 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.to_owned(), writer);
         drop(guard);
+        self.touch(id);
         Ok(())
     }
 
@@ -475,6 +552,12 @@ impl Store {
     /// assert_eq!((v.seq, v.rule.code()), (1, "outside-step"));
     /// ```
     pub fn append(&self, id: &str, events: &[Event]) -> Result<Receipt> {
+        let appended = self.append_here(id, events);
+        self.touch(id);
+        appended
+    }
+
+    fn append_here(&self, id: &str, events: &[Event]) -> Result<Receipt> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         if events.is_empty() {
@@ -1528,6 +1611,12 @@ impl Store {
     /// assert_eq!(store.read_from("s", 0).unwrap().len(), 2);
     /// ```
     pub fn adopt(&self, id: &str) -> Result<Receipt> {
+        let adopted = self.adopt_here(id);
+        self.touch(id);
+        adopted
+    }
+
+    fn adopt_here(&self, id: &str) -> Result<Receipt> {
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot);
         match &*guard {
