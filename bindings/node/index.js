@@ -171,6 +171,31 @@ function storedEvents(records, packed) {
   return events
 }
 
+/** Lets the event loop run (timers, I/O) before the next piece is parsed. */
+const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
+
+/**
+ * A read handed over in pieces (the addon's `loadStored*Pieces`): the head
+ * document, then arrays of storage records of about 2 MiB each. Each piece
+ * is parsed and expanded on its own, the event loop running between
+ * pieces, so a session of any size loads without a long stall and without
+ * one string near V8's limit. Returns the head and the events.
+ */
+async function fromPieces(pieces, signal) {
+  const head = JSON.parse(pieces[0].toString('utf8'))
+  const events = []
+  for (let i = 1; i < pieces.length; i++) {
+    if (i > 1) {
+      await yieldToLoop()
+      signal?.throwIfAborted()
+    }
+    const records = JSON.parse(pieces[i].toString('utf8'))
+    pieces[i] = undefined
+    for (const event of storedEvents(records, head.packed)) events.push(event)
+  }
+  return { head, events }
+}
+
 /** One event envelope per line, as the addon reads a batch. */
 function eventLines(events) {
   return events.map((event) => JSON.stringify(event)).join('\n')
@@ -354,12 +379,12 @@ export class TurnwalSessionPersistence extends SessionPersistence {
    * there is a tail to cut.
    */
   async loadStored(id, signal) {
-    const text = await this.call((store) => store.loadStored(id), signal, this.locate({ id }))
-    if (text === null) return undefined
-    const { meta, revision, torn, packed, events } = JSON.parse(text)
+    const pieces = await this.call((store) => store.loadStoredPieces(id), signal, this.locate({ id }))
+    if (pieces === null) return undefined
+    const { head: { meta, revision, torn }, events } = await fromPieces(pieces, signal)
     return {
       meta,
-      events: storedEvents(events, packed),
+      events,
       revision: SessionPersistenceRevision(revision),
       ...(torn === null ? {} : { tornMarker: torn }),
     }
@@ -373,10 +398,10 @@ export class TurnwalSessionPersistence extends SessionPersistence {
    * as stored). Past the end gives no events; an absent session, undefined.
    */
   async loadStoredFrom(id, fromSeq, signal) {
-    const text = await this.call((store) => store.loadStoredFrom(id, fromSeq), signal, this.locate({ id }))
-    if (text === null) return undefined
-    const { meta, packed, events } = JSON.parse(text)
-    return { meta, events: storedEvents(events, packed) }
+    const pieces = await this.call((store) => store.loadStoredFromPieces(id, fromSeq), signal, this.locate({ id }))
+    if (pieces === null) return undefined
+    const { head: { meta }, events } = await fromPieces(pieces, signal)
+    return { meta, events }
   }
 
   /** The revision token; it changes with every append and repair, never with a read. */

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{AsyncTask, Utf16String};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Utf16String};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
@@ -266,6 +266,45 @@ impl Task for Op {
     }
 }
 
+/// A read handed to JavaScript in pieces (see `load_stored_pieces`), as
+/// Buffers that own the bytes Rust wrote (no copy into one string).
+pub struct Pieces {
+    store: Arc<Store>,
+    id: String,
+    /// `None`: the stored prefix; `Some(seq)`: the events from `seq` on.
+    from_seq: Option<u64>,
+    poisoned: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Task for Pieces {
+    type Output = Option<Vec<Vec<u8>>>;
+    type JsValue = Option<Vec<Buffer>>;
+
+    fn compute(&mut self) -> napi::Result<Option<Vec<Vec<u8>>>> {
+        let op = if self.from_seq.is_some() {
+            "loadStoredFromPieces"
+        } else {
+            "loadStoredPieces"
+        };
+        let (result, panicked) = guarded(op, || {
+            match self.from_seq {
+                None => load_stored_pieces(&self.store, &self.id),
+                Some(seq) => load_stored_from_pieces(&self.store, &self.id, seq),
+            }
+            .map_err(js_error)
+        });
+        if panicked {
+            self.poisoned
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        result
+    }
+
+    fn resolve(&mut self, _: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        Ok(output.map(|pieces| pieces.into_iter().map(Buffer::from).collect()))
+    }
+}
+
 impl OpKind {
     /// The operation, as a panic's error names it.
     fn name(&self) -> &'static str {
@@ -497,6 +536,119 @@ fn load_stored_from(store: &Store, id: &str, from_seq: u64) -> Result<Option<Str
     ))
 }
 
+/// How much record text one piece of a loaded session holds: parsing a
+/// piece in JavaScript is short (no long event-loop gap), and no piece is
+/// near V8's string limit however large the session.
+const PIECE_BYTES: usize = 2 << 20;
+
+/// What a record adds to its piece, about.
+fn record_bytes(record: &Record<'_>) -> usize {
+    match record {
+        Record::Event(e) => e.data().len() + 64,
+        Record::Packed(run) => run.data().len() + 64,
+    }
+}
+
+/// `load_stored`'s document in pieces: first
+/// `{"meta":…,"revision":…,"torn":…,"packed":…}`, then the records as JSON
+/// arrays of about [`PIECE_BYTES`] each (a record larger than that is a
+/// piece alone). JavaScript parses and expands them one at a time,
+/// yielding to its event loop between pieces; the events they give are
+/// those of `load_stored`'s document, in order.
+fn load_stored_pieces(store: &Store, id: &str) -> Result<Option<Vec<Vec<u8>>>, Error> {
+    let Some(log) = store.stored_records(id)? else {
+        return Ok(None);
+    };
+    let cut = match log.state() {
+        LogState::Torn => log.cut(),
+        _ => None,
+    };
+    let mut head = stored_head(
+        &log.header().to_json(),
+        log.revision(),
+        log.stored(),
+        cut,
+        0,
+    );
+    let tagged = log
+        .records()
+        .any(|r| matches!(r, Record::Event(e) if is_row_tag(e.event_type())));
+    head.extend_from_slice(if tagged {
+        br#","packed":false}"#
+    } else {
+        br#","packed":true}"#
+    });
+    let mut pieces = vec![head];
+    let mut records = log.records().peekable();
+    while records.peek().is_some() {
+        let mut budget = 0;
+        let group = std::iter::from_fn(|| {
+            if budget >= PIECE_BYTES {
+                return None;
+            }
+            let record = records.next()?;
+            budget += record_bytes(&record);
+            Some(record)
+        });
+        let mut piece = vec![b'['];
+        encode_stored_records(group, !tagged, b',', &mut piece);
+        piece.push(b']');
+        pieces.push(piece);
+    }
+    Ok(Some(pieces))
+}
+
+/// `load_stored_from`'s document in pieces, as [`load_stored_pieces`]
+/// gives `load_stored`'s: `{"meta":…,"packed":…}`, then the records.
+fn load_stored_from_pieces(
+    store: &Store,
+    id: &str,
+    from_seq: u64,
+) -> Result<Option<Vec<Vec<u8>>>, Error> {
+    let header = match store.header(id) {
+        Ok(header) => header,
+        Err(Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let events = match store.read_from(id, from_seq) {
+        Ok(events) => events,
+        Err(Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let tagged = events.iter().any(|e| is_row_tag(e.event_type()));
+    let mut head = br#"{"meta":"#.to_vec();
+    head.extend_from_slice(header.to_json().as_bytes());
+    head.extend_from_slice(if tagged {
+        br#","packed":false}"#
+    } else {
+        br#","packed":true}"#
+    });
+    let mut pieces = vec![head];
+    let mut rest = events.as_slice();
+    while !rest.is_empty() {
+        let mut budget = 0;
+        let n = rest
+            .iter()
+            .take_while(|e| {
+                let fits = budget < PIECE_BYTES;
+                budget += e.data().get().len() + 64;
+                fits
+            })
+            .count();
+        let mut piece = vec![b'['];
+        encode_records(
+            rest[..n].iter().map(EventRef::from),
+            !tagged,
+            b',',
+            &mut piece,
+        );
+        piece.push(b']');
+        pieces.push(piece);
+        rest = &rest[n..];
+    }
+    Ok(Some(pieces))
+}
+
 /// A salvage read (`Store::salvage`) as one JSON document
 /// `{"header":…,"gaps":[{"offset":…,"length":…,"firstSeq":…,"nextSeq":…|null,"reason":…,"damaged":…}],"packed":…,"events":[…]}`
 /// (the events as storage records: see `write_records`).
@@ -603,6 +755,41 @@ impl NativeStore {
         self.op(OpKind::LoadStored {
             id: session_id(&id)?,
         })
+    }
+
+    /// The stored prefix in pieces (see `load_stored_pieces`): a head
+    /// document, then arrays of records; null when absent.
+    #[napi(catch_unwind, ts_return_type = "Promise<Buffer[] | null>")]
+    pub fn load_stored_pieces(&self, id: Utf16String) -> napi::Result<AsyncTask<Pieces>> {
+        fault_point("loadStoredPieces.call");
+        Ok(AsyncTask::new(Pieces {
+            store: self.store()?,
+            id: session_id(&id)?,
+            from_seq: None,
+            poisoned: self.poisoned.clone(),
+        }))
+    }
+
+    /// The header and the events from `fromSeq` on in pieces (see
+    /// `load_stored_from_pieces`); null when absent.
+    #[napi(catch_unwind, ts_return_type = "Promise<Buffer[] | null>")]
+    pub fn load_stored_from_pieces(
+        &self,
+        id: Utf16String,
+        from_seq: f64,
+    ) -> napi::Result<AsyncTask<Pieces>> {
+        fault_point("loadStoredFromPieces.call");
+        if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
+            return Err(invalid(format!(
+                "fromSeq must be a non-negative safe integer, got {from_seq}"
+            )));
+        }
+        Ok(AsyncTask::new(Pieces {
+            store: self.store()?,
+            id: session_id(&id)?,
+            from_seq: Some(from_seq as u64),
+            poisoned: self.poisoned.clone(),
+        }))
     }
 
     /// The header and the stored events from `fromSeq` on (see
