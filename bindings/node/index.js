@@ -121,7 +121,9 @@ export function isPostgresUrl(path) {
 
 /** A connection URL without its password, for messages. */
 function withoutPassword(url) {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/, '$1@')
+  return url
+    .replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/, '$1@')
+    .replace(/([?&])password=[^&]*(&|$)/i, (_, before, after) => (after === '&' ? before : ''))
 }
 
 /** An error from turnwal itself, with a stable `code` (e.g. `SEQ_MISMATCH`). */
@@ -140,11 +142,23 @@ export class TurnwalError extends Error {
 /** Turn the addon's `turnwal[CODE] message` rejection into a typed error. */
 function translate(error, location) {
   const match = /^turnwal\[([A-Z_]+)\] ([\s\S]*)$/.exec(error?.message ?? '')
-  if (match === null) return error
+  if (match === null) {
+    // napi's own refusal of an argument's JavaScript type (a non-string
+    // id, a numeric string where a number goes): a TurnwalError like any
+    // other refused argument, not napi's internals.
+    if ((typeof error?.code === 'string' && /Expected$/.test(error.code))
+      || /^Failed to convert napi /.test(error?.message ?? '')) {
+      return new TurnwalError(`invalid argument: ${error.message} (${error.code})`, 'INVALID_ARGUMENT')
+    }
+    return error
+  }
   const [, code, message] = match
   if (code === 'UNSUPPORTED') {
-    // The message already names the raw log, as upstream's stores word it.
-    return new SessionFormatUnsupportedError(message, location)
+    // The message already names the raw log, as upstream's stores word it;
+    // upstream's class, with turnwal's code beside it.
+    const unsupported = new SessionFormatUnsupportedError(message, location)
+    unsupported.code = code
+    return unsupported
   }
   return new TurnwalError(message, code)
 }
@@ -176,7 +190,7 @@ const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
 
 /**
  * A read handed over in pieces (the addon's `loadStored*Pieces`): the head
- * document, then arrays of storage records of about 2 MiB each. Each piece
+ * document, then arrays of storage records of about 1 MiB each. Each piece
  * is parsed and expanded on its own, the event loop running between
  * pieces, so a session of any size loads without a long stall and without
  * one string near V8's limit. Returns the head and the events.
@@ -319,7 +333,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
 
   /** The WAL log file of a session (computed, never touched); SQLite has none per session. */
   locate(meta) {
-    if (this.kind !== 'wal') return undefined
+    if (this.kind !== 'wal' || typeof meta?.id !== 'string') return undefined
     return { kind: 'turnwal-wal', path: native.walLogPath(this.path, meta.id) }
   }
 

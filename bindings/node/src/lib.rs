@@ -539,7 +539,7 @@ fn load_stored_from(store: &Store, id: &str, from_seq: u64) -> Result<Option<Str
 /// How much record text one piece of a loaded session holds: parsing a
 /// piece in JavaScript is short (no long event-loop gap), and no piece is
 /// near V8's string limit however large the session.
-const PIECE_BYTES: usize = 2 << 20;
+const PIECE_BYTES: usize = 1 << 20;
 
 /// What a record adds to its piece, about.
 fn record_bytes(record: &Record<'_>) -> usize {

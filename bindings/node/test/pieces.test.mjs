@@ -1,5 +1,5 @@
 // Sessions of any size load in pieces (issue 29): the addon hands a stored
-// prefix over as a head document and arrays of about 2 MiB of records,
+// prefix over as a head document and arrays of about 1 MiB of records,
 // which JavaScript parses one at a time, the event loop running between
 // them; no single string holds the session. Checked here on sessions of
 // several pieces (and an event larger than a piece); a session past V8's
@@ -35,7 +35,7 @@ for (const kind of KINDS) {
       const store = await native.openStore(path, { sqlite: kind === 'sqlite', durability: 'batch' })
       const pieces = await store.loadStoredPieces(id)
       assert.ok(pieces.length >= 4, `${pieces.length} pieces: the head and at least three of records`)
-      assert.ok(pieces.slice(1).every((p) => p.length < (2 << 20) + (6 << 20)), 'each piece is bounded (one record may exceed 2 MiB alone)')
+      assert.ok(pieces.slice(1).every((p) => p.length < (1 << 20) + (6 << 20)), "each piece is bounded (one record may exceed 1 MiB alone)")
       const from = await store.loadStoredFromPieces(id, 30_000)
       assert.ok(from.length >= 2)
       await store.close()

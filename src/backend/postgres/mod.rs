@@ -36,13 +36,28 @@ use crate::error::{Error, Result};
 ///     "postgres://app@db.internal:5432/turnwal"
 /// );
 /// assert_eq!(location_of("host=/tmp/pg user=me password=x"), "host=/tmp/pg user=me");
+/// assert_eq!(
+///     location_of("postgres://app@db/turnwal?sslmode=disable&password=secret"),
+///     "postgres://app@db/turnwal?sslmode=disable"
+/// );
 /// ```
 pub fn location_of(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
+        // The password the libpq way too: a `password` query parameter.
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (auth, host) = rest.rsplit_once('@').unwrap_or(("", rest));
         let user = auth.split(':').next().unwrap_or("");
         let at = if user.is_empty() { "" } else { "@" };
-        return format!("{scheme}://{user}{at}{host}");
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|kv| !kv.is_empty() && !kv.to_ascii_lowercase().starts_with("password="))
+            .collect();
+        let query = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", kept.join("&"))
+        };
+        return format!("{scheme}://{user}{at}{host}{query}");
     }
     url.split_whitespace()
         .filter(|kv| !kv.starts_with("password="))
