@@ -185,6 +185,9 @@ function storedEvents(records, packed) {
   return events
 }
 
+/** Refusals after which the coordinator's idea of a session's end is stale. */
+const STALE_CURSOR_CODES = ['LOCKED', 'SEQ_MISMATCH', 'SUPERSEDED']
+
 /** Lets the event loop run (timers, I/O) before the next piece is parsed. */
 const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -432,7 +435,16 @@ export class TurnwalSessionPersistence extends SessionPersistence {
    */
   async appendBatch(meta, events, isMaterialized) {
     if (events.length === 0) return
-    await this.call((store) => store.append(meta.id, JSON.stringify(meta), eventLines(events), isMaterialized))
+    try {
+      await this.call((store) => store.append(meta.id, JSON.stringify(meta), eventLines(events), isMaterialized))
+    } catch (error) {
+      // Refused because the stored log is not where this process's
+      // coordinator thinks it ends (another writer holds it or wrote it):
+      // the coordinator's cursor for the session is dropped, so its next
+      // append adopts the log as stored instead of being refused forever.
+      if (STALE_CURSOR_CODES.includes(error?.code)) this.coordinator.states?.delete?.(meta.id)
+      throw error
+    }
   }
 
   /**

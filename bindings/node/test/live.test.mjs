@@ -58,3 +58,27 @@ for (const kind of KINDS) {
     })
   })
 }
+
+for (const kind of KINDS) {
+  describe(`a refused append leaves no stale cursor, ${kind} store`, () => {
+    it('after LOCKED, and the holder appending more and letting go, the next append at the true next seq goes in', async (t) => {
+      const path = storePath(t, kind)
+      const turn = (n, seq) => [
+        { type: 'turn/start', seq, time: seq, data: { turn: n } },
+        { type: 'turn/end', seq: seq + 1, time: seq + 1, data: { turn: n, reason: { kind: 'completed' } } },
+      ]
+      const a = await mount(t, { path })
+      await a.persistence.create({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
+      await a.persistence.append('s', turn(1, 0))
+      const b = await mount(t, { path })
+      await assert.rejects(b.persistence.append('s', turn(2, 2)), { code: 'LOCKED' })
+      await a.persistence.append('s', [...turn(2, 2), ...turn(3, 4)])
+      await a.dispose()
+      // B's coordinator had adopted the log at 2 events; it reads it again.
+      await b.persistence.append('s', turn(4, 6))
+      const stored = await b.persistence.loadStored('s')
+      assert.deepEqual(stored.events.map((e) => e.seq), [0, 1, 2, 3, 4, 5, 6, 7])
+      assert.deepEqual(stored.events.slice(6), turn(4, 6))
+    })
+  })
+}
