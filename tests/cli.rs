@@ -1994,7 +1994,7 @@ fn rendered(html: &str) -> String {
         .arg(format!("file://{}", page.display()))
         .stdin(std::process::Stdio::null())
         .output()
-        .expect("Debian's chromium on PATH (.ci/run installs it)");
+        .expect("Debian's chromium on PATH (scripts/test installs it)");
     assert!(
         out.status.success(),
         "{}",

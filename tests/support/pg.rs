@@ -21,7 +21,7 @@ pub struct Cluster {
 /// The newest PostgreSQL server installed the Debian way.
 fn pg_bin() -> PathBuf {
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("Debian's postgresql installed (.ci/run installs it)")
+        .expect("Debian's postgresql installed (scripts/test installs it)")
         .map(|e| e.unwrap().path().join("bin"))
         .filter(|p| p.join("initdb").exists())
         .collect();
