@@ -53,7 +53,8 @@
 //!   seeded RNG) and `workload` (one turn/step/tool-call state machine).
 //!
 //! With `default-features = false` the crate is the engine alone: the WAL
-//! and memory backends, no clap, no SQLite, no zstd.
+//! and memory backends (zstd for the WAL's sealed units), no clap, no
+//! SQLite, no PostgreSQL client.
 //!
 //! Each backend, opened directly:
 //!
