@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use super::args::VerifyArgs;
+use super::listing::report_foreign;
 use super::output::{
     VerifyJson, count, cut_text, display_id, json_line, live_word, verify_text, write_events,
 };
@@ -25,7 +26,7 @@ pub(crate) fn verify(store: &Store, args: &VerifyArgs, out: &mut dyn Write) -> O
         None => {
             report_foreign(store)?;
             let mut ids: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
-            super::sessions::sort_natural(&mut ids);
+            super::listing::sort_natural(&mut ids);
             ids
         }
     };
@@ -212,7 +213,7 @@ pub(crate) fn recover_all(
 ) -> Outcome {
     report_foreign(store)?;
     let mut sessions = store.list()?;
-    sessions.sort_by(|a, b| super::sessions::natural_cmp(&a.id, &b.id));
+    sessions.sort_by(|a, b| super::listing::natural_cmp(&a.id, &b.id));
     let mut worst = exit::SUCCESS;
     let (mut recovered, mut failed, mut clean, mut live) = (0u64, 0u64, 0u64, 0u64);
     for s in &sessions {
@@ -260,19 +261,6 @@ pub(crate) fn recover_all(
         },
     )?;
     Ok(worst)
-}
-
-/// Reports on stderr each entry named like a session log that is not a
-/// regular file (a FIFO, a directory, a symlink): listings skip it without
-/// opening it, and go on with the sessions.
-pub(crate) fn report_foreign(store: &Store) -> Result<(), Failure> {
-    for (path, kind) in store.foreign_entries()? {
-        super::terminal::warn(format_args!(
-            "skipped {}: {kind}, not a session log; remove or rename it",
-            path.display()
-        ));
-    }
-    Ok(())
 }
 
 /// Commits (or with `dry_run` only shows) the repair of a session: the state

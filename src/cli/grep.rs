@@ -114,12 +114,12 @@ pub(crate) fn grep(store: &Store, args: &GrepArgs, out: &mut dyn Write) -> Outco
             .map_err(Failure::Usage)?,
     };
     let mut ids = if args.sessions.is_empty() {
-        super::check::report_foreign(store)?;
+        super::listing::report_foreign(store)?;
         store.list()?.into_iter().map(|s| s.id).collect()
     } else {
         args.sessions.clone()
     };
-    super::sessions::sort_natural(&mut ids);
+    super::listing::sort_natural(&mut ids);
     let (mut hits, mut worst) = (0u64, exit::SUCCESS);
     for id in &ids {
         match search(store, id, pattern.as_ref(), &filter, args.json, out) {

@@ -28,6 +28,7 @@ mod demo;
 mod digest;
 mod grep;
 mod lines;
+mod listing;
 mod location;
 mod output;
 mod progress;

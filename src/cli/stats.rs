@@ -119,7 +119,7 @@ pub(crate) fn stats(store: &Store, id: Option<&str>, json: bool, out: &mut dyn W
 
 fn store_stats(store: &Store, json: bool, out: &mut dyn Write) -> Outcome {
     let mut ids: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
-    super::sessions::sort_natural(&mut ids);
+    super::listing::sort_natural(&mut ids);
     let mut total = Digest::default();
     let (mut bytes, mut worst) = (0u64, exit::SUCCESS);
     let mut table = Table::new(

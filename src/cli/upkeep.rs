@@ -6,8 +6,8 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::args::{DuArgs, PruneArgs};
+use super::listing::natural_cmp;
 use super::output::{Table, count, display_id, human_bytes, id_json, json_line, local_time};
-use super::sessions::natural_cmp;
 use super::{Failure, Outcome, exit, when};
 use crate::backend::Deletion;
 use crate::scan::SessionSummary;
@@ -24,7 +24,7 @@ struct DuJson<'a> {
 
 /// `turnwal du`: bytes per session, largest first, and the total.
 pub(crate) fn du(store: &Store, args: &DuArgs, out: &mut dyn Write) -> Outcome {
-    super::check::report_foreign(store)?;
+    super::listing::report_foreign(store)?;
     let mut sessions = store.list()?;
     sessions.sort_by(|a, b| {
         b.bytes
@@ -116,7 +116,7 @@ fn doomed(
 /// a writer, is kept and named. Nothing acknowledged after the listing is
 /// ever deleted.
 pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Outcome {
-    super::check::report_foreign(store)?;
+    super::listing::report_foreign(store)?;
     let doomed = doomed(store.list()?, args, when::now_ms())?;
     let (mut removed, mut bytes, mut skipped, mut worst) = (0u64, 0u64, 0u64, exit::SUCCESS);
     let line = |s: &SessionSummary| {
