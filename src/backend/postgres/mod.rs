@@ -11,6 +11,7 @@ pub mod epoch;
 mod lease;
 mod rows;
 mod schema;
+mod shared;
 mod store;
 mod writer;
 
@@ -18,9 +19,9 @@ pub use lease::{DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, PgOptions};
 #[cfg(feature = "testkit")]
 pub(crate) use rows::row_in_at;
 pub use schema::{SCHEMA_VERSION, ensure_schema};
-pub use store::PgBackend;
 #[cfg(any(feature = "testkit", feature = "cli"))]
-pub(crate) use store::encode;
+pub(crate) use shared::encode;
+pub use store::PgBackend;
 
 use std::path::PathBuf;
 

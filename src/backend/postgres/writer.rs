@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::epoch::{self, Hold};
 use super::pg_error;
-use super::store::{Shared, delete_session, encode, quarantine_path, read_session};
+use super::shared::{Shared, delete_session, encode, quarantine_path, read_session};
 use crate::backend::rows::scan::{self, Classified};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
@@ -33,7 +33,7 @@ fn own_row(
     path: &std::path::Path,
     id: &str,
     hold: &Hold,
-) -> Result<super::store::SessionRow> {
+) -> Result<super::shared::SessionRow> {
     read_session(tx, path, id)?
         .filter(|row| row.incarnation == hold.incarnation)
         .ok_or_else(|| Error::NotFound { id: id.to_owned() })
