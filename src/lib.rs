@@ -100,7 +100,6 @@ pub mod json;
 pub mod limits;
 pub mod location;
 pub mod quarantine;
-#[cfg(any(feature = "cli", feature = "testkit"))]
 pub mod rng;
 pub mod scan;
 pub mod storage;

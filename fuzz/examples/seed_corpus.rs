@@ -253,13 +253,8 @@ fn scan_corpus(dir: &Path) {
     zeros.resize(clean.len() + 1536, 0);
     write(dir, "zero-tail.twal", &zeros);
     let mut garbage = clean.clone();
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    garbage.extend((0..700).map(|_| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x as u8
-    }));
+    let mut rng = turnwal::rng::Rng::from_state(0x2545_f491_4f6c_dd1d);
+    garbage.extend((0..700).map(|_| rng.next_u64() as u8));
     write(dir, "garbage-tail.twal", &garbage);
 
     // Stale data: the clean log's own first two records copied to its end.

@@ -188,7 +188,7 @@ struct SimDir {
 
 #[derive(Debug, Clone)]
 struct State {
-    rng: u64,
+    rng: crate::rng::Rng,
     next_inode: u64,
     files: BTreeMap<u64, SimFile>,
     dirs: BTreeMap<PathBuf, SimDir>,
@@ -218,12 +218,7 @@ struct State {
 
 impl State {
     fn random(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
+        self.rng.next_u64()
     }
 
     /// Counts an operation and decides whether it fails.
@@ -300,7 +295,7 @@ impl SimDisk {
     /// An empty disk whose random choices follow `seed`.
     pub fn new(seed: u64) -> SimDisk {
         let state = State {
-            rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            rng: crate::rng::Rng::from_state(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             next_inode: 1,
             files: BTreeMap::new(),
             dirs: BTreeMap::from([(PathBuf::from("/"), SimDir::default())]),

@@ -52,19 +52,17 @@ pub(crate) fn load_stored_view(store: &Store, id: &str) -> Result<Option<String>
     })
 }
 
-/// xorshift64*: reproducible sessions without a dependency.
-struct Rng(u64);
+/// turnwal's one generator ([`turnwal::rng::Rng`]), with the draws these
+/// tests make.
+struct Rng(turnwal::rng::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    fn new(seed: u64) -> Rng {
+        Rng(turnwal::rng::Rng::new(seed))
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 
     fn chance(&mut self, percent: usize) -> bool {
@@ -473,7 +471,7 @@ fn open_torn_debris_and_corrupt_sessions() {
 fn random_sessions_give_the_same_document() {
     let (_dir, path) = db();
     let store = open(&path, Policy::Permissive);
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut r = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut packed = 0;
     for s in 0..60 {
         let mut log = Log::new();
@@ -1022,7 +1020,7 @@ mod wal {
         for wal in ALL {
             let dir = tempfile::tempdir().unwrap();
             let store = open(dir.path(), Policy::Permissive, wal);
-            let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+            let mut r = Rng::new(0x9e37_79b9_7f4a_7c15);
             let mut packed = 0;
             for s in 0..40 {
                 let mut log = Log::new();

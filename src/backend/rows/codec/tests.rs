@@ -771,19 +771,13 @@ fn oversized_packed_rows_are_refused_before_parsing() {
 
 // -- packed rows read as stored ------------------------------------------------
 
-/// xorshift64*: reproducible inputs without a dependency.
-struct Rng(u64);
+/// The crate's one generator ([`crate::rng::Rng`]), with the draws these
+/// tests make.
+struct Rng(crate::rng::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 
     fn chance(&mut self, percent: usize) -> bool {
@@ -935,7 +929,7 @@ fn packed_row_of(run: &[Delta]) -> RowOut {
 /// any other row comes back untouched, for the decoder.
 #[test]
 fn stored_runs_are_the_rows_that_decode_and_hold_their_events() {
-    let mut r = Rng(0x1357_9bdf_2468_ace0);
+    let mut r = Rng(crate::rng::Rng::new(0x1357_9bdf_2468_ace0));
     let (mut stored, mut decoded_only, mut refused) = (0, 0, 0);
     for _ in 0..6_000 {
         let row = packed_row(&mut r);
