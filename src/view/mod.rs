@@ -11,7 +11,7 @@ mod migrating;
 pub(crate) use known_types::{KnownTypes, Unknown};
 pub(crate) use migrating::{Migrating, Refuse};
 
-use crate::event::{Event, EventKind, write_json_string};
+use crate::event::{Event, EventKind};
 use crate::header::SessionHeader;
 use crate::scan::LogState;
 
@@ -90,31 +90,19 @@ impl<'a> EventRef<'a> {
 
     /// Appends the envelope's JSON to `out`, exactly as [`Event::write_json`].
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"type\":");
-        write_json_string(out, self.event_type);
-        out.extend_from_slice(b",\"seq\":");
-        out.extend_from_slice(self.seq.to_string().as_bytes());
-        out.extend_from_slice(b",\"time\":");
-        out.extend_from_slice(self.time.to_string().as_bytes());
-        out.extend_from_slice(b",\"data\":");
-        out.extend_from_slice(self.data.as_bytes());
-        if self.ignorable {
-            out.extend_from_slice(b",\"ignorable\":true");
-        }
-        let mut extras = [
-            ("sourceEventSeqs", self.source_event_seqs),
-            ("surfaceOp", self.surface_op),
-        ];
-        if self.surface_op_first {
-            extras.reverse();
-        }
-        for (key, value) in extras {
-            if let Some(text) = value {
-                out.extend_from_slice(format!(",\"{key}\":").as_bytes());
-                out.extend_from_slice(text.as_bytes());
-            }
-        }
-        out.push(b'}');
+        crate::event::write_envelope(
+            out,
+            crate::event::Envelope {
+                event_type: self.event_type,
+                seq: self.seq,
+                time: self.time,
+                data: self.data,
+                ignorable: self.ignorable,
+                source_event_seqs: self.source_event_seqs,
+                surface_op: self.surface_op,
+                surface_op_first: self.surface_op_first,
+            },
+        );
     }
 }
 
