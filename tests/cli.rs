@@ -40,7 +40,7 @@ fn acks(seqs: std::ops::Range<u64>) -> String {
 }
 
 fn log_path(store: &Path, id: &str) -> PathBuf {
-    store.join("sessions").join(format!("{id}.twal"))
+    support::wal_log(store, id)
 }
 
 /// Creates session `id` holding `turns` complete turns.

@@ -12,7 +12,7 @@ use serde_json::Value;
 use support::{T0, append, cat, convert, copy_tree, ev, header, lines, on, turn, turnwal};
 
 fn log_path(store: &Path, id: &str) -> PathBuf {
-    store.join("sessions").join(format!("{id}.twal"))
+    support::wal_log(store, id)
 }
 
 /// Events whose payloads and envelopes a lossy copy would change: number

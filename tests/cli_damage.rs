@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use support::{T0, lines, on, turn};
 
 fn log_path(store: &Path, id: &str) -> PathBuf {
-    store.join("sessions").join(format!("{id}.twal"))
+    support::wal_log(store, id)
 }
 
 /// Where each record of a native log starts, and where the last one ends

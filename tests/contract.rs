@@ -613,9 +613,7 @@ fn seqs(events: &[Event]) -> Vec<u64> {
     events.iter().map(Event::seq).collect()
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 /// A listing row without `bytes`, which is each backend's own measure:
 /// `(id, header, events, turns, last_activity, state)`.

@@ -6,13 +6,15 @@
 //! the ids, the headers (lineage included) and every event's bytes of the
 //! source's inspect view (committed log plus closers).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
 use turnwal::backend::sqlite::SqliteOptions;
-use turnwal::{Event, SessionHeader, Store, StoreOptions};
+use turnwal::{SessionHeader, Store, StoreOptions};
 
 const IDS: [&str; 3] = ["open-turn", "rich", "torn"];
 
@@ -81,9 +83,7 @@ fn comparable(mut h: SessionHeader) -> SessionHeader {
     h
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 #[test]
 fn every_pair_keeps_ids_headers_and_bytes() {

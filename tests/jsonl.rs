@@ -7,6 +7,8 @@
 //! whole files and the repair's crash states (every state a crash can
 //! leave recovers to the same bytes).
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -168,9 +170,7 @@ fn lines(text: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 #[track_caller]
 fn corruption<T: std::fmt::Debug>(r: turnwal::Result<T>) -> turnwal::Corruption {

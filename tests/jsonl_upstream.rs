@@ -40,7 +40,7 @@ use support::copy_tree;
 use turnwal::backend::jsonl::records::decode_line;
 use turnwal::backend::jsonl::zstd::{decompress_frame, scan_frames};
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
-use turnwal::{Event, LogState, Policy, SessionHeader, Store, StoreOptions, jsstr};
+use turnwal::{LogState, Policy, SessionHeader, Store, StoreOptions, jsstr};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream")
@@ -98,9 +98,7 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 fn store(root: &Path, compression: Compression) -> Store {
     Store::with_backend(

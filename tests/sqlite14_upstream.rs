@@ -12,6 +12,8 @@
 //! not seen), and its `readFrom` takes any cwd (only `inspect` and `load`
 //! refuse a relative one).
 
+mod support;
+
 use std::fs;
 use std::path::Path;
 
@@ -24,9 +26,7 @@ fn fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/sqlite14")
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_array()

@@ -1409,9 +1409,7 @@ fn raw(path: &Path) -> Connection {
     open_0600(path).unwrap()
 }
 
-fn jsons(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::to_json).collect()
-}
+use support::jsons;
 
 /// Every physical row of a session with its rowid: two snapshots are equal
 /// only if no row was inserted, changed or removed.

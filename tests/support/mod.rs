@@ -186,3 +186,18 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Events as their JSON envelopes, for comparing logs whole.
+pub fn jsons(events: &[turnwal::Event]) -> Vec<String> {
+    events.iter().map(turnwal::Event::to_json).collect()
+}
+
+/// The log file of session `id` in the WAL store at `store`, named as the
+/// store names it.
+pub fn wal_log(store: &Path, id: &str) -> std::path::PathBuf {
+    store.join("sessions").join(format!(
+        "{}{}",
+        turnwal::backend::wal::encode_file_name(id),
+        turnwal::backend::wal::LOG_EXTENSION
+    ))
+}
