@@ -184,7 +184,7 @@ impl SessionHeader {
 
     /// Parses and validates a header of any format version (its fields
     /// otherwise as [`SessionHeader::from_json`] checks them): what a
-    /// [`crate::Policy::Permissive`] session is created with.
+    /// [`crate::contract::Policy::Permissive`] session is created with.
     pub fn from_json_any_version(text: &str) -> Result<SessionHeader, HeaderError> {
         SessionHeader::parse(text, true)
     }

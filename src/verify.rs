@@ -52,7 +52,7 @@ impl Store {
     /// [`Store::verify`], handing `visit` every stored event of the
     /// session's logical view, in order, as the check reads it: one pass
     /// for a reader that reports on a session as well as checking it
-    /// (`turnwal stats`). A [`crate::Policy::Permissive`] session's events
+    /// (`turnwal stats`). A [`crate::contract::Policy::Permissive`] session's events
     /// are handed over once upstream's read migrations have run over them.
     /// When the report says corrupt, `visit` may have seen part of the log.
     pub fn verify_visiting(
@@ -89,7 +89,7 @@ impl Store {
             return Ok(corrupt(detail));
         }
         let committed = scan.committed;
-        let permissive = scan.policy == crate::Policy::Permissive;
+        let permissive = scan.policy == crate::contract::Policy::Permissive;
         let mut tracker =
             Tracker::new(scan.policy).require_known_types(self.options().require_known_types);
         // What a read of a Permissive session refuses (upstream's read

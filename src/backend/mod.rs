@@ -421,9 +421,9 @@ pub trait StoredLog: Send {
     /// The revision token ([`Backend::revision`]) of what was read.
     fn revision(&self) -> &str;
     /// The state of the stored log.
-    fn state(&self) -> crate::LogState;
+    fn state(&self) -> crate::scan::LogState;
     /// What recovery would cut, if anything.
-    fn cut(&self) -> Option<&crate::Cut>;
+    fn cut(&self) -> Option<&crate::scan::Cut>;
     /// How many events the records hold (the stored events kept).
     fn stored(&self) -> usize;
     /// The closers an open final turn would get (written nowhere; not
@@ -466,7 +466,7 @@ pub trait LogWriter: Send {
     /// Classifies the stored log (under the lock) for an explicit salvage
     /// repair (`recover --salvage`): like [`LogWriter::scan`], except that
     /// where the log is corrupt it does not refuse but cuts from the first
-    /// damaged byte (or row) on ([`crate::CutReason::Damaged`]), keeping the
+    /// damaged byte (or row) on ([`crate::scan::CutReason::Damaged`]), keeping the
     /// longest valid prefix. The default is [`LogWriter::scan`].
     fn salvage_scan(&mut self) -> Result<Scan> {
         self.scan()

@@ -507,8 +507,8 @@ impl JsonlListFixture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LogState;
     use crate::backend::Backend;
+    use crate::scan::LogState;
 
     #[test]
     fn jsonl_list_fixtures_are_upstream_roots() {

@@ -6,6 +6,7 @@
 //! number spelling (`1e+21`, `-0.0`), key order, escapes and lone UTF-16
 //! surrogate escapes (`"\ud800"`) come back byte for byte.
 
+mod borrowed;
 mod incoming;
 
 use std::borrow::Cow;
@@ -15,6 +16,7 @@ use std::hash::{Hash, Hasher};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+pub use borrowed::EventRef;
 pub use incoming::IncomingEvent;
 
 use crate::json::{self, Facts};

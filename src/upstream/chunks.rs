@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::strings::canonical_string;
+use crate::event::EventRef;
 use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
-use crate::view::EventRef;
 
 /// Fewest members of a packed row; shorter runs stay scalar.
 pub const MIN_PACKED_MEMBERS: usize = 3;

@@ -1,5 +1,5 @@
 //! Upstream's read-time migrations applied as a cursor lends: the stored
-//! events of a [`Policy::Permissive`](crate::Policy::Permissive) session
+//! events of a [`Policy::Permissive`](crate::contract::Policy::Permissive) session
 //! read one at a time through [`Normalizer`], so a whole-session read of a
 //! session the binding wrote holds one event, not the log.
 

@@ -618,7 +618,7 @@ impl JsonlBackend {
     /// session: its cwd must be absolute, as upstream's session store
     /// requires of `inspect` and `load`. With `salvage`, the salvage read
     /// (`recover --salvage`): damage in the committed region is a
-    /// [`crate::CutReason::Damaged`] cut instead of a refusal.
+    /// [`crate::scan::CutReason::Damaged`] cut instead of a refusal.
     fn plan_bytes(
         &self,
         path: &Path,

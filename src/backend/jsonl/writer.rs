@@ -320,7 +320,7 @@ impl LogWriter for JsonlWriter {
     /// The salvage read: damage in the committed region (a line that does
     /// not parse, a seq gap, a frame that does not decode) is cut from its
     /// line (raw) or frame (zstd) to the end of the file, as
-    /// [`crate::CutReason::Damaged`]; a log without damage scans as
+    /// [`crate::scan::CutReason::Damaged`]; a log without damage scans as
     /// [`LogWriter::scan`] scans it.
     fn salvage_scan(&mut self) -> Result<Scan> {
         self.scan_for(true)

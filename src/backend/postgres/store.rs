@@ -28,7 +28,7 @@ use crate::scan::{Salvage, Scan, SessionSummary};
 ///
 /// Cloning is cheap; clones share the store's connections: each operation
 /// takes an idle one or opens another, and gives it back when done (at
-/// most [`IDLE_CONNECTIONS`] are kept), so operations on different
+/// most [`super::shared::IDLE_CONNECTIONS`] are kept), so operations on different
 /// sessions run at once. Every writer holds its session through the
 /// database's writer epoch and a lease ([`epoch`]) that the store renews
 /// while the writer is open: opening a session another writer holds live

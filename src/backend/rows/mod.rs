@@ -24,9 +24,9 @@ pub struct StoredRecords {
     /// The revision token ([`crate::backend::Backend::revision`]) of what was read.
     pub revision: String,
     /// The state of the stored log.
-    pub state: crate::LogState,
+    pub state: crate::scan::LogState,
     /// What recovery would cut, if anything.
-    pub cut: Option<crate::Cut>,
+    pub cut: Option<crate::scan::Cut>,
     /// The closers an open final turn would get (written nowhere; not among
     /// [`StoredRecords::records`]).
     pub closers: Vec<Event>,
@@ -82,11 +82,11 @@ impl crate::backend::StoredLog for StoredRecords {
         &self.revision
     }
 
-    fn state(&self) -> crate::LogState {
+    fn state(&self) -> crate::scan::LogState {
         self.state
     }
 
-    fn cut(&self) -> Option<&crate::Cut> {
+    fn cut(&self) -> Option<&crate::scan::Cut> {
         self.cut.as_ref()
     }
 

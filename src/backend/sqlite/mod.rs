@@ -771,7 +771,7 @@ impl Backend for SqliteBackend {
         })
     }
 
-    fn policy(&self, id: &str) -> Result<Option<crate::Policy>> {
+    fn policy(&self, id: &str) -> Result<Option<crate::contract::Policy>> {
         let path = &self.shared.path;
         self.shared.conn().read(path, |conn| {
             Ok(read_session(conn, path, id)?.map(|row| row.policy()))

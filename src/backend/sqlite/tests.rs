@@ -501,8 +501,11 @@ fn the_policy_is_kept_in_the_incarnation() {
     let path = db(&dir);
     let s = store(&path);
     s.create(SessionHeader::new("strict", 1)).unwrap();
-    s.create_with_policy(SessionHeader::new("lenient", 1), crate::Policy::Lenient)
-        .unwrap();
+    s.create_with_policy(
+        SessionHeader::new("lenient", 1),
+        crate::contract::Policy::Lenient,
+    )
+    .unwrap();
     s.append("strict", &turn(0, 1, 0, true)).unwrap();
     s.append("lenient", &turn(0, 1, 0, true)).unwrap();
     let conn = open_0600(&path).unwrap();
@@ -520,11 +523,11 @@ fn the_policy_is_kept_in_the_incarnation() {
     let backend = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
     assert_eq!(
         backend.scan("strict").unwrap().unwrap().policy,
-        crate::Policy::Strict
+        crate::contract::Policy::Strict
     );
     assert_eq!(
         backend.scan("lenient").unwrap().unwrap().policy,
-        crate::Policy::Lenient
+        crate::contract::Policy::Lenient
     );
     // The revision names the store, the incarnation and the count.
     assert_eq!(
@@ -541,13 +544,13 @@ fn a_stale_writer_is_refused_and_the_winner_untouched() {
     let path = db(&dir);
     let backend = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
     let first = turn(0, 1, 0, true);
-    let placements = Tracker::new(crate::Policy::Strict)
+    let placements = Tracker::new(crate::contract::Policy::Strict)
         .accept_batch(&first)
         .unwrap();
     let mut writer = backend
         .create(
             &SessionHeader::new("a", 1),
-            crate::Policy::Strict,
+            crate::contract::Policy::Strict,
             &first,
             &placements,
         )
@@ -651,13 +654,13 @@ fn one_writer_per_session_across_backends() {
     let one = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
     let two = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
     let first = turn(0, 1, 0, true);
-    let placements = Tracker::new(crate::Policy::Strict)
+    let placements = Tracker::new(crate::contract::Policy::Strict)
         .accept_batch(&first)
         .unwrap();
     let writer = one
         .create(
             &SessionHeader::new("a", 1),
-            crate::Policy::Strict,
+            crate::contract::Policy::Strict,
             &first,
             &placements,
         )
@@ -686,7 +689,7 @@ fn one_writer_per_session_across_backends() {
     let b = two
         .create(
             &SessionHeader::new("b", 1),
-            crate::Policy::Strict,
+            crate::contract::Policy::Strict,
             &other,
             &placements,
         )
@@ -774,13 +777,13 @@ fn an_in_memory_database_takes_no_file_lock() {
     assert!(backend.shared.lock_file.is_none());
     assert_eq!(backend.lock_path("a"), PathBuf::from(":memory:#a"));
     let first = turn(0, 1, 0, true);
-    let placements = Tracker::new(crate::Policy::Strict)
+    let placements = Tracker::new(crate::contract::Policy::Strict)
         .accept_batch(&first)
         .unwrap();
     let create = |id: &str| {
         backend.create(
             &SessionHeader::new(id, 1),
-            crate::Policy::Strict,
+            crate::contract::Policy::Strict,
             &first,
             &placements,
         )

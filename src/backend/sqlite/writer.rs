@@ -120,7 +120,7 @@ impl LogWriter for SqliteWriter {
 
     /// The salvage read: a bad committed row (which [`LogWriter::scan`]
     /// refuses) is cut with every row after it, as
-    /// [`crate::CutReason::Damaged`]; the rows before it are kept and an
+    /// [`crate::scan::CutReason::Damaged`]; the rows before it are kept and an
     /// open final turn among them gets the closers. A session without a bad
     /// committed row scans as [`LogWriter::scan`] scans it.
     fn salvage_scan(&mut self) -> Result<Scan> {

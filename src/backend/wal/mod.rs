@@ -722,7 +722,7 @@ impl Backend for WalBackend {
         Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.header))
     }
 
-    fn policy(&self, id: &str) -> Result<Option<crate::Policy>> {
+    fn policy(&self, id: &str) -> Result<Option<crate::contract::Policy>> {
         Ok(self.map_with_header(id)?.map(|(_, meta, _)| meta.policy))
     }
 
