@@ -31,7 +31,7 @@ mod wal_damage {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, scan};
+    use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, record};
     use turnwal::rng::Rng;
     use turnwal::scan::Gap;
     use turnwal::storage::simdisk::{CrashMode, SimDisk};
@@ -964,7 +964,7 @@ mod wal_damage {
                 Some(&q) => (q, Some(k_after)),
                 None => (len, None),
             };
-            let Err((kind, detail)) = scan::check_at(&damaged, p as u64, Some(k0), image.salt)
+            let Err((kind, detail)) = record::check_at(&damaged, p as u64, Some(k0), image.salt)
             else {
                 return Err(format!("{ctx}: the damaged record checks valid"));
             };

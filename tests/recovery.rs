@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use turnwal::backend::wal::format::{self, MIN_RECORD_LEN, RECORD_HEADER_LEN, RecordHead};
-use turnwal::backend::wal::{WalBackend, scan};
+use turnwal::backend::wal::{WalBackend, record, scan};
 use turnwal::{
     CutReason, Error, Event, EventKind, LogState, Policy, SessionHeader, Store, Tracker,
     interrupted_turn_closers,
@@ -320,7 +320,7 @@ fn write_log(dir: &Path, batches: &[Vec<Event>], policy: Policy) -> Log {
     );
 
     let found: Vec<(u64, RecordHead)> =
-        scan::heads(&bytes, file.records_start, bytes.len() as u64).collect();
+        record::heads(&bytes, file.records_start, bytes.len() as u64).collect();
     assert_eq!(found.len(), events.len());
     let committed = events
         .iter()
@@ -797,7 +797,7 @@ fn crash_during_repair_converges() {
     // nothing proves the hole acknowledged: everything from the first closer
     // is cut and the repair redone.
     let len = clean.len() as u64;
-    for (at, head) in scan::heads(&clean, base, len) {
+    for (at, head) in record::heads(&clean, base, len) {
         let mut image = clean.clone();
         image[at as usize..(at + head.record_len()) as usize].fill(0);
         let reason = if at == base {

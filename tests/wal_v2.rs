@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use turnwal::backend::wal::format::{self, RecordHead};
-use turnwal::backend::wal::{WalBackend, scan};
+use turnwal::backend::wal::{WalBackend, record, scan};
 use turnwal::{Event, LogState, SessionHeader, Store, StoreOptions};
 
 const ID: &str = "s-v2";
@@ -35,7 +35,7 @@ fn log_bytes(dir: &Path) -> Vec<u8> {
 /// Every record head of the log, with its offset.
 fn heads(bytes: &[u8]) -> Vec<(u64, RecordHead)> {
     let c = scan::scan_log(bytes, Path::new("x.twal")).unwrap();
-    scan::heads(bytes, c.frames.file.records_start, c.frames.valid_end).collect()
+    record::heads(bytes, c.frames.file.records_start, c.frames.valid_end).collect()
 }
 
 fn version(bytes: &[u8]) -> u16 {
@@ -569,7 +569,7 @@ fn scan_plain(plain: &[u8]) -> Vec<RecordHead> {
     let mut at = 0;
     let mut out = Vec::new();
     while at < plain.len() as u64 {
-        let head = scan::check_at(plain, at, None, 0).unwrap();
+        let head = record::check_at(plain, at, None, 0).unwrap();
         at += head.record_len();
         out.push(head);
     }

@@ -642,7 +642,7 @@ mod wal {
     use std::sync::Arc;
 
     use turnwal::backend::wal::format::{self, KIND_SEALED};
-    use turnwal::backend::wal::{WalBackend, scan};
+    use turnwal::backend::wal::{WalBackend, record, scan};
     use turnwal::upstream::chunks::Record;
     use turnwal::{Event, LogState, Policy, Store, StoreOptions, SyncMode};
 
@@ -712,7 +712,7 @@ mod wal {
     /// Every record of a log: offset, head.
     fn heads(bytes: &[u8]) -> Vec<(u64, format::RecordHead)> {
         let c = scan::scan_log(bytes, Path::new("x.twal")).unwrap();
-        scan::heads(bytes, c.frames.file.records_start, c.frames.valid_end).collect()
+        record::heads(bytes, c.frames.file.records_start, c.frames.valid_end).collect()
     }
 
     /// CRC-32 (IEEE), bit by bit.

@@ -11,7 +11,7 @@
 //! - A chunk run is expanded when it is reached, into one buffer of at most
 //!   1,024 events; a sealed unit is decompressed when it is reached
 //!   (bounded by its plain length) and walked with every check the scan
-//!   makes ([`seal::open_unit`]), its records then read in place from the
+//!   makes ([`record::open_unit`]), its records then read in place from the
 //!   decompressed bytes. So the cursor holds at most one unit and one run.
 //! - Anything that does not decode is corruption at its record's offset,
 //!   with its seq: the read ends there, every event lent before it intact.
@@ -19,8 +19,8 @@
 use std::path::PathBuf;
 
 use super::format::{self, RecordHead};
-use super::scan::{corrupt, unit_frame};
-use super::seal;
+use super::record::{self, unit_frame};
+use super::scan::corrupt;
 use super::view::{check_in_place, record_ref};
 use crate::error::Result;
 use crate::event::Event;
@@ -110,7 +110,7 @@ impl WalCursor {
                             &unit.plain[here as usize..(here + head.record_len()) as usize];
                         // The unit's walk checked its frames; the members
                         // decode, or the unit is corrupt.
-                        self.run = format::decode_records(record, &head).map_err(fail)?;
+                        self.run = record::decode_records(record, &head).map_err(fail)?;
                         self.run_next = 0;
                         continue;
                     }
@@ -125,7 +125,7 @@ impl WalCursor {
             let here = self.at;
             let head = head_of(&self.map, here);
             if head.is_sealed() {
-                let plain = match seal::open_unit(unit_frame(&self.map, here, &head), &head) {
+                let plain = match record::open_unit(unit_frame(&self.map, here, &head), &head) {
                     Ok(plain) => plain,
                     Err(reason) => return Err(self.refusal(here, head.seq, reason)),
                 };
@@ -140,7 +140,7 @@ impl WalCursor {
             self.at += head.record_len();
             if head.is_run() {
                 let record = &self.map[here as usize..(here + head.record_len()) as usize];
-                self.run = format::decode_records(record, &head)
+                self.run = record::decode_records(record, &head)
                     .map_err(|reason| corrupt(&self.path, here, Some(head.seq), reason))?;
                 self.run_next = 0;
                 continue;

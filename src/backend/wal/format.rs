@@ -1027,13 +1027,15 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
     Ok(event)
 }
 
-/// Decodes a checked record back into its events: one, or a chunk-run
+/// Decodes a checked plain record (not a sealed unit: see
+/// `record::decode_records`) back into its events: one, or a chunk-run
 /// record's members (refused as `chunk-run-mismatch` when its payload does
 /// not expand into exactly the member count its head states).
-pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
+pub fn decode_plain_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
     if head.is_sealed() {
-        let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
-        return super::seal::unit_events(frame, head).map(|(events, _)| events);
+        return Err(
+            "a sealed unit is not a plain record (read it with record::decode_records)".into(),
+        );
     }
     let Some(kind) = run_kind(head.kind) else {
         return decode_record(record, head).map(|e| vec![e]);
@@ -1202,14 +1204,14 @@ mod tests {
         let head = parse_head(&out).unwrap();
         assert_eq!((head.kind, head.count(), head.next_seq()), (15, 4, 11));
         check_record(&out, &head, 3).unwrap();
-        assert_eq!(decode_records(&out, &head).unwrap(), batch);
+        assert_eq!(decode_plain_records(&out, &head).unwrap(), batch);
         // Claim 5 members: the frame and CRC are fine, the expansion is not.
         out[REC_TYPE_LEN_FIELD.range()].copy_from_slice(&5u16.to_le_bytes());
         let crc = checksum(3, &out[REC_CRC_FIELD.end()..]);
         out[REC_CRC_FIELD.range()].copy_from_slice(&crc.to_le_bytes());
         let head = parse_head(&out).unwrap();
         check_record(&out, &head, 3).unwrap();
-        let err = decode_records(&out, &head).unwrap_err();
+        let err = decode_plain_records(&out, &head).unwrap_err();
         assert!(err.starts_with("chunk-run-mismatch"), "{err}");
         // Unpacked (version 1): four records.
         let mut v1 = Vec::new();

@@ -5,6 +5,7 @@ mod cursor;
 pub mod format;
 pub mod probe;
 pub mod proof;
+pub mod record;
 pub mod scan;
 pub mod seal;
 mod stored;
@@ -20,7 +21,8 @@ pub use stored::StoredRecords;
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
-use self::scan::{Classified, check_at, read_file_header, scan_log_proven};
+use self::record::check_at;
+use self::scan::{Classified, read_file_header, scan_log_proven};
 use super::{Backend, LogWriter, Stored};
 use crate::contract::{Placement, Policy};
 use crate::error::{Corruption, Error, Result};
@@ -420,7 +422,7 @@ impl WalBackend {
         // A chunk run's head holds its first member's time: the last
         // event's is the last member's.
         let last_time = if head.is_run() {
-            match format::decode_records(record, &head) {
+            match record::decode_records(record, &head) {
                 Ok(members) => members.last().map(Event::time),
                 Err(_) => return Ok(None),
             }
@@ -602,10 +604,10 @@ impl Backend for WalBackend {
         let mut at = meta.records_start;
         'records: while events.len() < n && at < map.len() as u64 {
             let next = events.last().map_or(0, |e| e.seq() + 1);
-            let Ok(head) = scan::check_at(&map, at, Some(next), meta.salt) else {
+            let Ok(head) = record::check_at(&map, at, Some(next), meta.salt) else {
                 break;
             };
-            for event in scan::decode_at(&map, at, &head, &path)? {
+            for event in record::decode_at(&map, at, &head, &path)? {
                 if tracker.accept(&event).is_err() {
                     break 'records;
                 }
@@ -687,11 +689,11 @@ impl Backend for WalBackend {
                 .unwrap_or(0)
                 .min(map.len() / format::MIN_RECORD_LEN),
         );
-        for (at, head) in scan::heads(&map, start, classified.kept_end) {
+        for (at, head) in record::heads(&map, start, classified.kept_end) {
             if head.is_v2() {
                 // A run's members and a unit's events are rebuilt (or
                 // decompressed) text: held, not borrowed.
-                entries.hold(scan::decode_at(&map, at, &head, &path)?);
+                entries.hold(record::decode_at(&map, at, &head, &path)?);
             } else {
                 entries.at(at);
             }

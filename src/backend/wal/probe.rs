@@ -17,7 +17,7 @@
 //! watermark 0 is one complete first batch.
 
 use super::format::{MIN_RECORD_LEN, RecordHead, TRAILER_LEN};
-use super::scan::check_at;
+use super::record::check_at;
 
 /// A record found by the backward walk.
 #[derive(Debug, Clone, Copy)]

@@ -29,7 +29,8 @@ use std::path::Path;
 use super::format::{
     self, FileHeader, FileHeaderError, MIN_RECORD_LEN, RECORD_HEADER_LEN, RecordHead,
 };
-use crate::error::{Corruption, Error, Result};
+use super::record::{check_at, check_unit, decode_at, heads, unit_frame};
+use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::scan::{
     Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Scan, classify_tail, decide,
@@ -81,15 +82,7 @@ pub struct Invalid {
     pub detail: String,
 }
 
-pub(super) fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
-    Error::from(Corruption {
-        path: path.to_owned(),
-        offset,
-        unit: crate::error::Unit::Byte,
-        seq,
-        reason,
-    })
-}
+pub(super) use super::record::corrupt;
 
 /// Decodes the file header, mapping its failures to errors.
 pub fn read_file_header(bytes: &[u8], path: &Path) -> Result<FileHeader> {
@@ -100,57 +93,6 @@ pub fn read_file_header(bytes: &[u8], path: &Path) -> Result<FileHeader> {
             detail,
         },
     })
-}
-
-/// Checks the record at `at` (expected seq `seq`). `Ok` carries its head.
-pub fn check_at(
-    bytes: &[u8],
-    at: u64,
-    seq: Option<u64>,
-    salt: u32,
-) -> Result<RecordHead, (CutReason, String)> {
-    let rest = &bytes[at as usize..];
-    if rest.len() < MIN_RECORD_LEN {
-        return Err((
-            CutReason::Incomplete,
-            format!("{} bytes left, too few for a record", rest.len()),
-        ));
-    }
-    let head =
-        format::parse_head(&rest[..RECORD_HEADER_LEN]).map_err(|d| (CutReason::Invalid, d))?;
-    let len = head.record_len();
-    if len > rest.len() as u64 {
-        return Err((
-            CutReason::Incomplete,
-            format!(
-                "record of {len} bytes runs past the end of the file ({} bytes left)",
-                rest.len()
-            ),
-        ));
-    }
-    let record = &rest[..len as usize];
-    format::check_record(record, &head, salt).map_err(|d| (CutReason::Invalid, d))?;
-    if let Some(expected) = seq
-        && head.seq != expected
-    {
-        return Err((
-            CutReason::Invalid,
-            format!("record holds seq {}, expected {expected}", head.seq),
-        ));
-    }
-    if head.kind == format::KIND_OTHER {
-        let name = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.type_len as usize];
-        match std::str::from_utf8(name) {
-            Ok(n) if EventKind::of(n) == EventKind::Other => {}
-            _ => {
-                return Err((
-                    CutReason::Invalid,
-                    "record type name is not a valid other-kind name".into(),
-                ));
-            }
-        }
-    }
-    Ok(head)
 }
 
 /// Whether a scan decompresses and walks every sealed unit it meets.
@@ -212,7 +154,7 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
             // same evidence as `verify`, and a unit whose count, length or
             // records lie is refused at its own offset.
             if head.is_sealed() && units == Units::Check {
-                super::seal::check_unit(unit_frame(bytes, at, &head), &head)
+                check_unit(unit_frame(bytes, at, &head), &head)
                     .map_err(|d| (CutReason::Invalid, d))?;
             }
             Ok(head)
@@ -453,12 +395,6 @@ fn published(bytes: &[u8], frames: &Frames, p: u64, proven: u64) -> Option<(Proo
     ))
 }
 
-/// The zstd frame of the sealed unit at `at`, whose head is `head`.
-pub(super) fn unit_frame<'a>(bytes: &'a [u8], at: u64, head: &RecordHead) -> &'a [u8] {
-    let from = at as usize + RECORD_HEADER_LEN;
-    &bytes[from..from + head.data_len as usize]
-}
-
 /// The smallest unit a power loss tears or loses: a 512-byte sector.
 const SECTOR: u64 = 512;
 /// The end of a record head's framing fields and seq (checksum, kind,
@@ -505,29 +441,6 @@ fn damaged_in_place(bytes: &[u8], p: u64, seq: u64, salt: u32) -> Option<(Proof,
             next.seq
         ),
     ))
-}
-
-/// Iterates the heads of the records in `[from, to)`, which the caller has
-/// already validated.
-pub fn heads(bytes: &[u8], from: u64, to: u64) -> impl Iterator<Item = (u64, RecordHead)> + '_ {
-    let mut at = from;
-    std::iter::from_fn(move || {
-        if at >= to {
-            return None;
-        }
-        let head = format::parse_head(&bytes[at as usize..at as usize + RECORD_HEADER_LEN])
-            .expect("record validated by the scan");
-        let here = at;
-        at += head.record_len();
-        Some((here, head))
-    })
-}
-
-/// Decodes the validated record at `at` into its events (one, or a chunk
-/// run's members).
-pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Result<Vec<Event>> {
-    let record = &bytes[at as usize..(at + head.record_len()) as usize];
-    format::decode_records(record, head).map_err(|reason| corrupt(path, at, Some(head.seq), reason))
 }
 
 /// The full classification: frames plus the contract check of the tail.

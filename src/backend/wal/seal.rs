@@ -16,14 +16,14 @@
 //!   every reader); only closed turns (before the commit point) are sealed,
 //!   the open tail is copied record for record.
 
-use std::io::Read;
 use std::path::Path;
 
 use super::format::{
     self, FileHeader, KIND_SEALED, REC_CRC_FIELD, REC_WATERMARK_FIELD, RECORD_HEADER_LEN,
     RecordHead, TRAILER_LEN,
 };
-use super::scan::{Classified, check_at, decode_at, heads};
+use super::record::{decode_at, heads};
+use super::scan::Classified;
 use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
@@ -36,139 +36,6 @@ use crate::event::{Event, EventKind};
 pub const UNIT_ZSTD_LEVEL: i32 = 9;
 /// A unit closes at the first turn boundary after this many plain bytes.
 pub const UNIT_TARGET_LEN: usize = 4 << 20;
-
-/// The events of a sealed unit whose head is `head` and whose frame is
-/// `frame`, with the heads of its inner records. All or nothing.
-pub fn unit_events(
-    frame: &[u8],
-    head: &RecordHead,
-) -> Result<(Vec<Event>, Vec<RecordHead>), String> {
-    // Not sized from the head's count: that is a number read from disk,
-    // and the walk below is what checks it against the events the frame
-    // really holds.
-    let mut events = Vec::new();
-    let inner_heads = walk_unit(frame, head, |record, inner| {
-        events.extend(format::decode_records(record, inner)?);
-        Ok(())
-    })?;
-    Ok((events, inner_heads))
-}
-
-/// Checks the sealed unit whose head is `head` and whose frame is `frame`
-/// as [`unit_events`] does (it decompresses, bounded by `plain_len`, and
-/// walks its inner records: checksums, contiguous seqs, the count its head
-/// states, the closing `turn/end`, the head's turn and time), without
-/// decoding a payload: what a scan checks of every unit, so that every
-/// entry point decides from the same evidence (docs/FORMAT.md, "Sealed
-/// units").
-pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), String> {
-    walk_unit(frame, head, |_, _| Ok(())).map(drop)
-}
-
-/// Decompresses the sealed unit whose head is `head` and whose frame is
-/// `frame`, hands each inner record (its bytes and head) to `each` in
-/// order, and checks the unit as [`unit_events`] does (the same checks in
-/// the same order, so the same words for the same damage); `each` reads
-/// the record's events (or refuses it). Returns the inner records' heads.
-pub(super) fn walk_unit(
-    frame: &[u8],
-    head: &RecordHead,
-    each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
-) -> Result<Vec<RecordHead>, String> {
-    let plain = decompress(frame, head.plain_len() as usize)?;
-    walk_plain(&plain, head, each)
-}
-
-/// Decompresses the sealed unit whose head is `head` and whose frame is
-/// `frame`, checks it as [`check_unit`] does, and returns its plain
-/// records, laid end to end: what a cursor reads the unit's events from
-/// in place, holding this one unit.
-pub(super) fn open_unit(frame: &[u8], head: &RecordHead) -> Result<Vec<u8>, String> {
-    let plain = decompress(frame, head.plain_len() as usize)?;
-    walk_plain(&plain, head, |_, _| Ok(()))?;
-    Ok(plain)
-}
-
-/// [`walk_unit`] over a unit's decompressed records.
-fn walk_plain(
-    plain: &[u8],
-    head: &RecordHead,
-    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
-) -> Result<Vec<RecordHead>, String> {
-    let mut at = 0u64;
-    let mut seq = head.seq;
-    let mut inner_heads: Vec<RecordHead> = Vec::new();
-    while at < plain.len() as u64 {
-        let inner = check_at(plain, at, Some(seq), 0)
-            .map_err(|(_, d)| format!("sealed unit record at plain byte {at}: {d}"))?;
-        if inner.is_sealed() {
-            return Err(format!(
-                "sealed unit record at plain byte {at} is itself a sealed unit"
-            ));
-        }
-        if inner.watermark != 0 {
-            return Err(format!(
-                "sealed unit record at plain byte {at} has watermark {}, not 0",
-                inner.watermark
-            ));
-        }
-        let record = &plain[at as usize..(at + inner.record_len()) as usize];
-        each(record, &inner)?;
-        seq = inner.next_seq();
-        at += inner.record_len();
-        inner_heads.push(inner);
-    }
-    if seq - head.seq != head.count() {
-        return Err(format!(
-            "sealed unit holds {} events, its head states {}",
-            seq - head.seq,
-            head.count()
-        ));
-    }
-    let closes = match inner_heads.as_slice() {
-        [.., before, last] => {
-            last.event_kind() == EventKind::TurnEnd
-                && !last.in_turn()
-                && before.in_turn()
-                && before.step == 0
-                && before.turn == last.turn
-        }
-        _ => false,
-    };
-    let last = inner_heads.last().expect("count >= 1");
-    if !closes || last.turn != head.turn {
-        return Err("sealed unit does not end with the turn/end of its last turn".into());
-    }
-    // The last record is a `turn/end`'s own (a run's members are chunks), so
-    // its head's time is its event's.
-    if last.time != head.time {
-        return Err("sealed unit's time is not its last event's".into());
-    }
-    Ok(inner_heads)
-}
-
-fn decompress(frame: &[u8], plain_len: usize) -> Result<Vec<u8>, String> {
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
-        .map_err(|e| format!("sealed unit frame is not zstd: {e}"))?
-        .single_frame();
-    let mut out = Vec::with_capacity(plain_len);
-    (&mut decoder)
-        .take(plain_len as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("sealed unit frame does not decompress: {e}"))?;
-    if out.len() > plain_len {
-        return Err(format!(
-            "sealed-unit-length: the frame inflates past the {plain_len} bytes its head states"
-        ));
-    }
-    if out.len() < plain_len {
-        return Err(format!(
-            "sealed-unit-length: the frame decompresses to {} bytes, its head states {plain_len}",
-            out.len()
-        ));
-    }
-    Ok(out)
-}
 
 /// Appends a sealed unit holding the plain records `plain` (salt 0,
 /// watermark 0) of `count` events from `first_seq`, the last one at

@@ -22,8 +22,9 @@
 use std::fmt;
 
 use super::format::{self, RECORD_HEADER_LEN, RecordHead};
-use super::scan::{self, corrupt};
-use super::{WalBackend, seal, view};
+use super::record;
+use super::scan::corrupt;
+use super::{WalBackend, view};
 use crate::backend::Backend;
 use crate::error::{Corruption, Error, Result};
 use crate::event::Event;
@@ -109,11 +110,11 @@ fn packed(record: &[u8], head: &RecordHead) -> Option<PackedRun> {
 }
 
 /// The items of the validated record `record` (head `head`), appended to
-/// `items`, with the words [`format::decode_records`] refuses it with.
+/// `items`, with the words [`record::decode_records`] refuses it with.
 fn read_record(record: &[u8], head: &RecordHead, items: &mut Vec<Item>) -> Result<(), String> {
     if head.is_sealed() {
         let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
-        seal::walk_unit(frame, head, |inner, inner_head| {
+        record::walk_unit(frame, head, |inner, inner_head| {
             read_record(inner, inner_head, items)
         })?;
         return Ok(());
@@ -123,7 +124,7 @@ fn read_record(record: &[u8], head: &RecordHead, items: &mut Vec<Item>) -> Resul
         return Ok(());
     }
     items.extend(
-        format::decode_records(record, head)?
+        record::decode_records(record, head)?
             .into_iter()
             .map(Item::Event),
     );
@@ -166,7 +167,7 @@ impl WalBackend {
         };
         let start = classified.frames.file.records_start;
         let mut items = Vec::new();
-        for (at, head) in scan::heads(&map, start, classified.kept_end) {
+        for (at, head) in record::heads(&map, start, classified.kept_end) {
             if !head.is_v2() {
                 items.push(Item::At(at));
                 continue;

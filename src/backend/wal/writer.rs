@@ -25,7 +25,8 @@ use super::format::{self, FileHeader};
 use super::leave_unsynced_mark;
 use super::probe;
 use super::proof::Prover;
-use super::scan::{Classified, decode_at, heads, salvage_log, scan_log_proven};
+use super::record::{decode_at, heads};
+use super::scan::{Classified, salvage_log, scan_log_proven};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -497,7 +498,7 @@ impl WalWriter {
         let mut at = 0;
         let mut seq = self.synced_events;
         while seq < self.held_from_events && at < len as u64 {
-            let head = super::scan::check_at(&bytes, at, Some(seq), self.salt)
+            let head = super::record::check_at(&bytes, at, Some(seq), self.salt)
                 .map_err(|(_, detail)| format!("read back: {detail}"))?;
             at += head.record_len();
             seq = head.next_seq();
@@ -676,7 +677,7 @@ fn scan_clean_end(
     // unit's records do not hold. The full scan decides what a bad one is.
     if last.is_sealed() {
         let at = bytes.len() as u64 - last.record_len();
-        if super::seal::check_unit(super::scan::unit_frame(bytes, at, &last), &last).is_err() {
+        if super::record::check_unit(super::record::unit_frame(bytes, at, &last), &last).is_err() {
             return Ok(None);
         }
     }

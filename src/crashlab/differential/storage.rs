@@ -9,6 +9,7 @@ use super::generator::TAGS;
 use crate::backend::jsonl::{Compression, JsonlBackend};
 use crate::backend::sqlite::SqliteOptions;
 use crate::backend::wal::WalBackend;
+use crate::backend::wal::record;
 use crate::event::Event;
 use crate::store::{Store, StoreOptions};
 
@@ -402,7 +403,7 @@ pub(super) fn tear_wal(root: &Path, id: &str, how: TornTail, events: u64) {
                     // A chunk run straddles the cut: its kept members stay,
                     // as single records (as the SQLite tear splits its row).
                     let members =
-                        format::decode_records(&bytes[end - len..end], &head).expect("a valid run");
+                        record::decode_records(&bytes[end - len..end], &head).expect("a valid run");
                     let salt = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
                     let keep = (head.count() - left) as usize;
                     for member in &members[..keep] {
