@@ -932,11 +932,15 @@ impl Store {
                 .map(|e| e.to_event())
                 .collect();
             return Ok(Some(Box::new(ViewRecords {
-                stored: view.stored(),
+                head: crate::backend::StoredHead {
+                    header: view.header().clone(),
+                    revision: before,
+                    state: view.state(),
+                    cut,
+                    closers,
+                    stored: view.stored(),
+                },
                 view,
-                revision: before,
-                cut,
-                closers,
             })));
         }
         Err(Error::StaleRepair {
@@ -1978,42 +1982,19 @@ fn fork_refusal(events: &[Event], policy: Policy, at: u64, turn: u64) -> String 
 /// events of its view, one record each.
 struct ViewRecords {
     view: crate::view::LogView,
-    revision: String,
-    cut: Option<crate::scan::Cut>,
-    stored: usize,
-    closers: Vec<Event>,
+    head: crate::backend::StoredHead,
 }
 
 impl crate::backend::StoredLog for ViewRecords {
-    fn header(&self) -> &SessionHeader {
-        self.view.header()
-    }
-
-    fn revision(&self) -> &str {
-        &self.revision
-    }
-
-    fn state(&self) -> LogState {
-        self.view.state()
-    }
-
-    fn cut(&self) -> Option<&crate::scan::Cut> {
-        self.cut.as_ref()
-    }
-
-    fn stored(&self) -> usize {
-        self.stored
-    }
-
-    fn closers(&self) -> &[Event] {
-        &self.closers
+    fn head(&self) -> &crate::backend::StoredHead {
+        &self.head
     }
 
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
         Box::new(
             self.view
                 .iter()
-                .take(self.stored)
+                .take(self.head.stored)
                 .map(crate::upstream::chunks::Record::Event),
         )
     }

@@ -416,21 +416,70 @@ pub enum Deletion {
 /// what was read and what recovery would cut. Read-only: no lock, no
 /// repair, no closers.
 pub trait StoredLog: Send {
-    /// The session header.
-    fn header(&self) -> &SessionHeader;
-    /// The revision token ([`Backend::revision`]) of what was read.
-    fn revision(&self) -> &str;
-    /// The state of the stored log.
-    fn state(&self) -> crate::scan::LogState;
-    /// What recovery would cut, if anything.
-    fn cut(&self) -> Option<&crate::scan::Cut>;
-    /// How many events the records hold (the stored events kept).
-    fn stored(&self) -> usize;
-    /// The closers an open final turn would get (written nowhere; not
-    /// among the records).
-    fn closers(&self) -> &[Event];
+    /// What the log says of itself beside its records.
+    fn head(&self) -> &StoredHead;
     /// The records, in seq order (each call walks them from the start).
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_>;
+
+    /// The session header.
+    fn header(&self) -> &SessionHeader {
+        &self.head().header
+    }
+    /// The revision token ([`Backend::revision`]) of what was read.
+    fn revision(&self) -> &str {
+        &self.head().revision
+    }
+    /// The state of the stored log.
+    fn state(&self) -> crate::scan::LogState {
+        self.head().state
+    }
+    /// What recovery would cut, if anything.
+    fn cut(&self) -> Option<&crate::scan::Cut> {
+        self.head().cut.as_ref()
+    }
+    /// How many events the records hold (the stored events kept).
+    fn stored(&self) -> usize {
+        self.head().stored
+    }
+    /// The closers an open final turn would get (written nowhere; not
+    /// among the records).
+    fn closers(&self) -> &[Event] {
+        &self.head().closers
+    }
+}
+
+/// What a [`StoredLog`] says of itself beside its records: the same for
+/// every store, whatever its records are.
+#[derive(Debug, Clone)]
+pub struct StoredHead {
+    /// The session header.
+    pub header: SessionHeader,
+    /// The revision token ([`Backend::revision`]) of what was read.
+    pub revision: String,
+    /// The state of the stored log.
+    pub state: crate::scan::LogState,
+    /// What recovery would cut, if anything.
+    pub cut: Option<crate::scan::Cut>,
+    /// The closers an open final turn would get (written nowhere; not
+    /// among the records).
+    pub closers: Vec<Event>,
+    /// How many events the records hold.
+    pub stored: usize,
+}
+
+impl StoredHead {
+    /// The head of a log `scan` classified, whose records hold `stored`
+    /// events, read at `revision`.
+    pub(crate) fn of(scan: Scan, revision: String, stored: usize) -> StoredHead {
+        StoredHead {
+            state: scan.state(),
+            cut: scan.cut,
+            closers: scan.closers,
+            header: scan.header,
+            revision,
+            stored,
+        }
+    }
 }
 
 /// The exclusive writer of one session.

@@ -142,6 +142,19 @@ impl LogReader {
     }
 
     /// The reader with the scan that classified its log.
+    /// The reader of the log `scan` classified, lent by `cursor`: its
+    /// header, state, stored count and closers, the scan attached.
+    pub(crate) fn of_scan(scan: crate::scan::Scan, cursor: Box<dyn Cursor>) -> LogReader {
+        LogReader::new(
+            scan.header.clone(),
+            scan.state(),
+            scan.stored_len(),
+            cursor,
+            scan.closers.clone(),
+        )
+        .with_scan(scan)
+    }
+
     pub(crate) fn with_scan(mut self, scan: crate::scan::Scan) -> LogReader {
         self.scan = Some(Box::new(scan));
         self

@@ -150,6 +150,30 @@ pub struct NativeStore {
     poisoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// [`guarded`] for an operation on a store: a panic marks the store
+/// poisoned, so every later operation on it is refused.
+fn guarded_poisoning<T>(
+    op: &str,
+    poisoned: &std::sync::atomic::AtomicBool,
+    f: impl FnOnce() -> napi::Result<T>,
+) -> napi::Result<T> {
+    let (result, panicked) = guarded(op, f);
+    if panicked {
+        poisoned.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    result
+}
+
+/// A `fromSeq` argument: a non-negative safe integer.
+fn from_seq_arg(from_seq: f64) -> napi::Result<u64> {
+    if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
+        return Err(invalid(format!(
+            "fromSeq must be a non-negative safe integer, got {from_seq}"
+        )));
+    }
+    Ok(from_seq as u64)
+}
+
 /// The test hook behind bindings/node/test/panic.test.mjs: when
 /// `TURNWAL_DSH_PANIC_IN` names `op`, panics here, so a test can check
 /// that every entry point turns a panic into an error and the process
@@ -253,12 +277,9 @@ impl Task for Op {
     type JsValue = Option<String>;
 
     fn compute(&mut self) -> napi::Result<Option<String>> {
-        let (result, panicked) = guarded(self.kind.name(), || self.run().map_err(js_error));
-        if panicked {
-            self.poisoned
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        result
+        guarded_poisoning(self.kind.name(), &self.poisoned, || {
+            self.run().map_err(js_error)
+        })
     }
 
     fn resolve(&mut self, _: Env, output: Option<String>) -> napi::Result<Option<String>> {
@@ -286,18 +307,13 @@ impl Task for Pieces {
         } else {
             "loadStoredPieces"
         };
-        let (result, panicked) = guarded(op, || {
+        guarded_poisoning(op, &self.poisoned, || {
             match self.from_seq {
                 None => load_stored_pieces(&self.store, &self.id),
                 Some(seq) => load_stored_from_pieces(&self.store, &self.id, seq),
             }
             .map_err(js_error)
-        });
-        if panicked {
-            self.poisoned
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        result
+        })
     }
 
     fn resolve(&mut self, _: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
@@ -779,15 +795,11 @@ impl NativeStore {
         from_seq: f64,
     ) -> napi::Result<AsyncTask<Pieces>> {
         fault_point("loadStoredFromPieces.call");
-        if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
-            return Err(invalid(format!(
-                "fromSeq must be a non-negative safe integer, got {from_seq}"
-            )));
-        }
+        let from_seq = from_seq_arg(from_seq)?;
         Ok(AsyncTask::new(Pieces {
             store: self.store()?,
             id: session_id(&id)?,
-            from_seq: Some(from_seq as u64),
+            from_seq: Some(from_seq),
             poisoned: self.poisoned.clone(),
         }))
     }
@@ -796,14 +808,10 @@ impl NativeStore {
     /// `load_stored_from`), or null when absent.
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn load_stored_from(&self, id: Utf16String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
-        if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
-            return Err(invalid(format!(
-                "fromSeq must be a non-negative safe integer, got {from_seq}"
-            )));
-        }
+        let from_seq = from_seq_arg(from_seq)?;
         self.op(OpKind::LoadStoredFrom {
             id: session_id(&id)?,
-            from_seq: from_seq as u64,
+            from_seq,
         })
     }
 

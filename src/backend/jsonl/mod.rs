@@ -790,16 +790,10 @@ impl JsonlBackend {
             c.rewrite,
             normalizer,
         );
-        Ok(Some(
-            crate::view::LogReader::new(
-                scan.header.clone(),
-                scan.state(),
-                scan.stored_len(),
-                Box::new(cursor),
-                scan.closers.clone(),
-            )
-            .with_scan(scan),
-        ))
+        Ok(Some(crate::view::LogReader::of_scan(
+            scan,
+            Box::new(cursor),
+        )))
     }
 
     /// The single-pass read: when the log's ends settle it — the last
@@ -862,16 +856,10 @@ impl JsonlBackend {
             Some(crate::upstream::normalize::Normalizer::new(id)),
         )
         .expecting(expect);
-        Ok(Some(
-            crate::view::LogReader::new(
-                scan.header.clone(),
-                scan.state(),
-                scan.stored_len(),
-                Box::new(cursor),
-                scan.closers.clone(),
-            )
-            .with_scan(scan),
-        ))
+        Ok(Some(crate::view::LogReader::of_scan(
+            scan,
+            Box::new(cursor),
+        )))
     }
 
     /// The stored events of `id` from `from_seq` on, through a reader.

@@ -39,15 +39,7 @@ pub(crate) fn reader(src: &dyn Rows, fetch: Fetch) -> Result<LogReader> {
     let header = src.header().clone();
     if src.count_before(0) > 0 {
         let c = scan::full_scan(src)?;
-        let stored = c.scan.stored_len();
-        return Ok(LogReader::new(
-            header,
-            c.scan.state(),
-            stored,
-            Box::new(Held::new(c.events)),
-            c.scan.closers.clone(),
-        )
-        .with_scan(c.scan));
+        return Ok(LogReader::of_scan(c.scan, Box::new(Held::new(c.events))));
     }
     let mut c = scan::tail_scan(src)?;
     // The tail span's bytes are not the session's.
@@ -71,14 +63,7 @@ pub(crate) fn reader(src: &dyn Rows, fetch: Fetch) -> Result<LogReader> {
         tail_next: 0,
         ready: Ready::End,
     };
-    Ok(LogReader::new(
-        header,
-        c.scan.state(),
-        stored,
-        Box::new(cursor),
-        c.scan.closers.clone(),
-    )
-    .with_scan(c.scan))
+    Ok(LogReader::of_scan(c.scan, Box::new(cursor)))
 }
 
 /// Where the next event is.

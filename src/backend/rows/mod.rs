@@ -10,7 +10,6 @@ pub(crate) mod cursor;
 pub(crate) mod scan;
 
 use crate::event::Event;
-use crate::header::SessionHeader;
 
 /// A session's stored prefix as storage records, read in one transaction
 /// (`SqliteBackend::stored_records`, `PgBackend::stored_records`): what
@@ -19,26 +18,16 @@ use crate::header::SessionHeader;
 /// stored instead of decoded into events.
 #[derive(Debug)]
 pub struct StoredRecords {
-    /// The session header.
-    pub header: SessionHeader,
-    /// The revision token ([`crate::backend::Backend::revision`]) of what was read.
-    pub revision: String,
-    /// The state of the stored log.
-    pub state: crate::scan::LogState,
-    /// What recovery would cut, if anything.
-    pub cut: Option<crate::scan::Cut>,
-    /// The closers an open final turn would get (written nowhere; not among
-    /// [`StoredRecords::records`]).
-    pub closers: Vec<Event>,
+    /// Header, revision, state, cut, closers and count.
+    pub head: crate::backend::StoredHead,
     items: Vec<scan::Item>,
     tail: Vec<Event>,
-    stored: usize,
 }
 
 impl StoredRecords {
     /// How many events are stored (kept): those the records hold.
     pub fn stored(&self) -> usize {
-        self.stored
+        self.head.stored
     }
 
     /// The stored events in seq order: scalar rows as events, packed rows
@@ -61,41 +50,16 @@ impl StoredRecords {
     ) -> StoredRecords {
         let stored = items.iter().map(scan::Item::len).sum::<usize>() + c.events.len();
         StoredRecords {
-            revision,
-            state: c.scan.state(),
-            cut: c.scan.cut,
-            closers: c.scan.closers,
-            header: c.scan.header,
+            head: crate::backend::StoredHead::of(c.scan, revision, stored),
             items,
             tail: c.events,
-            stored,
         }
     }
 }
 
 impl crate::backend::StoredLog for StoredRecords {
-    fn header(&self) -> &SessionHeader {
-        &self.header
-    }
-
-    fn revision(&self) -> &str {
-        &self.revision
-    }
-
-    fn state(&self) -> crate::scan::LogState {
-        self.state
-    }
-
-    fn cut(&self) -> Option<&crate::scan::Cut> {
-        self.cut.as_ref()
-    }
-
-    fn stored(&self) -> usize {
-        self.stored
-    }
-
-    fn closers(&self) -> &[Event] {
-        &self.closers
+    fn head(&self) -> &crate::backend::StoredHead {
+        &self.head
     }
 
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {

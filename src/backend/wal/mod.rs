@@ -664,16 +664,10 @@ impl Backend for WalBackend {
         let scan = classified.scan;
         let proven = classified.proven;
         let cursor = cursor::WalCursor::new(map, path, proven, start, classified.kept_end);
-        Ok(Some(
-            crate::view::LogReader::new(
-                scan.header.clone(),
-                scan.state(),
-                scan.stored_len(),
-                Box::new(cursor),
-                scan.closers.clone(),
-            )
-            .with_scan(scan),
-        ))
+        Ok(Some(crate::view::LogReader::of_scan(
+            scan,
+            Box::new(cursor),
+        )))
     }
 
     fn view(&self, id: &str) -> Result<Option<crate::view::LogView>> {

@@ -28,7 +28,6 @@ use super::{WalBackend, view};
 use crate::backend::Backend;
 use crate::error::{Corruption, Error, Result};
 use crate::event::Event;
-use crate::header::SessionHeader;
 use crate::storage::Mapped;
 use crate::upstream::chunks::{PackedRun, Record};
 
@@ -53,20 +52,10 @@ impl Item {
 /// A WAL session's stored prefix as storage records, read from one mapping
 /// of its log ([`WalBackend::stored_records`]).
 pub struct StoredRecords {
-    /// The session header.
-    pub header: SessionHeader,
-    /// The revision token ([`Backend::revision`]) of what was read.
-    pub revision: String,
-    /// The state of the stored log.
-    pub state: crate::scan::LogState,
-    /// What recovery would cut, if anything.
-    pub cut: Option<crate::scan::Cut>,
-    /// The closers an open final turn would get (written nowhere; not among
-    /// [`StoredRecords::records`]).
-    pub closers: Vec<Event>,
+    /// Header, revision, state, cut, closers and count.
+    pub head: crate::backend::StoredHead,
     map: Mapped,
     items: Vec<Item>,
-    stored: usize,
 }
 
 impl fmt::Debug for StoredRecords {
@@ -74,7 +63,7 @@ impl fmt::Debug for StoredRecords {
         write!(
             f,
             "StoredRecords({:?}, {} events, {:?})",
-            self.header.id, self.stored, self.state
+            self.head.header.id, self.head.stored, self.head.state
         )
     }
 }
@@ -82,7 +71,7 @@ impl fmt::Debug for StoredRecords {
 impl StoredRecords {
     /// How many events are stored (kept): those the records hold.
     pub fn stored(&self) -> usize {
-        self.stored
+        self.head.stored
     }
 
     /// The stored events in seq order: single-event records as events
@@ -151,7 +140,7 @@ impl WalBackend {
             let Some(stored) = self.stored_records_once(id, before)? else {
                 return Ok(None);
             };
-            if self.revision(id)?.as_deref() == Some(stored.revision.as_str()) {
+            if self.revision(id)?.as_deref() == Some(stored.head.revision.as_str()) {
                 return Ok(Some(stored));
             }
         }
@@ -195,43 +184,17 @@ impl WalBackend {
             }
         }
         let stored = items.iter().map(Item::len).sum();
-        let scan = classified.scan;
         Ok(Some(StoredRecords {
-            revision,
-            state: scan.state(),
-            cut: scan.cut,
-            closers: scan.closers,
-            header: scan.header,
+            head: crate::backend::StoredHead::of(classified.scan, revision, stored),
             map,
             items,
-            stored,
         }))
     }
 }
 
 impl crate::backend::StoredLog for StoredRecords {
-    fn header(&self) -> &SessionHeader {
-        &self.header
-    }
-
-    fn revision(&self) -> &str {
-        &self.revision
-    }
-
-    fn state(&self) -> crate::scan::LogState {
-        self.state
-    }
-
-    fn cut(&self) -> Option<&crate::scan::Cut> {
-        self.cut.as_ref()
-    }
-
-    fn stored(&self) -> usize {
-        self.stored
-    }
-
-    fn closers(&self) -> &[Event] {
-        &self.closers
+    fn head(&self) -> &crate::backend::StoredHead {
+        &self.head
     }
 
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
