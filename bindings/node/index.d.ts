@@ -165,7 +165,8 @@ export declare const addonVersion: string
 /**
  * The turnwal persistence backend. Load as a plugin; it registers as
  * `ctx.sessionPersistence` and (via the coordinator) installs the write-path
- * listeners. Every file or SQLite operation runs on libuv's thread pool.
+ * listeners. Every file or database operation runs on the store's own
+ * threads (at most 4 at once), never on libuv's thread pool.
  */
 export declare class TurnwalSessionPersistence extends SessionPersistence implements PersistenceBackend<TurnwalTornMarker> {
   config: Config

@@ -4,8 +4,8 @@
  * A cordis plugin that registers `ctx.sessionPersistence` exactly where the
  * harness mounts its own JSONL or SQLite backend: the upstream
  * `PersistenceCoordinator` does the buffering, validation, closers and
- * caching; turnwal (a native addon, every file or SQLite operation on libuv's
- * thread pool) stores the logs. A path ending in `.sqlite` or `.db` is a
+ * caching; turnwal (a native addon, every file or database operation on the
+ * store's own threads, never libuv's pool) stores the logs. A path ending in `.sqlite` or `.db` is a
  * SQLite database in the upstream harness's schema 17; any other path is a
  * native WAL directory.
  * @module turnwal-dsh

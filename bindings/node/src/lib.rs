@@ -6,10 +6,12 @@
 //! `appendBatch`, `commitRepair`, `list`, `listSnapshots`, `close`), and the
 //! library's explicit salvage (`salvage`, `salvageRepair`) beside them.
 //!
-//! - **Off the JavaScript thread.** Every operation that touches a file or
-//!   the database is a napi [`AsyncTask`]: `compute` runs on libuv's thread
-//!   pool, and only the conversion of the result to a JavaScript value runs
-//!   on the JavaScript thread.
+//! - **Off the JavaScript thread, off libuv's pool.** Every operation that
+//!   touches a file or the database runs on the store's own threads
+//!   ([`workers`]): a lock wait (SQLite's busy handler, a PostgreSQL row
+//!   lock) never holds a thread the harness's `fs`, `dns` or `crypto` work
+//!   needs. Only the conversion of the result to a JavaScript value runs on
+//!   the JavaScript thread (a napi deferred settles the Promise).
 //! - **JSON text across the boundary.** Events go in as their JSON text (one
 //!   envelope per line, as `JSON.stringify` writes it) and come back as the
 //!   stored text (one JSON document the caller parses once, runs of chunk
@@ -26,8 +28,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Utf16String};
-use napi::{Env, Status, Task};
+use napi::bindgen_prelude::{Buffer, Object, Utf16String};
+use napi::{Env, Status};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
@@ -139,11 +141,13 @@ pub struct OpenOptions {
     pub lease_ms: Option<f64>,
 }
 
-/// An open store. Every method returns a Promise settled by a task on
-/// libuv's thread pool.
+/// An open store. Every method returns a Promise settled by work on the
+/// store's own threads.
 #[napi]
 pub struct NativeStore {
     store: Arc<Mutex<Option<Arc<Store>>>>,
+    /// The threads its operations run on (never libuv's pool).
+    workers: Workers,
     /// Set when an operation panicked inside turnwal: the store's state is
     /// unknown, so every later operation is refused (`POISONED`) until the
     /// store is closed and opened again.
@@ -272,18 +276,19 @@ enum OpKind {
     },
 }
 
-impl Task for Op {
-    type Output = Option<String>;
-    type JsValue = Option<String>;
-
-    fn compute(&mut self) -> napi::Result<Option<String>> {
-        guarded_poisoning(self.kind.name(), &self.poisoned, || {
-            self.run().map_err(js_error)
-        })
-    }
-
-    fn resolve(&mut self, _: Env, output: Option<String>) -> napi::Result<Option<String>> {
-        Ok(output)
+impl Op {
+    /// Runs the operation on the store's threads; the Promise resolves to
+    /// its JSON text (or null).
+    fn start<'env>(self, env: &'env Env, workers: &Workers) -> napi::Result<Object<'env>> {
+        workers.run(
+            env,
+            move || {
+                guarded_poisoning(self.kind.name(), &self.poisoned, || {
+                    self.run().map_err(js_error)
+                })
+            },
+            Ok,
+        )
     }
 }
 
@@ -297,27 +302,28 @@ pub struct Pieces {
     poisoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Task for Pieces {
-    type Output = Option<Vec<Vec<u8>>>;
-    type JsValue = Option<Vec<Buffer>>;
-
-    fn compute(&mut self) -> napi::Result<Option<Vec<Vec<u8>>>> {
+impl Pieces {
+    /// Reads on the store's threads; the Promise resolves to the pieces as
+    /// Buffers that own the bytes Rust wrote (no copy into one string).
+    fn start<'env>(self, env: &'env Env, workers: &Workers) -> napi::Result<Object<'env>> {
         let op = if self.from_seq.is_some() {
             "loadStoredFromPieces"
         } else {
             "loadStoredPieces"
         };
-        guarded_poisoning(op, &self.poisoned, || {
-            match self.from_seq {
-                None => load_stored_pieces(&self.store, &self.id),
-                Some(seq) => load_stored_from_pieces(&self.store, &self.id, seq),
-            }
-            .map_err(js_error)
-        })
-    }
-
-    fn resolve(&mut self, _: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        Ok(output.map(|pieces| pieces.into_iter().map(Buffer::from).collect()))
+        workers.run(
+            env,
+            move || {
+                guarded_poisoning(op, &self.poisoned, || {
+                    match self.from_seq {
+                        None => load_stored_pieces(&self.store, &self.id),
+                        Some(seq) => load_stored_from_pieces(&self.store, &self.id, seq),
+                    }
+                    .map_err(js_error)
+                })
+            },
+            |pieces| Ok(pieces.map(|p| p.into_iter().map(Buffer::from).collect::<Vec<_>>())),
+        )
     }
 }
 
@@ -767,52 +773,70 @@ fn list(store: &Store, revisions: bool) -> Result<String, Error> {
 impl NativeStore {
     /// The stored prefix (see `load_stored`), or null when absent.
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
-    pub fn load_stored(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::LoadStored {
-            id: session_id(&id)?,
-        })
+    pub fn load_stored<'env>(&self, env: &'env Env, id: Utf16String) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::LoadStored {
+                id: session_id(&id)?,
+            },
+        )
     }
 
     /// The stored prefix in pieces (see `load_stored_pieces`): a head
     /// document, then arrays of records; null when absent.
     #[napi(catch_unwind, ts_return_type = "Promise<Buffer[] | null>")]
-    pub fn load_stored_pieces(&self, id: Utf16String) -> napi::Result<AsyncTask<Pieces>> {
+    pub fn load_stored_pieces<'env>(
+        &self,
+        env: &'env Env,
+        id: Utf16String,
+    ) -> napi::Result<Object<'env>> {
         fault_point("loadStoredPieces.call");
-        Ok(AsyncTask::new(Pieces {
+        Pieces {
             store: self.store()?,
             id: session_id(&id)?,
             from_seq: None,
             poisoned: self.poisoned.clone(),
-        }))
+        }
+        .start(env, &self.workers)
     }
 
     /// The header and the events from `fromSeq` on in pieces (see
     /// `load_stored_from_pieces`); null when absent.
     #[napi(catch_unwind, ts_return_type = "Promise<Buffer[] | null>")]
-    pub fn load_stored_from_pieces(
+    pub fn load_stored_from_pieces<'env>(
         &self,
+        env: &'env Env,
         id: Utf16String,
         from_seq: f64,
-    ) -> napi::Result<AsyncTask<Pieces>> {
+    ) -> napi::Result<Object<'env>> {
         fault_point("loadStoredFromPieces.call");
         let from_seq = from_seq_arg(from_seq)?;
-        Ok(AsyncTask::new(Pieces {
+        Pieces {
             store: self.store()?,
             id: session_id(&id)?,
             from_seq: Some(from_seq),
             poisoned: self.poisoned.clone(),
-        }))
+        }
+        .start(env, &self.workers)
     }
 
     /// The header and the stored events from `fromSeq` on (see
     /// `load_stored_from`), or null when absent.
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
-    pub fn load_stored_from(&self, id: Utf16String, from_seq: f64) -> napi::Result<AsyncTask<Op>> {
+    pub fn load_stored_from<'env>(
+        &self,
+        env: &'env Env,
+        id: Utf16String,
+        from_seq: f64,
+    ) -> napi::Result<Object<'env>> {
         let from_seq = from_seq_arg(from_seq)?;
-        self.op(OpKind::LoadStoredFrom {
-            id: session_id(&id)?,
-            from_seq,
-        })
+        self.op(
+            env,
+            OpKind::LoadStoredFrom {
+                id: session_id(&id)?,
+                from_seq,
+            },
+        )
     }
 
     /// Takes the session's writer lock (a PostgreSQL store: its lease) now
@@ -822,19 +846,30 @@ impl NativeStore {
     /// lease is taken anyway (its holder is refused from its next batch).
     /// Resolves null; a session with nothing stored is `NOT_FOUND`.
     #[napi(catch_unwind, ts_return_type = "Promise<null>")]
-    pub fn hold(&self, id: Utf16String, steal: bool) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::Hold {
-            id: session_id(&id)?,
-            steal,
-        })
+    pub fn hold<'env>(
+        &self,
+        env: &'env Env,
+        id: Utf16String,
+        steal: bool,
+    ) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::Hold {
+                id: session_id(&id)?,
+                steal,
+            },
+        )
     }
 
     /// The revision token, or null when the session has nothing stored.
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
-    pub fn revision(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::Revision {
-            id: session_id(&id)?,
-        })
+    pub fn revision<'env>(&self, env: &'env Env, id: Utf16String) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::Revision {
+                id: session_id(&id)?,
+            },
+        )
     }
 
     /// Appends a batch (one envelope per line), durable as the store's
@@ -842,19 +877,23 @@ impl NativeStore {
     /// false, the session is created from `meta` (its header as JSON) and
     /// the batch is its first, written atomically with it.
     #[napi(catch_unwind, ts_return_type = "Promise<null>")]
-    pub fn append(
+    pub fn append<'env>(
         &self,
+        env: &'env Env,
         id: Utf16String,
         meta: String,
         lines: String,
         materialized: bool,
-    ) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::Append {
-            id: session_id(&id)?,
-            meta,
-            lines,
-            materialized,
-        })
+    ) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::Append {
+                id: session_id(&id)?,
+                meta,
+                lines,
+                materialized,
+            },
+        )
     }
 
     /// Cuts the torn tail read with `loadStored` (`stored`, `cut`: the
@@ -862,13 +901,14 @@ impl NativeStore {
     /// envelope per line), in one crash-safe step. A stale marker is
     /// refused.
     #[napi(catch_unwind, ts_return_type = "Promise<null>")]
-    pub fn commit_repair(
+    pub fn commit_repair<'env>(
         &self,
+        env: &'env Env,
         id: Utf16String,
         stored: Option<f64>,
         cut: Option<f64>,
         closers: String,
-    ) -> napi::Result<AsyncTask<Op>> {
+    ) -> napi::Result<Object<'env>> {
         let count = |v: Option<f64>, what: &str| -> napi::Result<Option<u64>> {
             match v {
                 None => Ok(None),
@@ -880,29 +920,35 @@ impl NativeStore {
                 ))),
             }
         };
-        self.op(OpKind::CommitRepair {
-            id: session_id(&id)?,
-            stored: count(stored, "stored")?,
-            cut: count(cut, "cut")?,
-            closers,
-        })
+        self.op(
+            env,
+            OpKind::CommitRepair {
+                id: session_id(&id)?,
+                stored: count(stored, "stored")?,
+                cut: count(cut, "cut")?,
+                closers,
+            },
+        )
     }
 
     /// Every materialized session: `[{"header":…,"revision":…}]` with
     /// `revisions`, else `[header, …]`.
     #[napi(catch_unwind, ts_return_type = "Promise<string>")]
-    pub fn list(&self, revisions: bool) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::List { revisions })
+    pub fn list<'env>(&self, env: &'env Env, revisions: bool) -> napi::Result<Object<'env>> {
+        self.op(env, OpKind::List { revisions })
     }
 
     /// Every intact event of a stored session, those after a damaged region
     /// included, and the regions that could not be used (see
     /// `salvage_json`). Never writes; a corrupt log is read, not refused.
     #[napi(catch_unwind, ts_return_type = "Promise<string>")]
-    pub fn salvage(&self, id: Utf16String) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::Salvage {
-            id: session_id(&id)?,
-        })
+    pub fn salvage<'env>(&self, env: &'env Env, id: Utf16String) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::Salvage {
+                id: session_id(&id)?,
+            },
+        )
     }
 
     /// An explicit salvage repair (`turnwal recover --salvage`): keeps the
@@ -911,58 +957,54 @@ impl NativeStore {
     /// what it would do and writes nothing. Resolves to the report (see
     /// `report_json`).
     #[napi(catch_unwind, ts_return_type = "Promise<string>")]
-    pub fn salvage_repair(&self, id: Utf16String, dry_run: bool) -> napi::Result<AsyncTask<Op>> {
-        self.op(OpKind::SalvageRepair {
-            id: session_id(&id)?,
-            dry_run,
-        })
+    pub fn salvage_repair<'env>(
+        &self,
+        env: &'env Env,
+        id: Utf16String,
+        dry_run: bool,
+    ) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::SalvageRepair {
+                id: session_id(&id)?,
+                dry_run,
+            },
+        )
     }
 
     /// Releases the store: every session this store holds is closed
     /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
     /// lock released. Later calls reject.
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
-    pub fn close(&self) -> AsyncTask<Close> {
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         fault_point("close.call");
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
-        AsyncTask::new(Close { store })
+        self.workers.run(env, move || close_store(store), Ok)
     }
 
-    fn op(&self, kind: OpKind) -> napi::Result<AsyncTask<Op>> {
+    fn op<'env>(&self, env: &'env Env, kind: OpKind) -> napi::Result<Object<'env>> {
         fault_point(&format!("{}.call", kind.name()));
-        Ok(AsyncTask::new(Op {
+        Op {
             store: self.store()?,
             kind,
             poisoned: self.poisoned.clone(),
-        }))
+        }
+        .start(env, &self.workers)
     }
 }
 
 /// Closes a store off the JavaScript thread: every session it holds is
 /// closed (`Store::close_all`), then the store dropped.
-pub struct Close {
-    store: Option<Arc<Store>>,
-}
-
-impl Task for Close {
-    type Output = ();
-    type JsValue = ();
-
-    fn compute(&mut self) -> napi::Result<()> {
-        // Close every session first (a WAL writer seals a version-2 log's
-        // closed turns at a clean close), then drop the store; writers
-        // still held by an operation in flight flush when it drops them.
-        guarded("close", || {
-            let closed = self.store.as_ref().map_or(Ok(()), |s| s.close_all());
-            drop(self.store.take());
-            closed.map_err(js_error)
-        })
-        .0
-    }
-
-    fn resolve(&mut self, _: Env, _: ()) -> napi::Result<()> {
-        Ok(())
-    }
+fn close_store(store: Option<Arc<Store>>) -> napi::Result<()> {
+    // Close every session first (a WAL writer seals a version-2 log's
+    // closed turns at a clean close), then drop the store; writers still
+    // held by an operation in flight flush when it drops them.
+    guarded("close", || {
+        let closed = store.as_ref().map_or(Ok(()), |s| s.close_all());
+        drop(store);
+        closed.map_err(js_error)
+    })
+    .0
 }
 
 /// Opens a store off the JavaScript thread.
@@ -972,22 +1014,6 @@ pub struct Open {
     options: StoreOptions,
     sqlite_options: SqliteOptions,
     lease_ms: Option<f64>,
-}
-
-impl Task for Open {
-    type Output = Store;
-    type JsValue = NativeStore;
-
-    fn compute(&mut self) -> napi::Result<Store> {
-        guarded("openStore", || self.open()).0
-    }
-
-    fn resolve(&mut self, _: Env, store: Store) -> napi::Result<NativeStore> {
-        Ok(NativeStore {
-            store: Arc::new(Mutex::new(Some(Arc::new(store)))),
-            poisoned: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        })
-    }
 }
 
 impl Open {
@@ -1023,7 +1049,7 @@ impl Open {
 /// handed over (legacy shapes, foreign format versions and malformed
 /// events included), and upstream's reader migrates or refuses it.
 #[napi(catch_unwind, ts_return_type = "Promise<NativeStore>")]
-pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<Open>> {
+pub fn open_store(env: &Env, path: String, options: OpenOptions) -> napi::Result<Object<'_>> {
     fault_point("openStore.call");
     let sync = match options.durability.as_str() {
         "batch" => SyncMode::Batch,
@@ -1063,7 +1089,7 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
     if sync == SyncMode::Never {
         sqlite_options.synchronous = Synchronous::Normal;
     }
-    Ok(AsyncTask::new(Open {
+    let mut open = Open {
         path,
         sqlite: options.sqlite,
         options: StoreOptions {
@@ -1073,7 +1099,21 @@ pub fn open_store(path: String, options: OpenOptions) -> napi::Result<AsyncTask<
         },
         sqlite_options,
         lease_ms: options.lease_ms,
-    }))
+    };
+    // Opening waits too (SQLite's journal-mode switch behind another
+    // connection's lock): on the new store's own threads, which it keeps.
+    let workers = Workers::default();
+    workers.clone().run(
+        env,
+        move || guarded("openStore", || open.open()).0,
+        move |store| {
+            Ok(NativeStore {
+                store: Arc::new(Mutex::new(Some(Arc::new(store)))),
+                workers,
+                poisoned: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            })
+        },
+    )
 }
 
 /// The log file a native WAL store at `root` keeps for session `id`
@@ -1104,6 +1144,9 @@ pub fn version() -> String {
     fault_point("version");
     env!("CARGO_PKG_VERSION").to_owned()
 }
+
+mod workers;
+use workers::Workers;
 
 #[cfg(test)]
 mod tests;

@@ -646,7 +646,7 @@ mod wal {
     use turnwal::upstream::chunks::Record;
     use turnwal::{Event, LogState, Policy, Store, StoreOptions, SyncMode};
 
-    use super::super::{Close, load_stored};
+    use super::super::{close_store, load_stored};
     use super::load_stored_view;
     use super::{Log, Rng};
 
@@ -1070,7 +1070,6 @@ mod wal {
     /// store: a version-2 log is sealed at rest.
     #[test]
     fn close_seals_the_sessions() {
-        use napi::Task;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_with_options(
             dir.path(),
@@ -1092,10 +1091,7 @@ mod wal {
         let before = std::fs::read(&path).unwrap();
         assert!(!heads(&before).iter().any(|(_, h)| h.kind == KIND_SEALED));
         let doc = load_stored(&store, "s").unwrap().unwrap();
-        let mut close = Close {
-            store: Some(Arc::new(store)),
-        };
-        close.compute().unwrap();
+        close_store(Some(Arc::new(store))).unwrap();
         let after = std::fs::read(&path).unwrap();
         assert_eq!(u16::from_le_bytes([after[8], after[9]]), 2);
         let sealed = heads(&after);
