@@ -777,6 +777,39 @@ impl Store {
         crate::upstream::normalize::normalize_owned(events, id).map_err(self.refusal_of(id))
     }
 
+    /// Upstream's read-time migrations over a suffix read from `from_seq`
+    /// by a seek, as its coordinator runs them over a seek-capable backend:
+    /// the suffix alone is migrated (a retired form or malformed legacy
+    /// event is refused within it), unless one of its events needs the log
+    /// before it ([`needs_legacy_prefix`]: a steering message, a
+    /// pre-identity message whose id may come from an earlier event); then
+    /// the whole log (`whole`) is migrated and the suffix taken from it. So
+    /// a suffix read of a session in the current shapes costs what it
+    /// returns.
+    ///
+    /// [`needs_legacy_prefix`]: crate::upstream::normalize::needs_legacy_prefix
+    fn migrate_suffix(
+        &self,
+        policy: Option<Policy>,
+        id: &str,
+        events: Vec<Event>,
+        from_seq: u64,
+        whole: impl FnOnce() -> Result<Vec<Event>>,
+    ) -> Result<Vec<Event>> {
+        let Some(policy) = policy else {
+            return Ok(events);
+        };
+        if policy == Policy::Permissive
+            && !self.backend.normalizes_reads()
+            && events
+                .iter()
+                .any(crate::upstream::normalize::needs_legacy_prefix)
+        {
+            return Ok(suffix(self.migrate(policy, id, whole()?)?, from_seq));
+        }
+        self.migrate(policy, id, events)
+    }
+
     /// How a refusal of upstream's reader is reported for session `id`.
     pub(crate) fn refusal_of(&self, id: &str) -> crate::view::Refuse {
         let location = self.backend.location();
@@ -1063,6 +1096,17 @@ impl Store {
     /// The stored events from `from_seq` on, as they are: no closers, no
     /// repair. At or past the end gives an empty list.
     ///
+    /// A seek: the WAL finds the suffix from the log's end, SQLite and
+    /// PostgreSQL by their seq index. A [`Policy::Permissive`] session's
+    /// read-time migrations run over the suffix alone, as upstream's
+    /// coordinator runs them over a seek-capable backend (a retired form or
+    /// malformed legacy event before `from_seq` is not looked at); only a
+    /// suffix holding an event whose migration may need an earlier one
+    /// ([`needs_legacy_prefix`]) is migrated from the whole log. A JSONL
+    /// root is sequential, as upstream's is: it reads the whole file.
+    ///
+    /// [`needs_legacy_prefix`]: crate::upstream::normalize::needs_legacy_prefix
+    ///
     /// ```
     /// use turnwal::{Event, SessionHeader, Store};
     /// let store = Store::in_memory();
@@ -1087,13 +1131,9 @@ impl Store {
             Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(live) => {
                 let policy = live.tracker.policy();
-                if policy != Policy::Permissive || self.backend.normalizes_reads() {
-                    return live.writer.read_from(from_seq);
-                }
-                // A replacing legacy result inherits its target's id: the
-                // migrations run over the whole log.
-                let events = self.migrate(policy, id, live.writer.read_from(0)?)?;
-                Ok(suffix(events, from_seq))
+                let events = live.writer.read_from(from_seq)?;
+                let writer = &mut live.writer;
+                self.migrate_suffix(Some(policy), id, events, from_seq, || writer.read_from(0))
             }
             Slot::Cold => {
                 let not_found = || Error::NotFound { id: id.to_owned() };
@@ -1102,16 +1142,13 @@ impl Store {
                         .read_from(id, from_seq)?
                         .ok_or_else(not_found)?
                 } else {
-                    match self
+                    let (policy, events) = self
                         .backend
                         .read_suffix(id, from_seq)?
-                        .ok_or_else(not_found)?
-                    {
-                        (Some(Policy::Permissive), all) => {
-                            suffix(self.migrate(Policy::Permissive, id, all)?, from_seq)
-                        }
-                        (_, events) => events,
-                    }
+                        .ok_or_else(not_found)?;
+                    self.migrate_suffix(policy, id, events, from_seq, || {
+                        self.backend.read_from(id, 0)?.ok_or_else(not_found)
+                    })?
                 };
                 // A live session was vetted when it was opened; a cold one
                 // is vetted within the suffix served, as a seeking reader can.

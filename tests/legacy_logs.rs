@@ -248,6 +248,126 @@ fn permissive_sessions_store_legacy_and_malformed_logs_byte_for_byte() {
     }
 }
 
+/// A retired form and a malformed legacy event early, then turns in the
+/// current shapes.
+const RETIRED_EARLY: &[&str] = &[
+    r#"{"type":"turn/start","seq":0,"time":60,"data":{"turn":1}}"#,
+    r#"{"type":"mode/set","seq":1,"time":61,"data":{"mode":"plan"}}"#,
+    r#"{"type":"turn/end","seq":2,"time":62,"data":{"turn":1,"reason":{"kind":"completed","why":1}}}"#,
+    r#"{"type":"turn/start","seq":3,"time":63,"data":{"turn":2}}"#,
+    r#"{"type":"user/message","seq":4,"time":64,"data":{"id":"u4","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    r#"{"type":"turn/end","seq":5,"time":65,"data":{"turn":2,"reason":{"kind":"completed"}}}"#,
+];
+
+/// A seeking read of a `Permissive` session (`read_from`) runs upstream's
+/// migrations as its coordinator runs them over a seek-capable backend:
+/// over the suffix alone, unless an event of the suffix needs the prefix
+/// (a steering message, a pre-identity message), when the whole log is
+/// migrated and the suffix taken from it. The JSONL store is sequential,
+/// as upstream's is: every read judges the whole file. Cold and live alike.
+#[test]
+fn seeking_reads_migrate_the_suffix_unless_it_needs_the_prefix() {
+    let inspected_from =
+        |store: &Store, id: &str, from: usize| texts(&store.inspect(id).unwrap().events[from..]);
+    for kind in KINDS {
+        for live in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(kind, dir.path(), Policy::Permissive);
+            for (id, log) in [
+                ("pre-identity", PRE_IDENTITY),
+                ("pre-react-loop", PRE_REACT_LOOP),
+                ("retired-early", RETIRED_EARLY),
+            ] {
+                store
+                    .create_with_policy(header(id), Policy::Permissive)
+                    .unwrap();
+                store.append(id, &events(log)).unwrap();
+            }
+            let store = if live {
+                store
+            } else {
+                drop(store);
+                open(kind, dir.path(), Policy::Permissive)
+            };
+            let what = format!("{kind:?}, live {live}");
+
+            // The replacing tool result inherits its target's id (seq 5,
+            // before the suffix): the whole log is migrated.
+            let from6 = texts(&store.read_from("pre-identity", 6).unwrap());
+            assert_eq!(from6, inspected_from(&store, "pre-identity", 6), "{what}");
+            assert!(
+                from6[0].contains(r#""id":"legacy-message:pre-identity:5""#),
+                "{what}: {}",
+                from6[0]
+            );
+            // A suffix of current shapes and non-message events: migrated
+            // alone (seq 7 on needs nothing from before it).
+            assert_eq!(
+                texts(&store.read_from("pre-identity", 7).unwrap()),
+                inspected_from(&store, "pre-identity", 7),
+                "{what}"
+            );
+            // The steering message becomes a user message with its id.
+            let from2 = texts(&store.read_from("pre-react-loop", 2).unwrap());
+            assert_eq!(from2, inspected_from(&store, "pre-react-loop", 2), "{what}");
+            assert!(
+                from2[0].starts_with(r#"{"type":"user/message","seq":2"#),
+                "{what}"
+            );
+            // The legacy turn/end after it is migrated within the suffix.
+            assert_eq!(
+                texts(&store.read_from("pre-react-loop", 5).unwrap()),
+                inspected_from(&store, "pre-react-loop", 5),
+                "{what}"
+            );
+
+            // A retired form and a malformed turn/end before the suffix:
+            // a seek never looks at them; a sequential store refuses.
+            let refused =
+                "session \"retired-early\" contains unsupported legacy mode/set event at seq 1";
+            let from3 = store.read_from("retired-early", 3);
+            match kind {
+                Kind::Wal | Kind::Sqlite => assert_eq!(
+                    texts(&from3.unwrap()),
+                    texts(&events(&RETIRED_EARLY[3..])),
+                    "{what}"
+                ),
+                Kind::Jsonl => match from3 {
+                    Err(Error::Corrupt(c)) => {
+                        assert_eq!(c.seq, Some(1), "{what}");
+                        assert!(c.to_string().ends_with(refused), "{what}: {c}");
+                    }
+                    other => panic!("{what}: {other:?}"),
+                },
+            }
+            // From the retired form on, every store refuses.
+            for from in [0, 1] {
+                match store.read_from("retired-early", from) {
+                    Err(Error::Corrupt(c)) => {
+                        assert_eq!(c.seq, Some(1), "{what}");
+                        assert!(c.to_string().ends_with(refused), "{what}: {c}");
+                    }
+                    other => panic!("{what}: {other:?}"),
+                }
+            }
+            // Only the malformed turn/end in the suffix: refused there.
+            match store.read_from("retired-early", 2) {
+                Err(Error::Corrupt(c)) if !matches!(kind, Kind::Jsonl) => {
+                    assert_eq!(c.seq, Some(2), "{what}");
+                    assert!(
+                        c.to_string().ends_with(
+                            "session \"retired-early\" contains malformed pre-react-loop turn/end at seq 2"
+                        ),
+                        "{what}: {c}"
+                    );
+                }
+                Err(Error::Corrupt(c)) => assert_eq!(c.seq, Some(1), "{what}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn strict_and_lenient_sessions_still_refuse_them_at_append() {
     let cases: [(&[&str], usize, &str); 3] = [

@@ -267,20 +267,14 @@ pub trait Backend: Send + Sync {
     /// The kept events from `from_seq` on, as stored (no closers, no repair).
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>>;
 
-    /// What a seeking read of a store that normalizes Permissive sessions
-    /// itself needs: the kept events from `from_seq` on, or from seq 0 when
-    /// the session is [`Policy::Permissive`] (upstream's read-time
-    /// migrations look at the whole log), with the policy where the backend
-    /// knows it without reading the log ([`Backend::policy`]). The default
-    /// asks for the policy, then reads; the WAL reads both from one map.
+    /// [`Backend::read_from`] with the session's policy where the backend
+    /// knows it without reading the log ([`Backend::policy`]): what a
+    /// seeking read needs to decide whether upstream's read-time migrations
+    /// apply. The default asks for the policy, then reads; the WAL reads
+    /// both from one map.
     fn read_suffix(&self, id: &str, from_seq: u64) -> Result<Option<(Option<Policy>, Vec<Event>)>> {
         let policy = self.policy(id)?;
-        let from = if policy == Some(Policy::Permissive) {
-            0
-        } else {
-            from_seq
-        };
-        Ok(self.read_from(id, from)?.map(|events| (policy, events)))
+        Ok(self.read_from(id, from_seq)?.map(|events| (policy, events)))
     }
 
     /// Like [`Backend::read_from`], but before any read-time normalization:

@@ -155,6 +155,36 @@ pub fn normalize(events: &[Event], id: &str) -> Result<Vec<Event>, NormalizeErro
     normalize_owned(events.to_vec(), id)
 }
 
+/// Whether a seeking read that starts at `event` needs the log before it
+/// (upstream's `needsLegacyPrefix`): a `steering/message`, or a message
+/// event in a pre-identity shape, whose migration may take an id from an
+/// earlier event. A seeking reader ([`Store::read_from`]) migrates the
+/// suffix alone unless one of its events says so, as upstream's
+/// coordinator does over a seek-capable backend.
+///
+/// [`Store::read_from`]: crate::Store::read_from
+///
+/// ```
+/// use turnwal::Event;
+/// use turnwal::upstream::normalize::needs_legacy_prefix;
+/// let current = Event::new("tool/result", 4, 1, r#"{"message":{"id":"m"},"callId":"c"}"#).unwrap();
+/// let legacy = Event::new("tool/result", 5, 1, r#"{"callId":"c","content":[],"isError":false}"#).unwrap();
+/// assert!(!needs_legacy_prefix(&current));
+/// assert!(needs_legacy_prefix(&legacy));
+/// ```
+pub fn needs_legacy_prefix(event: &impl crate::event::Tracked) -> bool {
+    let (absent, present) = match event.event_type() {
+        "steering/message" => return true,
+        "user/message" => ("id", "content"),
+        "assistant/message" => ("message", "content"),
+        "tool/result" => ("message", "callId"),
+        _ => return false,
+    };
+    // Keys as `JSON.parse` reads them (an escaped key is the same key);
+    // data that is not an object needs nothing.
+    Entries::parse(event.data_text()).is_some_and(|data| !data.has(absent) && data.has(present))
+}
+
 /// [`normalize`] of events the caller owns: they are rewritten in place,
 /// and an event in the current shape (nearly all of them) is neither copied
 /// nor parsed beyond its type.

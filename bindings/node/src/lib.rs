@@ -531,18 +531,21 @@ fn write_stored_records<'a, I: Iterator<Item = Record<'a>>>(
 
 /// The header and the stored events from `from_seq` on, as one JSON
 /// document `{"meta":…,"packed":…,"events":[…]}` (see `write_records`), or
-/// `None` when the session is absent. A seek (`Store::read_from`): the WAL
+/// `None` when the session is absent. A seek (`Store::read_raw`): the WAL
 /// finds the suffix from the end of the log, SQLite by its seq index; the
-/// events before `from_seq` are never decoded. Read-only: no lock, no
-/// repair, no closers; a torn tail is left out, an open turn served as it
-/// is stored.
+/// events before `from_seq` are never decoded. The events are handed over
+/// as stored, as upstream's seek-capable SQLite backend hands them: the
+/// coordinator runs the read-time migrations over them, and reads the
+/// whole log itself when one needs the prefix (`needsLegacyPrefix`).
+/// Read-only: no lock, no repair, no closers; a torn tail is left out, an
+/// open turn served as it is stored.
 fn load_stored_from(store: &Store, id: &str, from_seq: u64) -> Result<Option<String>, Error> {
     let header = match store.header(id) {
         Ok(header) => header,
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let events = match store.read_from(id, from_seq) {
+    let events = match store.read_raw(id, from_seq) {
         Ok(events) => events,
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
@@ -632,7 +635,7 @@ fn load_stored_from_pieces(
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let events = match store.read_from(id, from_seq) {
+    let events = match store.read_raw(id, from_seq) {
         Ok(events) => events,
         Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),

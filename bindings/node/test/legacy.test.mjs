@@ -78,8 +78,23 @@ for (const kind of KINDS) {
       assert.equal(events[5].data.message.id, 'legacy-message:old:5')
       assert.equal(events[5].data.message.source.callId, 'wc-1')
       assert.equal(events[6].data.message.id, 'legacy-message:old:5', 'a replace inherits its target id')
-      const suffix = (await persistence.readFrom('old', 6)).events
-      assert.equal(suffix[0].data.message.id, 'legacy-message:old:5')
+      // The seek hands the suffix over as stored, as upstream's SQLite
+      // backend does; the coordinator migrates it, and reads the prefix
+      // only when the suffix needs it (the replace inherits seq 5's id).
+      const raw = await persistence.loadStoredFrom('old', 6)
+      assert.deepEqual(raw.events, preIdentityLog().slice(6), 'stored exactly, not migrated')
+      const loadStored = persistence.loadStored
+      let wholeReads = 0
+      persistence.loadStored = (...args) => { wholeReads += 1; return loadStored.apply(persistence, args) }
+      try {
+        const suffix = (await persistence.readFrom('old', 6)).events
+        assert.equal(suffix[0].data.message.id, 'legacy-message:old:5')
+        assert.equal(wholeReads, 1, 'a legacy replace reads the prefix')
+        assert.deepEqual((await persistence.readFrom('old', 7)).events, events.slice(7))
+        assert.equal(wholeReads, 1, 'a suffix that needs no prefix is read alone')
+      } finally {
+        persistence.loadStored = loadStored
+      }
       // Resumable: the next turn appends after it.
       await persistence.append('old', [
         { type: 'turn/start', seq: 9, time: 20, data: { turn: 2 } },

@@ -798,12 +798,7 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let proven = Self::proven(&proof, &map, &path);
-        let from = if meta.policy == Policy::Permissive {
-            0
-        } else {
-            from_seq
-        };
-        let events = writer::read_from(&map, &meta, from, &path, proven)?;
+        let events = writer::read_from(&map, &meta, from_seq, &path, proven)?;
         Ok(Some((Some(meta.policy), events)))
     }
 
