@@ -171,12 +171,22 @@ fn holder_text(holder: Option<u32>) -> String {
 /// assert_eq!(excerpt(&long), format!("{}… (1000 bytes)", "x".repeat(200)));
 /// ```
 pub fn excerpt(text: &str) -> String {
-    const CHARS: usize = 200;
-    match text.char_indices().nth(CHARS) {
+    excerpt_within(text, 200)
+}
+
+/// At most the first `chars` characters of `text`, and how long it was
+/// when it was longer ([`excerpt`] with another bound): what a message
+/// keeps of a reason that may quote a value (a parser's own message).
+pub fn excerpt_within(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
         None => text.to_owned(),
         Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
     }
 }
+
+/// The longest reason a message repeats: room for a rule, a position and
+/// excerpts, never a whole value.
+pub(crate) const REASON_CHARS: usize = 1_000;
 
 /// A lease's remaining time, to the millisecond below ten seconds.
 fn lease_text(left: std::time::Duration) -> String {
@@ -239,7 +249,8 @@ impl fmt::Display for Corruption {
         if let Some(seq) = self.seq {
             write!(f, " (seq {seq})")?;
         }
-        write!(f, ": {}", self.reason)
+        // The reason may quote what was read (an id, a key): bounded.
+        write!(f, ": {}", excerpt_within(&self.reason, REASON_CHARS))
     }
 }
 

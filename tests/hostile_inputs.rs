@@ -195,3 +195,83 @@ fn a_zstd_bomb_in_a_jsonl_root_lists_as_corrupt_and_the_listing_goes_on() {
         "{err}"
     );
 }
+
+/// A refusal quotes a bounded excerpt of what it refuses, never the whole
+/// value: an error that repeats a megabyte reaches every log line and
+/// error report of the harness.
+#[test]
+fn refusals_quote_a_bounded_excerpt_of_the_value() {
+    let big = "x".repeat(1 << 20);
+    let bad_lines = [
+        format!(r#"{{"type":"{big}","seq":0,"time":1,"data":{{}}}}"#),
+        format!(
+            r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"surfaceOp":"{big}"}}"#
+        ),
+        format!(
+            r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"surfaceOp":{{"op":"{big}"}}}}"#
+        ),
+        format!(
+            r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"sourceEventSeqs":["{big}"]}}"#
+        ),
+        format!(r#"{{"type":"turn/start","seq":"{big}","time":1,"data":{{"turn":1}}}}"#),
+        format!(r#"{{"type":"turn/start","seq":0,"time":"{big}","data":{{"turn":1}}}}"#),
+        format!(r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"{big}":1}}"#),
+        format!(r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1,"x":"{big}}}}}"#),
+        format!(
+            r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"ignorable":"{big}"}}"#
+        ),
+    ];
+    for line in &bad_lines {
+        let error = Event::from_json(line.as_bytes()).unwrap_err().to_string();
+        assert!(
+            error.len() < 2_000,
+            "{} bytes: {}",
+            error.len(),
+            &error[..300]
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, store) in stores(dir.path()) {
+        let refused_events = [
+            vec![Event::new("turn/start", 0, 1, &format!(r#"{{"turn":"{big}"}}"#)).unwrap()],
+            vec![
+                turn_start(0),
+                Event::new(
+                    "turn/end",
+                    1,
+                    1,
+                    &format!(r#"{{"turn":"{big}","reason":{{"kind":"completed"}}}}"#),
+                )
+                .unwrap(),
+            ],
+            vec![
+                turn_start(0),
+                Event::new("step/start", 1, 1, r#"{"turn":1,"step":1}"#).unwrap(),
+                Event::new(
+                    "tool/result",
+                    2,
+                    1,
+                    &format!(r#"{{"turn":1,"step":1,"message":{{"id":"{big}","role":"user","source":{{"kind":"tool","callId":"{big}"}},"content":[]}}}}"#),
+                )
+                .unwrap(),
+            ],
+            vec![Event::new("turn/start", 5, 1, r#"{"turn":1}"#).unwrap()],
+        ];
+        for (i, events) in refused_events.iter().enumerate() {
+            let id = format!("s{i}");
+            store
+                .create_with_policy(SessionHeader::new(&id, 1), turnwal::Policy::Strict)
+                .unwrap();
+            let error = match store.append(&id, events) {
+                Err(e) => e.to_string(),
+                Ok(r) => panic!("{kind} #{i}: accepted {r:?}"),
+            };
+            assert!(
+                error.len() < 2_000,
+                "{kind} #{i}: {} bytes: {}",
+                error.len(),
+                &error[..300]
+            );
+        }
+    }
+}

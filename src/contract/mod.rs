@@ -124,7 +124,11 @@ impl fmt::Display for Rule {
 
 /// An event that breaks the turn contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("turn contract violation at seq {seq} ({event_type}): rule {rule}: {detail}")]
+#[error(
+    "turn contract violation at seq {seq} ({}): rule {rule}: {}",
+    crate::error::excerpt(event_type),
+    crate::error::excerpt_within(detail, crate::error::REASON_CHARS)
+)]
 pub struct Violation {
     /// The offending event's seq.
     pub seq: u64,

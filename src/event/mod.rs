@@ -735,12 +735,16 @@ impl fmt::Display for EventError {
             place.push(format!("seq {seq}"));
         }
         if let Some(t) = &self.event_type {
-            place.push(format!("type {t:?}"));
+            // A type is whatever the producer wrote: quoted bounded.
+            place.push(format!("type {:?}", crate::error::excerpt(t)));
         }
+        // A reason may quote the value (a parser's message names an
+        // unknown key whole): bounded.
+        let reason = crate::error::excerpt_within(&self.reason, crate::error::REASON_CHARS);
         if place.is_empty() {
-            write!(f, "invalid event: {}", self.reason)
+            write!(f, "invalid event: {reason}")
         } else {
-            write!(f, "invalid event at {}: {}", place.join(", "), self.reason)
+            write!(f, "invalid event at {}: {reason}", place.join(", "))
         }
     }
 }
