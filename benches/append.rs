@@ -9,9 +9,9 @@
 mod harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use turnwal::bench::ScratchDir;
-use turnwal::bench::fixtures::AppendFixture;
-use turnwal::bench::measure;
+use turnwal_cli::bench::ScratchDir;
+use turnwal_cli::bench::fixtures::AppendFixture;
+use turnwal_cli::bench::measure;
 
 /// 60 turns of the shared workload (about 4.5 MB of JSONL) per run.
 const TURNS: usize = 60;

@@ -13,9 +13,9 @@ mod harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use turnwal::backend::jsonl::Compression;
-use turnwal::bench::ScratchDir;
-use turnwal::bench::fixtures::AppendFixture;
-use turnwal::bench::measure::{self, Engine, Feed, StoreAppend};
+use turnwal_cli::bench::ScratchDir;
+use turnwal_cli::bench::fixtures::AppendFixture;
+use turnwal_cli::bench::measure::{self, Engine, Feed, StoreAppend};
 
 /// Turns committed per run.
 const TURNS: usize = 60;

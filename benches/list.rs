@@ -12,9 +12,9 @@ mod harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use turnwal::backend::jsonl::Compression;
-use turnwal::bench::ScratchDir;
-use turnwal::bench::fixtures::{JsonlListFixture, ListFixture};
-use turnwal::bench::measure;
+use turnwal_cli::bench::ScratchDir;
+use turnwal_cli::bench::fixtures::{JsonlListFixture, ListFixture};
+use turnwal_cli::bench::measure;
 
 fn list(c: &mut Criterion) {
     let scratch = ScratchDir::new().expect("a scratch directory");

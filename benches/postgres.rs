@@ -20,9 +20,9 @@ mod harness;
 mod pg;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use turnwal::bench::ScratchDir;
-use turnwal::bench::fixtures::AppendFixture;
-use turnwal::bench::postgres;
+use turnwal_cli::bench::ScratchDir;
+use turnwal_cli::bench::fixtures::AppendFixture;
+use turnwal_cli::bench::postgres;
 
 fn bench(c: &mut Criterion) {
     let cluster = pg::Cluster::start();

@@ -9,9 +9,9 @@
 mod harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use turnwal::bench::ScratchDir;
-use turnwal::bench::fixtures::{SessionFixture, Until};
-use turnwal::bench::measure;
+use turnwal_cli::bench::ScratchDir;
+use turnwal_cli::bench::fixtures::{SessionFixture, Until};
+use turnwal_cli::bench::measure;
 
 fn read(c: &mut Criterion) {
     let scratch = ScratchDir::new().expect("a scratch directory");

@@ -1,4 +1,4 @@
-//! Writes a realistic session ([`turnwal::workload::realistic`]: mostly
+//! Writes a realistic session ([`turnwal_testkit::workload::realistic`]: mostly
 //! streamed deltas, as harness sessions are) as JSONL event lines on
 //! stdout, to try a store on the sessions it will hold:
 //!
@@ -17,7 +17,7 @@ fn main() -> std::io::Result<()> {
     let mb: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(27);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for turn in turnwal::workload::realistic::turns_of_size(seed, mb << 20) {
+    for turn in turnwal_testkit::workload::realistic::turns_of_size(seed, mb << 20) {
         for event in turn {
             out.write_all(event.to_json().as_bytes())?;
             out.write_all(b"\n")?;

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    turnwal::cli::main()
+    turnwal_cli::cli::main()
 }

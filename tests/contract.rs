@@ -2135,7 +2135,7 @@ fn view_matches_inspect<F: Fixture>() {
 /// an open turn, one with a torn tail where the backend can tear, and the
 /// same after `load` repaired it. Reading writes nothing.
 fn read_matches_inspect<F: Fixture>() {
-    use turnwal::workload::realistic;
+    use turnwal_testkit::workload::realistic;
     let fx = F::new();
     let lines = |reader: &mut turnwal::LogReader| {
         let mut out = Vec::new();

@@ -1,6 +1,6 @@
 //! Crash safety of the native WAL, proved over the simulated disk
-//! (`turnwal::storage::simdisk`) against the one oracle
-//! (`turnwal::crashlab::oracle::check`).
+//! (`turnwal_testkit::simdisk`) against the one oracle
+//! (`turnwal_testkit::crashlab::oracle::check`).
 //!
 //! These tests guard against the faults a real disk and a real machine
 //! inflict that a test on a healthy file system never shows: a power cut at
@@ -40,16 +40,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use turnwal::backend::wal::WalBackend;
-use turnwal::crashlab::ops::{self, Op, Run};
-use turnwal::crashlab::oracle::{self, Model};
-use turnwal::crashlab::workload::Generator;
 use turnwal::rng::Rng;
 use turnwal::storage::Storage;
-use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 use turnwal::{
     Error, Event, EventKind, LogState, Receipt, SessionHeader, Store, StoreOptions, SyncMode,
     interrupted_turn_closers,
 };
+use turnwal_testkit::crashlab::ops::{self, Op, Run};
+use turnwal_testkit::crashlab::oracle::{self, Model};
+use turnwal_testkit::crashlab::workload::Generator;
+use turnwal_testkit::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 
 /// Where every simulated store lives (the root `ops::Run` uses too).
 const ROOT: &str = "/store";
@@ -2138,8 +2138,8 @@ fn crashes_in(ops: &[Op]) -> u64 {
 /// holds at every crash.
 #[test]
 fn realistic_sessions_under_random_op_sequences() {
-    use turnwal::crashlab::ops::Workload;
-    use turnwal::crashlab::oracle::Target;
+    use turnwal_testkit::crashlab::ops::Workload;
+    use turnwal_testkit::crashlab::oracle::Target;
     let started = Instant::now();
     let sequences = 40 * scale();
     let (mut crashes, mut acked, mut chunks, mut sent) = (0, 0, 0, 0);

@@ -34,11 +34,11 @@ mod wal_damage {
     use turnwal::backend::wal::{WalBackend, encode_file_name, format, proof, record};
     use turnwal::rng::Rng;
     use turnwal::scan::Gap;
-    use turnwal::storage::simdisk::{CrashMode, SimDisk};
     use turnwal::{
         Cut, CutReason, Error, Event, EventKind, LogState, Policy, SessionHeader, Store,
         StoreOptions, SyncMode, Tracker, interrupted_turn_closers,
     };
+    use turnwal_testkit::simdisk::{CrashMode, SimDisk};
 
     const ROOT: &str = "/store";
     const ID: &str = "s-damage";
@@ -1215,7 +1215,7 @@ mod wal_damage {
 }
 
 use turnwal::SyncMode;
-use turnwal::storage::simdisk::CrashMode;
+use turnwal_testkit::simdisk::CrashMode;
 
 /// Runs every shape and both crash kinds under `sync`; returns the oracle's
 /// failures and the torn images whose salvage missed intact events.

@@ -60,9 +60,8 @@ fn stores(dir: &std::path::Path, policy: Policy) -> Vec<(&'static str, Store)> {
             turnwal::location::Location::parse(&format!("jsonl+zstd:{}", dir.join("j").display()))
                 .unwrap()
                 .open(
-                    options,
-                    &Default::default(),
-                    turnwal::location::IfMissing::Create,
+                    &turnwal::location::Opening::new(options)
+                        .if_missing(turnwal::location::IfMissing::Create),
                 )
                 .unwrap(),
         ),

@@ -2,7 +2,7 @@
 //! `Store` (issue 5, "a differential property test"). Every case runs one
 //! history against a native WAL store, a SQLite store and the JSONL stores
 //! its `Config` names (raw `session.jsonl`, zstd `session.jsonl.zstd`)
-//! side by side (`turnwal::crashlab::differential`, which the
+//! side by side (`turnwal_testkit::crashlab::differential`, which the
 //! `differential` fuzz target shares) and requires, after every operation,
 //! the same answer from each, within the JSONL rules the module docs of
 //! `crashlab::differential` list (no event named like a packed tag, the
@@ -51,7 +51,7 @@ use proptest::prelude::*;
 use support::pg;
 use turnwal::Policy;
 use turnwal::backend::jsonl::Compression;
-use turnwal::crashlab::differential::{
+use turnwal_testkit::crashlab::differential::{
     Config, DiffOp, DiffStats, Differential, Shapes, Sweep, TornTail,
 };
 

@@ -9,7 +9,9 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use turnwal::crashlab::{differential::fuzz_differential, fuzz_decode, fuzz_scan, ops::fuzz_ops};
+use turnwal_testkit::crashlab::{
+    differential::fuzz_differential, fuzz_decode, fuzz_scan, ops::fuzz_ops,
+};
 
 /// The inputs of one target, sorted: seeds, then regressions.
 fn inputs(target: &str) -> Vec<PathBuf> {

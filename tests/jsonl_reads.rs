@@ -14,8 +14,8 @@ use std::sync::Arc;
 use turnwal::backend::Backend;
 use turnwal::backend::jsonl::zstd::compress_frame;
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
-use turnwal::workload::realistic;
 use turnwal::{Error, Event, LogState, Policy, SessionHeader, Store, StoreOptions};
+use turnwal_testkit::workload::realistic;
 
 struct Root {
     _dir: tempfile::TempDir,

@@ -18,8 +18,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
 use support::{T0, acks, ev, lines, pg, turn, turnwal};
-use turnwal::backend::sqlite::SqliteOptions;
-use turnwal::location::{IfMissing, Location};
+use turnwal::location::{IfMissing, Location, Opening};
 use turnwal::{Deletion, Error, Event, SessionHeader, Store, StoreOptions};
 
 /// The store kinds prune runs on, as `--store` names them, in `dir`.
@@ -48,11 +47,7 @@ fn stores(dir: &std::path::Path, with_postgres: bool) -> Vec<String> {
 fn open(spec: &str) -> Store {
     Location::parse(spec)
         .unwrap()
-        .open(
-            StoreOptions::default(),
-            &SqliteOptions::default(),
-            IfMissing::Create,
-        )
+        .open(&Opening::new(StoreOptions::default()).if_missing(IfMissing::Create))
         .unwrap()
 }
 

@@ -3,7 +3,7 @@
 //!
 //! The [`upstream`] module is a literal, independent re-statement of the
 //! upstream schema-17 store, written from the reference and sharing no code
-//! with `src/backend/sqlite`:
+//! with `crates/turnwal/src/backend/sqlite`:
 //! - the schema statements of `resources/sql/schema.sql`, the identity pragmas
 //!   (`application_id` 1146308688, `user_version` 17) and the store id row;
 //! - the row encoding: scalar rows (`data` TEXT below 4096 bytes, else a zstd

@@ -7,7 +7,7 @@
 //! criterion's warm-up runs (they are runs like the others; criterion's own
 //! estimates, printed above the table, leave them out).
 //!
-//! [`Side::once`]: turnwal::bench::Side::once
+//! [`Side::once`]: turnwal_cli::bench::Side::once
 
 #![allow(dead_code)]
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
-use turnwal::bench::{Comparison, Outcome};
+use turnwal_cli::bench::{Comparison, Outcome};
 
 /// Whether the big cases (1 GiB logs, the session of a million events)
 /// run: on unless `TURNWAL_BENCH_BIG=0`.

@@ -154,6 +154,14 @@ export declare class TurnwalError extends Error {
   constructor(message: string, code: string)
 }
 
+/**
+ * The kind of store a path names, read as every turnwal tool reads a store
+ * string: a `.sqlite` or `.db` path, or a file that starts with SQLite's
+ * header, is `'sqlite'`; `postgres://…` and `postgresql://…` are
+ * `'postgres'`; anything else is a WAL directory, `'wal'`. A `jsonl:` root is
+ * refused (`INVALID_ARGUMENT`): the harness's own JSONL backend mounts it.
+ */
+export declare function storeKind(path: string): 'wal' | 'sqlite' | 'postgres'
 /** Whether a store path names a SQLite database rather than a WAL directory. */
 export declare function isSqlitePath(path: string): boolean
 /** Whether a store path is a PostgreSQL connection URL (`postgres://…`, `postgresql://…`). */

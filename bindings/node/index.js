@@ -109,14 +109,29 @@ const native = loadAddon()
 /** The durability modes: when a resolved `append` is durable. */
 export const DURABILITY_MODES = Object.freeze(['batch', 'turn', 'never'])
 
+/**
+ * The kind of store a path names — `'wal'`, `'sqlite'` or `'postgres'` — read
+ * as every turnwal tool reads a store string (the addon's `storeKind`, the
+ * library's `location`): a `.sqlite` or `.db` path, or a file that starts with
+ * SQLite's header, is a SQLite database; `postgres://…` and `postgresql://…`
+ * a PostgreSQL database; anything else a WAL directory.
+ */
+export function storeKind(path) {
+  try {
+    return native.storeKind(path)
+  } catch (error) {
+    throw translate(error)
+  }
+}
+
 /** Whether a store path names a SQLite database rather than a WAL directory. */
 export function isSqlitePath(path) {
-  return /\.(sqlite|db)$/i.test(path)
+  return storeKind(path) === 'sqlite'
 }
 
 /** Whether a store path is a PostgreSQL connection URL. */
 export function isPostgresUrl(path) {
-  return /^postgres(ql)?:\/\//.test(path)
+  return storeKind(path) === 'postgres'
 }
 
 /** A connection URL without its password, for messages. */
@@ -267,7 +282,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
       throw new TypeError('turnwal-dsh: config.path and config.root name different stores; give one')
     }
     // A PostgreSQL URL is taken as given (it names a server, not a file).
-    this.kind = isPostgresUrl(path) ? 'postgres' : isSqlitePath(path) ? 'sqlite' : 'wal'
+    this.kind = storeKind(path)
     this.path = this.kind === 'postgres' ? path : resolve(path)
     this.shown = this.kind === 'postgres' ? withoutPassword(path) : this.path
     this.durability = config.durability ?? 'batch'
@@ -303,7 +318,6 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   store() {
     if (this.closed) return Promise.reject(new TurnwalError(`store ${this.shown} is closed`, 'CLOSED'))
     this.opening ??= native.openStore(this.path, {
-      sqlite: this.kind === 'sqlite',
       durability: this.durability,
       busyTimeoutMs: this.config.busyTimeoutMs ?? 5000,
       journalMode: this.config.journalMode ?? 'wal',

@@ -31,8 +31,8 @@ use std::sync::Arc;
 
 use turnwal::backend::SyncMode;
 use turnwal::backend::wal::WalBackend;
-use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
-use turnwal::crashlab::ops::{self, Op};
+use turnwal_testkit::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal_testkit::crashlab::ops::{self, Op};
 use turnwal::{Event, Policy, SessionHeader, Store, StoreOptions};
 
 const T0: i64 = 1_700_000_000_000;
@@ -451,7 +451,7 @@ fn reseal(bytes: &mut [u8], at: usize) {
     bytes[at..at + 4].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
-/// Encodes ops the way `turnwal::crashlab::ops::decode` reads them.
+/// Encodes ops the way `turnwal_testkit::crashlab::ops::decode` reads them.
 fn encode(ops_list: &[Op]) -> Vec<u8> {
     let mut out = Vec::new();
     for op in ops_list {
@@ -727,7 +727,7 @@ fn decode_corpus(dir: &Path) {
 }
 
 fn differential_corpus(dir: &Path) {
-    use turnwal::crashlab::differential::{self, DiffOp::*, TornTail as How};
+    use turnwal_testkit::crashlab::differential::{self, DiffOp::*, TornTail as How};
     fs::create_dir_all(dir).unwrap();
     let app = |session, events| Append { session, events };
     // The first byte: bit 0 two sessions, bits 1 and 2 Lenient for each;
@@ -922,12 +922,12 @@ fn main() {
     differential_corpus(&out.join("differential"));
     // Every seed runs clean through its target.
     for (target, f) in [
-        ("scan", turnwal::crashlab::fuzz_scan as fn(&[u8])),
-        ("ops", turnwal::crashlab::ops::fuzz_ops),
-        ("decode", turnwal::crashlab::fuzz_decode),
+        ("scan", turnwal_testkit::crashlab::fuzz_scan as fn(&[u8])),
+        ("ops", turnwal_testkit::crashlab::ops::fuzz_ops),
+        ("decode", turnwal_testkit::crashlab::fuzz_decode),
         (
             "differential",
-            turnwal::crashlab::differential::fuzz_differential,
+            turnwal_testkit::crashlab::differential::fuzz_differential,
         ),
     ] {
         let mut entries: Vec<_> = fs::read_dir(out.join(target))

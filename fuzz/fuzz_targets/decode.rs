@@ -1,3 +1,3 @@
 //! The event decoder and the `turnwal append` line parser (`fuzz_decode`).
 #![no_main]
-libfuzzer_sys::fuzz_target!(|bytes: &[u8]| turnwal::crashlab::fuzz_decode(bytes));
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| turnwal_testkit::crashlab::fuzz_decode(bytes));

@@ -3,5 +3,5 @@
 //! (`crashlab::differential::fuzz_differential`).
 #![no_main]
 libfuzzer_sys::fuzz_target!(
-    |bytes: &[u8]| turnwal::crashlab::differential::fuzz_differential(bytes)
+    |bytes: &[u8]| turnwal_testkit::crashlab::differential::fuzz_differential(bytes)
 );

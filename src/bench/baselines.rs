@@ -29,7 +29,7 @@ use serde_json::value::RawValue;
 
 use super::fixtures::AppendFixture;
 use super::{BenchResult, Runs, Side};
-use crate::event::Event;
+use turnwal::event::Event;
 
 /// The fixture's encoded turns written with one plain `write` each.
 pub struct RawWrite<'a> {

@@ -13,15 +13,15 @@ use serde_json::value::RawValue;
 
 use super::BenchResult;
 use super::workload::{self, Workload};
-use crate::SyncMode;
-use crate::backend::jsonl::{self, Compression};
-use crate::backend::sqlite::{SqliteOptions, Synchronous};
-use crate::backend::wal::{WalBackend, encode_file_name, format};
-use crate::contract::{Policy, Tracker};
-use crate::event::Event;
-use crate::header::SessionHeader;
-use crate::store::{Store, StoreOptions};
-use crate::view::EventRef;
+use turnwal::SyncMode;
+use turnwal::backend::jsonl::{self, Compression};
+use turnwal::backend::sqlite::{SqliteOptions, Synchronous};
+use turnwal::backend::wal::{WalBackend, encode_file_name, format};
+use turnwal::contract::{Policy, Tracker};
+use turnwal::event::Event;
+use turnwal::header::SessionHeader;
+use turnwal::store::{Store, StoreOptions};
+use turnwal::view::EventRef;
 
 /// The checksum salt of the records a fixture encodes itself (a real writer
 /// draws one at random; the cost of the CRC does not depend on it).
@@ -507,8 +507,8 @@ impl JsonlListFixture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Backend;
-    use crate::scan::LogState;
+    use turnwal::backend::Backend;
+    use turnwal::scan::LogState;
 
     #[test]
     fn jsonl_list_fixtures_are_upstream_roots() {

@@ -23,14 +23,14 @@ use super::baselines;
 use super::fixtures::{AppendFixture, JsonlListFixture, ListFixture, SessionFixture};
 use super::stats::Memory;
 use super::{BenchResult, Comparison, Runs, Side};
-use crate::SyncMode;
-use crate::backend::Backend;
-use crate::backend::jsonl::{self, Compression, JsonlBackend};
-use crate::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
-use crate::backend::wal::WalBackend;
-use crate::event::IncomingEvent;
-use crate::scan::LogState;
-use crate::store::{Store, StoreOptions};
+use turnwal::SyncMode;
+use turnwal::backend::Backend;
+use turnwal::backend::jsonl::{self, Compression, JsonlBackend};
+use turnwal::backend::sqlite::{SqliteBackend, SqliteOptions, Synchronous};
+use turnwal::backend::wal::WalBackend;
+use turnwal::event::IncomingEvent;
+use turnwal::scan::LogState;
+use turnwal::store::{Store, StoreOptions};
 
 /// How a [`StoreAppend`] feeds the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -794,7 +794,7 @@ impl DiskAtRest {
 /// upstream JSONL roots in zstd and raw, all in `scratch/disk` (removed
 /// after); returns their sizes.
 pub fn disk_at_rest(fx: &AppendFixture, scratch: &Path) -> BenchResult<DiskAtRest> {
-    use crate::backend::wal::format::{FORMAT_V1, FORMAT_VERSION};
+    use turnwal::backend::wal::format::{FORMAT_V1, FORMAT_VERSION};
     let dir = scratch.join("disk");
     let wal = |name: &str, version: u16, seal: bool| -> BenchResult<u64> {
         let at = dir.join(name);

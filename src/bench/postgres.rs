@@ -15,12 +15,12 @@ use postgres::{Client, NoTls};
 use super::fixtures::AppendFixture;
 use super::measure::{Engine, Feed, StoreAppend};
 use super::{BenchResult, Comparison, Side};
-use crate::backend::SyncMode;
-use crate::backend::postgres::epoch::{self, Row};
-use crate::backend::sqlite::Synchronous;
-use crate::event::Event;
-use crate::header::SessionHeader;
-use crate::store::{Store, StoreOptions};
+use turnwal::backend::SyncMode;
+use turnwal::backend::postgres::epoch::{self, Row};
+use turnwal::backend::sqlite::Synchronous;
+use turnwal::event::Event;
+use turnwal::header::SessionHeader;
+use turnwal::store::{Store, StoreOptions};
 
 fn client(url: &str) -> BenchResult<Client> {
     Ok(Client::connect(url, NoTls)?)
@@ -95,7 +95,7 @@ impl BareInsert {
         let turns = fx
             .turns
             .iter()
-            .map(|t| crate::backend::postgres::encode(t))
+            .map(|t| turnwal::backend::postgres::encode(t))
             .collect::<Result<_, _>>()?;
         Ok(BareInsert {
             url: url.to_owned(),
@@ -288,13 +288,13 @@ pub fn by_length<'a>(
 /// encoding) in one transaction, the rows sent with `COPY`.
 pub fn many_sessions(url: &str, sessions: usize, seed: u64) -> BenchResult<()> {
     let mut client = client(url)?;
-    crate::backend::postgres::ensure_schema(&mut client, url)?;
+    turnwal::backend::postgres::ensure_schema(&mut client, url)?;
     let mut tx = client.transaction()?;
     for i in 0..sessions {
         let id = format!("list-{}-{i:05}", std::process::id());
         let turn = super::workload::Workload::new(seed.wrapping_add(i as u64)).turn_of(20, true);
         let header = SessionHeader::new(id.clone(), 1_700_000_000_000 + i as u64).with_cwd("/work");
-        let rows = crate::backend::postgres::encode(&turn)?;
+        let rows = turnwal::backend::postgres::encode(&turn)?;
         tx.execute(
             "INSERT INTO turnwal_sessions (session_id, header, policy, incarnation, next_seq, \
              revision, data_bytes, writer_epoch) VALUES ($1, $2, 'strict', $3, $4, 1, $5, 1)",

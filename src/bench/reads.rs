@@ -1,6 +1,6 @@
 //! Whole-session reads on a realistic session (issue 27): what an operator
 //! waits for when a session is mostly streamed deltas, as real sessions are
-//! ([`crate::workload::realistic`]), on every store.
+//! ([`turnwal_testkit::workload::realistic`]), on every store.
 //!
 //! One realistic session of a given size of raw JSONL is appended, a turn
 //! per batch with `SyncMode::Never` (as `turnwal append --sync never`
@@ -24,10 +24,10 @@ use serde_json::{Value, json};
 
 use super::BenchResult;
 use super::cli::{CliFigure, figure};
-use crate::backend::SyncMode;
-use crate::backend::wal::WalBackend;
-use crate::store::{Store, StoreOptions};
-use crate::workload::realistic;
+use turnwal::backend::SyncMode;
+use turnwal::backend::wal::WalBackend;
+use turnwal::store::{Store, StoreOptions};
+use turnwal_testkit::workload::realistic;
 
 /// The session's id in every store.
 pub const ID: &str = "real";
@@ -136,26 +136,24 @@ fn write_fixtures(dir: &Path, bytes: u64, jsonl: &Path) -> BenchResult<Vec<Fixtu
             options,
         ),
         Store::open_sqlite(&sqlite, Default::default(), options)?,
-        crate::location::Location::Jsonl(
+        turnwal::location::Location::Jsonl(
             plain.clone(),
-            Some(crate::backend::jsonl::Compression::None),
+            Some(turnwal::backend::jsonl::Compression::None),
         )
         .open(
-            options,
-            &Default::default(),
-            crate::location::IfMissing::Create,
+            &turnwal::location::Opening::new(options)
+                .if_missing(turnwal::location::IfMissing::Create),
         )?,
-        crate::location::Location::Jsonl(
+        turnwal::location::Location::Jsonl(
             zstd.clone(),
-            Some(crate::backend::jsonl::Compression::Zstd),
+            Some(turnwal::backend::jsonl::Compression::Zstd),
         )
         .open(
-            options,
-            &Default::default(),
-            crate::location::IfMissing::Create,
+            &turnwal::location::Opening::new(options)
+                .if_missing(turnwal::location::IfMissing::Create),
         )?,
     ];
-    let header = crate::header::SessionHeader::new(ID, 1_796_083_200_000).with_cwd("/work/app");
+    let header = turnwal::header::SessionHeader::new(ID, 1_796_083_200_000).with_cwd("/work/app");
     for store in &stores {
         store.create(header.clone())?;
     }

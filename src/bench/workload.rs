@@ -19,9 +19,9 @@
 //! stays true. The same seed always gives the same bytes, so two runs (or
 //! turnwal and a baseline in one run) see identical input.
 
-use crate::event::{Event, EventKind};
-use crate::rng::Rng;
-use crate::workload::{TurnState, tool_call_blocks};
+use turnwal::event::{Event, EventKind};
+use turnwal::rng::Rng;
+use turnwal_testkit::workload::{TurnState, tool_call_blocks};
 
 /// Words as they appear inside a JSON string: some carry escapes, some
 /// non-ASCII text, so validation and UTF-8 checks do real work.
@@ -263,7 +263,7 @@ impl Mix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Policy, Tracker};
+    use turnwal::{Policy, Tracker};
 
     /// The raw JSON string text of a chunk's delta.
     fn chunk_text(data: &str) -> &str {

@@ -6,12 +6,12 @@ use super::lines::Line;
 
 use super::args::AppendArgs;
 use super::{Failure, Outcome, exit};
-use crate::contract::Policy;
-use crate::error::Error;
-use crate::event::{Event, IncomingEvent};
-use crate::header::SessionHeader;
-use crate::scan::Scan;
-use crate::store::{RepairBasis, Store, now_ms};
+use turnwal::contract::Policy;
+use turnwal::error::Error;
+use turnwal::event::{Event, IncomingEvent};
+use turnwal::header::SessionHeader;
+use turnwal::scan::Scan;
+use turnwal::store::{RepairBasis, Store, now_ms};
 
 /// Most events appended as one batch; bounds memory and ack latency when a
 /// producer floods stdin.
@@ -219,7 +219,7 @@ fn read_batch(
     let mut batch = Batch::default();
     let mut buf = Vec::new();
     loop {
-        let read = super::lines::read_line(reader, &mut buf, crate::limits::MAX_RECORD_LEN)
+        let read = super::lines::read_line(reader, &mut buf, turnwal::limits::MAX_RECORD_LEN)
             .map_err(|e| Failure::Other(format!("reading stdin: {e}")))?;
         match read {
             Line::Eof => return Ok((batch, End::Eof)),
@@ -230,10 +230,10 @@ fn read_batch(
                     "the line is longer than {} bytes, the most one event can take (data {} \
                      bytes, sourceEventSeqs and surfaceOp {} bytes each, the rest {} bytes); \
                      refused after reading that much of it",
-                    crate::limits::MAX_RECORD_LEN,
-                    crate::limits::MAX_DATA_LEN,
-                    crate::limits::MAX_EXTRA_LEN,
-                    crate::limits::MAX_ENVELOPE_LEN
+                    turnwal::limits::MAX_RECORD_LEN,
+                    turnwal::limits::MAX_DATA_LEN,
+                    turnwal::limits::MAX_EXTRA_LEN,
+                    turnwal::limits::MAX_ENVELOPE_LEN
                 );
                 let line = *line_no;
                 return Ok((batch, End::Rejected(Rejected { line, reason })));

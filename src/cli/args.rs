@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::output::parse_id;
-use crate::SyncMode;
-use crate::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
+use turnwal::SyncMode;
+use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 
 /// The exit statuses, as `--help` shows them. Kept next to the constants in
 /// [`super::exit`]; a test checks the help text names each of them.

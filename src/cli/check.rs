@@ -9,9 +9,9 @@ use super::output::{
 };
 use super::progress::Progress;
 use super::{Failure, Outcome, exit};
-use crate::Error;
-use crate::scan::LogState;
-use crate::store::Store;
+use turnwal::Error;
+use turnwal::scan::LogState;
+use turnwal::store::Store;
 
 /// Verifies one session, or every session of the store (in natural order),
 /// and prints a line for each. Returns the worst status: 0 clean, 1

@@ -33,15 +33,15 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::args::{ConvertArgs, SqliteArgs};
-use super::location::{self, IfMissing};
+use super::location::{self, IfMissing, Opening};
 use super::output::{CutJson, count, cut_text, display_id, id_json, json_line};
 use super::progress::Progress;
 use super::{Failure, Outcome, check_sqlite_args, exit};
-use crate::backend::SyncMode;
-use crate::error::Error;
-use crate::event::Event;
-use crate::scan::{Cut, LogState};
-use crate::store::{Store, StoreOptions};
+use turnwal::backend::SyncMode;
+use turnwal::error::Error;
+use turnwal::event::Event;
+use turnwal::scan::{Cut, LogState};
+use turnwal::store::{Store, StoreOptions};
 
 /// How many events are read between two progress reports.
 const PROGRESS_EVENTS: usize = 4096;
@@ -105,16 +105,16 @@ pub(crate) fn run(
         )));
     }
     let sqlite = sqlite.options();
-    let src = from.open(StoreOptions::default(), &sqlite, IfMissing::Empty)?;
+    let src = from.open(&Opening::new(StoreOptions::default()).sqlite(sqlite.clone()))?;
     // Every batch fsynced: the copy is acknowledged only when whole, and its
     // records carry a durable watermark close to their end.
     let dst = to.open(
-        StoreOptions {
+        &Opening::new(StoreOptions {
             sync: SyncMode::Batch,
             ..StoreOptions::default()
-        },
-        &sqlite,
-        IfMissing::Create,
+        })
+        .if_missing(IfMissing::Create)
+        .sqlite(sqlite),
     )?;
     let ids = session_ids(&src, &args.sessions)?;
     let progress = Progress::new("converting", true, ids.len());
@@ -388,7 +388,7 @@ impl<'a> ConvertJson<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::CutReason;
+    use turnwal::scan::CutReason;
 
     #[test]
     fn lines_say_what_the_copy_holds() {

@@ -10,10 +10,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use super::location::{self, Location};
 use super::output::count;
 use super::{Failure, Outcome, check, exit, read, sessions};
-use crate::event::Event;
-use crate::header::SessionHeader;
-use crate::scan::LogState;
-use crate::store::{Store, now_ms};
+use turnwal::event::Event;
+use turnwal::header::SessionHeader;
+use turnwal::scan::LogState;
+use turnwal::store::{Store, now_ms};
 
 /// `turnwal verify`, every session, as text.
 const VERIFY_ALL: super::args::VerifyArgs = super::args::VerifyArgs {
@@ -490,7 +490,7 @@ fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{Policy, Tracker};
+    use turnwal::contract::{Policy, Tracker};
 
     #[test]
     fn sample_sessions_keep_the_contract() {

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::EventKind;
-use crate::view::EventRef;
+use turnwal::event::EventKind;
+use turnwal::view::EventRef;
 
 /// Token counts, summed over `assistant/message` events' `usage` (the
 /// harness writes each model call's usage there once; `usage` stream
@@ -253,7 +253,7 @@ impl Digest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Event;
+    use turnwal::Event;
 
     fn digest(events: &[(&str, &str)]) -> Digest {
         let mut d = Digest::default();

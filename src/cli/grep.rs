@@ -11,9 +11,9 @@ use super::args::GrepArgs;
 use super::digest::Digest;
 use super::output::{display_id, id_json, json_line};
 use super::{Failure, Outcome, exit, when};
-use crate::event::EventKind;
-use crate::store::Store;
-use crate::view::EventRef;
+use turnwal::event::EventKind;
+use turnwal::store::Store;
+use turnwal::view::EventRef;
 
 /// Bytes of context shown before and after a match.
 const BEFORE: usize = 40;

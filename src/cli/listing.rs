@@ -1,7 +1,7 @@
 //! What every command that lists sessions shares: the order sessions are
 //! shown in, and the report of entries that look like logs and are not.
 
-use crate::store::Store;
+use turnwal::store::Store;
 
 use super::Failure;
 

@@ -1,8 +1,8 @@
 //! Which store `--store` (or `$TURNWAL_STORE`) names: the library's
-//! [`crate::location`] with the CLI's defaults and exit codes.
+//! [`turnwal::location`] with the CLI's defaults and exit codes.
 
-use crate::location::LocationError;
-pub(crate) use crate::location::{IfMissing, Location};
+use turnwal::location::LocationError;
+pub(crate) use turnwal::location::{IfMissing, Location, Opening};
 
 use super::Failure;
 

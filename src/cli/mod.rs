@@ -1,6 +1,6 @@
 //! The `turnwal` command: argument parsing, dispatch and exit statuses.
 //!
-//! The CLI is thin: it parses arguments, calls [`crate::Store`] and prints.
+//! The CLI is thin: it parses arguments, calls [`turnwal::Store`] and prints.
 //! Only `demo` and `bench` touch the file system themselves (to pick fresh
 //! directories), and [`location`] looks at a path to choose its backend.
 //! The rules behind every command: docs/CLI.md.
@@ -11,7 +11,7 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | `verify` found only a recoverable tail (torn bytes, open turn, debris) |
-//! | 2 | corrupt data (`verify`, `convert`, or any command that meets [`crate::Error::Corrupt`]) |
+//! | 2 | corrupt data (`verify`, `convert`, or any command that meets [`turnwal::Error::Corrupt`]) |
 //! | 3 | `append` rejected an input line |
 //! | 4 | any other error (not found, already exists, locked, busy, I/O, unsupported store) |
 //! | 64 | usage error |
@@ -47,11 +47,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::backend::SyncMode;
-use crate::error::Error;
-use crate::store::{Store, StoreOptions};
 use args::{Cli, Command, SqliteArgs};
-use location::{IfMissing, Location};
+use location::{IfMissing, Location, Opening};
+use turnwal::backend::SyncMode;
+use turnwal::error::Error;
+use turnwal::store::{Store, StoreOptions};
 
 /// The exit statuses of `turnwal`.
 pub mod exit {
@@ -173,7 +173,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             sync,
             ..StoreOptions::default()
         };
-        Ok(location.open(options, &sqlite_options, missing)?)
+        Ok(location.open(
+            &Opening::new(options)
+                .if_missing(missing)
+                .sqlite(sqlite_options.clone()),
+        )?)
     };
     // A command that only reads or tidies needs a store that exists: a typo
     // in --store must not look like an empty store. Only a command that

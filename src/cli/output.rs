@@ -6,10 +6,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::event::Event;
-use crate::scan::{Cut, SessionSummary};
-use crate::upstream::jsstr;
-use crate::verify::VerifyReport;
+use turnwal::event::Event;
+use turnwal::scan::{Cut, SessionSummary};
+use turnwal::upstream::jsstr;
+use turnwal::verify::VerifyReport;
 
 /// Writes events as JSONL, one envelope per line, exactly as stored.
 pub(crate) fn write_events<'a>(
@@ -132,7 +132,7 @@ pub(crate) fn cut_text(cut: &Cut) -> String {
 }
 
 /// One gap of a salvage read, for people.
-pub(crate) fn gap_text(gap: &crate::scan::Gap) -> String {
+pub(crate) fn gap_text(gap: &turnwal::scan::Gap) -> String {
     let lost = match gap.next_seq {
         Some(next) if next > gap.first_seq + 1 => {
             format!("seqs {} to {} lost", gap.first_seq, next - 1)
@@ -156,7 +156,7 @@ pub(crate) fn gap_text(gap: &crate::scan::Gap) -> String {
 /// state is what the check found.
 pub(crate) fn state_word(s: &SessionSummary) -> &'static str {
     match (s.state, s.checked) {
-        (crate::scan::LogState::Clean, crate::scan::Checked::Tail) => "clean-end",
+        (turnwal::scan::LogState::Clean, turnwal::scan::Checked::Tail) => "clean-end",
         (state, _) => state.code(),
     }
 }
@@ -208,7 +208,7 @@ pub(crate) struct HolderJson {
 impl SessionJson<'_> {
     /// Marks the session as held by `holder`: `state` becomes `live`, the
     /// stored log's own word moves to `storedState`.
-    pub(crate) fn held_by(&mut self, holder: &crate::backend::Holder) {
+    pub(crate) fn held_by(&mut self, holder: &turnwal::backend::Holder) {
         self.stored_state = Some(self.state);
         self.state = "live";
         self.holder = Some(HolderJson {
@@ -222,7 +222,7 @@ impl SessionJson<'_> {
 
 /// A live session's state as `ls` shows it: `live (pid 123)`, `live (host
 /// pid 1 writer 9f3a, lease 28 s)`.
-pub(crate) fn live_word(holder: &crate::backend::Holder) -> String {
+pub(crate) fn live_word(holder: &turnwal::backend::Holder) -> String {
     match holder.lease_expires_in {
         Some(left) => format!("live ({}, lease {} s)", holder.who, left.as_secs()),
         None => format!("live ({})", holder.who),

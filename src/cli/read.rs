@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::args::TailArgs;
 use super::output::{gap_text, write_events};
 use super::{Failure, Outcome, exit};
-use crate::error::Error;
-use crate::store::Store;
+use turnwal::error::Error;
+use turnwal::store::Store;
 
 /// How often `tail --follow` looks for new events.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);

@@ -11,9 +11,9 @@ use super::output::{
     state_word,
 };
 use super::{Outcome, exit};
-use crate::backend::Holder;
-use crate::scan::SessionSummary;
-use crate::store::Store;
+use turnwal::backend::Holder;
+use turnwal::scan::SessionSummary;
+use turnwal::store::Store;
 
 /// How many of a session's first events `ls` reads for its title.
 const TITLE_EVENTS: usize = 64;
@@ -26,7 +26,7 @@ fn title(store: &Store, id: &str) -> Option<String> {
     let events = store.read_first(id, TITLE_EVENTS).ok()?;
     let message = events
         .iter()
-        .find(|e| e.kind() == crate::event::EventKind::UserMessage)?;
+        .find(|e| e.kind() == turnwal::event::EventKind::UserMessage)?;
     let data: serde_json::Value = serde_json::from_str(message.data().get()).ok()?;
     let text = super::show::message_text(&data);
     let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");

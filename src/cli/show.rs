@@ -19,9 +19,9 @@ use super::args::{ShowArgs, ShowFormat};
 use super::output::{display_id, iso_utc};
 use super::terminal::{visible_line, visible_text};
 use super::{Failure, Outcome, exit};
-use crate::event::EventKind;
-use crate::store::Store;
-use crate::view::EventRef;
+use turnwal::event::EventKind;
+use turnwal::store::Store;
+use turnwal::view::EventRef;
 
 /// One turn of the transcript (turn 0 holds events before the first turn).
 #[derive(Debug, Default)]

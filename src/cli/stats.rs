@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::digest::{Digest, ToolCount};
 use super::output::{Table, display_id, id_json, iso_utc, json_line};
 use super::{Failure, Outcome, exit};
-use crate::header::SessionHeader;
-use crate::scan::LogState;
-use crate::store::Store;
+use turnwal::header::SessionHeader;
+use turnwal::scan::LogState;
+use turnwal::store::Store;
 
 /// One session's stats: the verdict of `verify` and the digest of its
 /// stored events (closers excluded), read in place.

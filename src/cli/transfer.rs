@@ -18,11 +18,11 @@ use super::args::{ExportArgs, ImportArgs};
 use super::lines::{self, Line};
 use super::output::display_id;
 use super::{Failure, Outcome, exit};
-use crate::contract::Policy;
-use crate::error::Error;
-use crate::event::Event;
-use crate::header::SessionHeader;
-use crate::store::Store;
+use turnwal::contract::Policy;
+use turnwal::error::Error;
+use turnwal::event::Event;
+use turnwal::header::SessionHeader;
+use turnwal::store::Store;
 
 /// The version of the export format this turnwal writes and reads.
 const EXPORT_VERSION: u64 = 1;
@@ -215,7 +215,7 @@ pub(crate) fn import(store: &Store, args: &ImportArgs, out: &mut dyn Write) -> O
         let limit = if events.len() as u64 == count {
             MAX_FRAME_LINE
         } else {
-            crate::limits::MAX_RECORD_LEN
+            turnwal::limits::MAX_RECORD_LEN
         };
         let Some((n, line)) = next(limit)? else {
             return Err(bad(

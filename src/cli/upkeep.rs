@@ -9,9 +9,9 @@ use super::args::{DuArgs, PruneArgs};
 use super::listing::natural_cmp;
 use super::output::{Table, count, display_id, human_bytes, id_json, json_line, local_time};
 use super::{Failure, Outcome, exit, when};
-use crate::backend::Deletion;
-use crate::scan::SessionSummary;
-use crate::store::Store;
+use turnwal::backend::Deletion;
+use turnwal::scan::SessionSummary;
+use turnwal::store::Store;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -156,7 +156,7 @@ pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Out
                     display_id(&s.id)
                 )?;
             }
-            Err(e @ (crate::Error::Locked { .. } | crate::Error::Leased { .. })) => {
+            Err(e @ (turnwal::Error::Locked { .. } | turnwal::Error::Leased { .. })) => {
                 writeln!(out, "skipped {}: {e}", display_id(&s.id))?;
                 skipped += 1;
             }
@@ -192,7 +192,7 @@ pub(crate) fn prune(store: &Store, args: &PruneArgs, out: &mut dyn Write) -> Out
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::header::SessionHeader;
+    use turnwal::header::SessionHeader;
 
     fn summary(id: &str, last: Option<i64>, created: u64) -> SessionSummary {
         SessionSummary::from_tail(SessionHeader::new(id, created), 10, 1, 1, last, false)

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub(crate) use crate::duration::parse as parse_duration;
+pub(crate) use turnwal::duration::parse as parse_duration;
 
 /// The moment `back` before `now` (unix ms), or `None` when that is
 /// before the epoch: a duration longer than the time since 1970 reaches

@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use turnwal::SyncMode;
 use turnwal::backend::jsonl::Compression;
-use turnwal::crashlab::ops::{self, Op, Run};
-use turnwal::crashlab::oracle::{self, Model, Target};
-use turnwal::storage::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
+use turnwal_testkit::crashlab::ops::{self, Op, Run};
+use turnwal_testkit::crashlab::oracle::{self, Model, Target};
+use turnwal_testkit::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 
 use super::{
     ENUMERATION_SEED, SYNC_MODES, Tally, enumeration_workload, id, random_sequence, root, scale,

@@ -50,10 +50,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
-use turnwal::crashlab::oracle::{self, Model};
-use turnwal::crashlab::workload::Generator;
 use turnwal::rng::Rng;
 use turnwal::{Error, Event, SessionHeader, Store, StoreOptions, interrupted_turn_closers};
+use turnwal_testkit::crashlab::oracle::{self, Model};
+use turnwal_testkit::crashlab::workload::Generator;
 
 use crate::scale;
 use crate::sqlite_vfs::{self as vfs, CrashMode, OpKind, Role};

@@ -32,8 +32,10 @@ use napi::bindgen_prelude::{Buffer, Object, Utf16String};
 use napi::{Env, Status};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
+use turnwal::backend::postgres::PgOptions;
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
+use turnwal::location::{IfMissing, Location, Opening};
 use turnwal::upstream::chunks::{Record, encode_stored_records};
 use turnwal::view::EventRef;
 use turnwal::{
@@ -123,11 +125,10 @@ fn sniff<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     Some(rest[..end].trim())
 }
 
-/// How to open a store (`openStore`'s second argument).
+/// How to open a store (`openStore`'s second argument). Which store the
+/// path names is read from the path itself (`storeKind`).
 #[napi(object)]
 pub struct OpenOptions {
-    /// A SQLite database (true) or a native WAL directory (false).
-    pub sqlite: bool,
     /// When an append is durable: `batch` (fdatasync every append),
     /// `turn` (at every `turn/end`) or `never` (left to the OS).
     pub durability: String,
@@ -1013,7 +1014,6 @@ fn close_store(store: Option<Arc<Store>>) -> napi::Result<()> {
 /// Opens a store off the JavaScript thread.
 pub struct Open {
     path: String,
-    sqlite: bool,
     options: StoreOptions,
     sqlite_options: SqliteOptions,
     lease_ms: Option<f64>,
@@ -1021,28 +1021,59 @@ pub struct Open {
 
 impl Open {
     fn open(&mut self) -> napi::Result<Store> {
-        let postgres =
-            self.path.starts_with("postgres://") || self.path.starts_with("postgresql://");
-        let store = if postgres {
-            (|| {
-                let mut pg = turnwal::backend::postgres::PgOptions::from_env()?;
-                if let Some(ms) = self.lease_ms {
-                    if !(ms.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&ms)) {
-                        return Err(Error::InvalidArgument(format!(
-                            "leaseMs must be an integer number of milliseconds, got {ms}"
-                        )));
-                    }
-                    pg = pg.with_lease(Duration::from_millis(ms as u64))?;
+        let location = location_of(&self.path)?;
+        kind_of(&location)?;
+        let mut opening = Opening::new(self.options)
+            .if_missing(IfMissing::Create)
+            .sqlite(self.sqlite_options.clone());
+        if let Location::Postgres { .. } = location {
+            let mut pg = PgOptions::from_env().map_err(js_error)?;
+            if let Some(ms) = self.lease_ms {
+                if !(ms.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&ms)) {
+                    return Err(invalid(format!(
+                        "leaseMs must be an integer number of milliseconds, got {ms}"
+                    )));
                 }
-                Store::open_postgres_with(&self.path, self.options, pg)
-            })()
-        } else if self.sqlite {
-            Store::open_sqlite(&self.path, self.sqlite_options.clone(), self.options)
-        } else {
-            Store::open_with_options(&self.path, self.options)
-        };
-        store.map_err(js_error)
+                pg = pg
+                    .with_lease(Duration::from_millis(ms as u64))
+                    .map_err(js_error)?;
+            }
+            opening = opening.postgres(pg);
+        }
+        location.open(&opening).map_err(js_error)
     }
+}
+
+/// The store `path` names, read as every turnwal tool reads a store string
+/// (`turnwal::location`: the one place a string becomes a backend).
+fn location_of(path: &str) -> napi::Result<Location> {
+    Location::parse(path).map_err(|e| invalid(e.to_string()))
+}
+
+/// `wal`, `sqlite` or `postgres`; a JSONL root is not a store turnwal-dsh
+/// mounts (the harness has its own JSONL backend for it).
+fn kind_of(location: &Location) -> napi::Result<&'static str> {
+    match location {
+        Location::Wal(_) => Ok("wal"),
+        Location::Sqlite(_) => Ok("sqlite"),
+        Location::Postgres { .. } => Ok("postgres"),
+        Location::Jsonl(root, _) => Err(invalid(format!(
+            "{} names the upstream harness's own JSONL root: turnwal-dsh stores sessions in a \
+             WAL directory, an SQLite database (.sqlite, .db) or PostgreSQL; mount the \
+             harness's JSONL backend for it, or `turnwal convert` it",
+            root.display()
+        ))),
+    }
+}
+
+/// The kind of store `path` names: `wal` (a directory, or a path that is
+/// neither of the others), `sqlite` (a `.sqlite` or `.db` path, or a file
+/// starting with SQLite's header) or `postgres` (`postgres://…`,
+/// `postgresql://…`), as `turnwal --store` reads it.
+#[napi(catch_unwind)]
+pub fn store_kind(path: String) -> napi::Result<String> {
+    fault_point("storeKind");
+    kind_of(&location_of(&path)?).map(str::to_owned)
 }
 
 /// Opens (creating if needed) a store: a native WAL directory, a SQLite
@@ -1094,7 +1125,6 @@ pub fn open_store(env: &Env, path: String, options: OpenOptions) -> napi::Result
     }
     let mut open = Open {
         path,
-        sqlite: options.sqlite,
         options: StoreOptions {
             sync,
             policy: Policy::Permissive,

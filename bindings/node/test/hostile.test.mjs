@@ -2,9 +2,10 @@
 // or a leak before; each is now a typed answer.
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { readdirSync } from 'node:fs'
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { DatabaseSync } from 'node:sqlite'
 import { join } from 'node:path'
-import { TurnwalError } from '../index.js'
+import { TurnwalError, storeKind } from '../index.js'
 import { KINDS, mount, storePath, tempDir } from './support.mjs'
 
 const turn = (n, seq) => [
@@ -28,6 +29,37 @@ describe('hostile inputs', () => {
     try { files = readdirSync(join(path, 'sessions')).filter((f) => !f.startsWith('.')) } catch {}
     assert.deepEqual(files.filter((f) => f.endsWith('.twal')), [], 'no half-created log')
     assert.deepEqual(await persistence.list(), [])
+  })
+
+  it('the store a path names is read as every turnwal tool reads it; a JSONL root is refused', async (t) => {
+    const dir = tempDir(t)
+    mkdirSync(join(dir, 'store.db'))
+    writeFileSync(join(dir, 'plain'), 'not a database')
+    const db = new DatabaseSync(join(dir, 'no-extension'))
+    db.exec('CREATE TABLE t (x)')
+    db.close()
+    for (const [path, kind] of [
+      [join(dir, 'new'), 'wal'],
+      [join(dir, 'sessions.sqlite'), 'sqlite'],
+      [join(dir, 'SESSIONS.DB'), 'sqlite'],
+      [join(dir, 'store.db'), 'wal'],
+      [join(dir, 'no-extension'), 'sqlite'],
+      ['postgres://u@h/db', 'postgres'],
+      ['postgresql://u@h/db', 'postgres'],
+    ]) {
+      assert.equal(storeKind(path), kind, path)
+    }
+    for (const path of [`jsonl:${dir}`, `jsonl+zstd:${dir}`, join(dir, 'plain'), '']) {
+      assert.throws(() => storeKind(path), (error) => {
+        assert.ok(error instanceof TurnwalError, String(error))
+        assert.equal(error.code, 'INVALID_ARGUMENT', String(error))
+        return true
+      }, path)
+    }
+    await assert.rejects(async () => { await mount(t, { path: `jsonl:${dir}` }) }, (error) => {
+      assert.match(String(error?.message ?? error), /JSONL root: turnwal-dsh stores sessions in a WAL directory/)
+      return true
+    })
   })
 
   it('busyTimeoutMs past SQLite\'s limit is refused, never wrapped or a panic', async (t) => {

@@ -11,7 +11,7 @@ import { child, storePath } from './support.mjs'
 const fixture = fileURLToPath(new URL('./fixtures/panic-child.mjs', import.meta.url))
 
 const ASYNC_OPS = ['loadStored', 'loadStoredFrom', 'loadStoredPieces', 'loadStoredFromPieces', 'revision', 'hold', 'append', 'commitRepair', 'list', 'salvage', 'salvageRepair', 'close', 'openStore']
-const CALLS = [...ASYNC_OPS.filter((op) => op !== 'openStore').map((op) => `${op}.call`), 'openStore.call', 'walLogPath', 'version']
+const CALLS = [...ASYNC_OPS.filter((op) => op !== 'openStore').map((op) => `${op}.call`), 'openStore.call', 'walLogPath', 'storeKind', 'version']
 
 describe('a panic inside turnwal', () => {
   for (const op of [...ASYNC_OPS, ...CALLS]) {

@@ -32,7 +32,7 @@ for (const kind of KINDS) {
       for (let i = 0; i < events.length; i += 1000) await persistence.append(id, events.slice(i, i + 1000))
       await dispose()
 
-      const store = await native.openStore(path, { sqlite: kind === 'sqlite', durability: 'batch' })
+      const store = await native.openStore(path, { durability: 'batch' })
       const pieces = await store.loadStoredPieces(id)
       assert.ok(pieces.length >= 4, `${pieces.length} pieces: the head and at least three of records`)
       assert.ok(pieces.slice(1).every((p) => p.length < (1 << 20) + (6 << 20)), "each piece is bounded (one record may exceed 1 MiB alone)")
