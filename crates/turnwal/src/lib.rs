@@ -39,7 +39,7 @@
 //!   (the recovery model and the one recovery decision every backend
 //!   shares), [`view`], [`verify`];
 //! - [`storage`]: files, locks, memory maps and file names behind the
-//!   `Storage` trait (and the simulated disk, feature `testkit`);
+//!   `Storage` trait (the test kit's simulated disk implements it too);
 //!   [`quarantine`];
 //! - [`backend`]: the storage engines — [`backend::wal`] (the native WAL,
 //!   whose bytes docs/FORMAT.md specifies), [`backend::memory`] (the
@@ -47,14 +47,14 @@
 //!   and 14) and `backend::jsonl` (feature `jsonl`: upstream's JSONL roots);
 //! - [`store`]: the API a harness calls; [`location`]: the one place a
 //!   store's location (`--store`, `TURNWAL_STORE`) becomes a store;
-//! - the tools: `cli` and `bench` (feature `cli`, the `turnwal` binary),
-//!   `crashlab` (feature `testkit`: the crash lab the tests and fuzz
-//!   targets use), and what both generate workloads with, `rng` (one
-//!   seeded RNG) and `workload` (one turn/step/tool-call state machine).
+//! - [`rng`]: the one seeded generator the tools share. The tools live in
+//!   other crates of the workspace: the `turnwal` binary (`turnwal-cli`)
+//!   and the crash lab, simulated disk and workloads (`turnwal-testkit`).
 //!
-//! With `default-features = false` the crate is the engine alone: the WAL
-//! and memory backends (zstd for the WAL's sealed units), no clap, no
-//! SQLite, no PostgreSQL client.
+//! Default features: the WAL, the memory backend and upstream's SQLite and
+//! JSONL formats (`sqlite`, `jsonl`); `postgres` adds the PostgreSQL store.
+//! With `default-features = false` the crate is the WAL and memory backends
+//! alone (zstd for the WAL's sealed units).
 //!
 //! Each backend, opened directly:
 //!

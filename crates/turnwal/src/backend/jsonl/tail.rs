@@ -420,7 +420,7 @@ mod tests {
     /// settle it for every undamaged one.
     #[test]
     fn upstream_logs_summarize_alike() {
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/upstream");
         let mut settled = 0;
         for (compression, name) in [(Compression::None, "none"), (Compression::Zstd, "zstd")] {
             for side in ["before", "after"] {
