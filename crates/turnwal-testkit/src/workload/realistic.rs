@@ -95,7 +95,7 @@ const VOCABULARY: &[&str] = &[
     "so",
     "src/backend/wal/mod.rs",
     "src/store.rs",
-    "tests/recovery.rs",
+    "tests/store/recovery.rs",
     "Cargo.toml",
     "README.md",
     "./target/release/turnwal",

@@ -44,10 +44,10 @@
 //!   replaces it with its kept members, packed as a batch of them would be.
 //! - `sourceEventSeqs` is generated in its canonical spelling (`[1,2]`,
 //!   the only one SQLite keeps); parsing gives any other spelling that one
-//!   (`tests/differential.rs::source_event_seqs_spelling_is_the_same_in_every_backend`).
+//!   (`tests/store/differential.rs::source_event_seqs_spelling_is_the_same_in_every_backend`).
 //! - JSONL (docs/JSONL.md): a JSONL log cannot hold an event whose type is
 //!   a packed tag (`text-chunks`, …) — a JSONL store refuses the batch,
-//!   naming the seq (`tests/differential.rs::jsonl_refuses_an_event_named_like_a_packed_tag`)
+//!   naming the seq (`tests/store/differential.rs::jsonl_refuses_an_event_named_like_a_packed_tag`)
 //!   — so with a JSONL store the generator names those events
 //!   `plugin/<tag>`. A JSONL header always stores `delegationDepth` (0
 //!   when none was given; a live session shows it too:
@@ -73,7 +73,7 @@
 //!
 //! A divergence panics with every answer (for long ones, the lines that
 //! differ from the WAL's) and the recent operations, which is what the
-//! property test (`tests/differential.rs`) and the fuzz target
+//! property test (`tests/store/differential.rs`) and the fuzz target
 //! (`fuzz/fuzz_targets/differential.rs`, through [`fuzz_differential`])
 //! report.
 
@@ -958,7 +958,7 @@ fn open_stores(
                     // crash's damage to the last records, which a sealed
                     // unit (published complete, never torn by a crash)
                     // has no counterpart of in the other backends. Sealing
-                    // is checked by tests/wal_v2.rs and the crash lab.
+                    // is checked by tests/store/wal_v2.rs and the crash lab.
                     let backend = turnwal::backend::wal::WalBackend::open(&root.join("wal"))
                         .expect("the WAL store opens")
                         .sealing_by_itself(false);

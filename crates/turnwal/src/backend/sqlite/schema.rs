@@ -350,7 +350,7 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Opened> {
 /// `EXTRA` syncs the directory after the unlink. Under `FULL` a power loss
 /// soon after an acknowledged commit can bring the synced journal back, and
 /// the next open then rolls the commit back as a hot journal
-/// (tests/crashlab/sqlite.rs finds exactly that). `truncate` and `persist`
+/// (tests/faults/crashlab/sqlite.rs finds exactly that). `truncate` and `persist`
 /// sync the emptied journal under `FULL`, and `wal` never deletes it.
 pub(super) fn synchronous_pragma(options: &SqliteOptions) -> (&'static str, i64) {
     match (options.synchronous, options.journal_mode) {

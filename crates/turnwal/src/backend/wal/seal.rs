@@ -12,7 +12,7 @@
 //!   0 and watermark 0, seqs contiguous from the unit's, `count` events, the
 //!   last one a `turn/end` closing a turn at the unit's time.
 //! - [`sealed_copy`] changes no event: every event of the copy decodes to
-//!   the bytes the original decodes to (tests/wal_v2.rs checks it through
+//!   the bytes the original decodes to (tests/store/wal_v2.rs checks it through
 //!   every reader); only closed turns (before the commit point) are sealed,
 //!   the open tail is copied record for record.
 

@@ -29,7 +29,7 @@
 //! (upstream on POSIX refuses it), and a relative cwd (upstream's `readFrom`
 //! reads such a log; only `inspect` and `load` refuse it).
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

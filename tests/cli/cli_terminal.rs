@@ -4,7 +4,7 @@
 //! shown as visible escapes by every human-readable output, on every
 //! store; JSON output stays exact JSON.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

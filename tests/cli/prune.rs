@@ -12,7 +12,7 @@
 //!   byte for byte, over many rounds.
 //! - A duration longer than the time since the epoch removes nothing.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

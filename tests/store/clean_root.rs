@@ -8,7 +8,7 @@
 //! Every test uses temporary directories for the root and the state
 //! directory; the real home is never touched.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

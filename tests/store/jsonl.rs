@@ -7,7 +7,7 @@
 //! whole files and the repair's crash states (every state a crash can
 //! leave recovers to the same bytes).
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

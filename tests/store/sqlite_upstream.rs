@@ -62,7 +62,7 @@
 
 #![allow(clippy::too_many_arguments)]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::{Arc, mpsc};
@@ -949,7 +949,7 @@ CREATE TABLE events (
     /// Opens a database the way upstream's store does, creating schema 17
     /// in one transaction when the file is pristine.
     pub fn open(path: &Path, store_id: &str) -> Connection {
-        let conn = crate::open_0600(path).unwrap();
+        let conn = crate::sqlite_upstream::open_0600(path).unwrap();
         conn.pragma_update(None, "trusted_schema", "OFF").unwrap();
         conn.pragma_update(None, "mmap_size", 0).unwrap();
         conn.pragma_update(None, "foreign_keys", "ON").unwrap();

@@ -2,7 +2,7 @@
 //! The outputs and exit statuses are a contract scripts rely on, so these
 //! tests compare them exactly.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

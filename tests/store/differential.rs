@@ -45,7 +45,7 @@
 //! `TURNWAL_DIFF_CASES=N` runs N random cases instead of 16 (the seeds are
 //! random per run; proptest prints a failing case's ops and seed).
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use support::pg;

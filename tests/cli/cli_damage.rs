@@ -4,7 +4,7 @@
 //! `verify`; the intact events of a corrupt session come out with
 //! `--salvage`; and what a repair cuts is kept in a quarantine file.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! own file I/O, so these tests use what is real: a child process (this
 //! test binary, re-executed to run only [`child_process`]) runs a workload
 //! through `Store::open_sqlite` with `synchronous=FULL`, under a shim VFS
-//! ([`crate::sqlite_vfs`]) that counts every create, write, truncate, sync
+//! ([`crate::crashlab::sqlite_vfs`]) that counts every create, write, truncate, sync
 //! and delete SQLite makes on the database, its `-wal` and its `-journal`,
 //! and at a chosen one either
 //!
@@ -55,8 +55,8 @@ use turnwal::{Error, Event, SessionHeader, Store, StoreOptions, interrupted_turn
 use turnwal_testkit::crashlab::oracle::{self, Model};
 use turnwal_testkit::crashlab::workload::Generator;
 
-use crate::scale;
-use crate::sqlite_vfs::{self as vfs, CrashMode, OpKind, Role};
+use crate::crashlab::scale;
+use crate::crashlab::sqlite_vfs::{self as vfs, CrashMode, OpKind, Role};
 
 /// The environment variable that makes this test binary a child.
 const CHILD_ENV: &str = "TURNWAL_CRASHLAB_SQLITE_CHILD";

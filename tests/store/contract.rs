@@ -50,7 +50,7 @@
 //!   15-19, 23-30, 39 (hot reload and adoption of a live in-process
 //!   `Session`: this API has no live session object to adopt).
 
-mod support;
+use crate::support;
 
 use support::pg;
 

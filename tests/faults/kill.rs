@@ -57,8 +57,7 @@ use turnwal::backend::wal::{LOCK_EXTENSION, WalBackend, encode_file_name};
 use turnwal::rng::Rng;
 use turnwal::{Event, LogState, SessionHeader, Store, StoreOptions, interrupted_turn_closers};
 
-#[path = "support/fd_locks.rs"]
-mod fd_locks;
+use crate::support::fd_locks;
 #[path = "kill/sqlite_files.rs"]
 mod sqlite_files;
 

@@ -7,7 +7,7 @@
 //! one bad session — and every entry point agrees (`verify`, `recover`,
 //! `recover --dry-run`, `recover --salvage`, `append`).
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

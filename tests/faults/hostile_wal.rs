@@ -5,7 +5,7 @@
 //! builds the attack with real files and asserts the exact answer, and that
 //! nothing outside the store was written.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

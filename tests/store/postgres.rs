@@ -3,7 +3,7 @@
 //! directory, listening only on a Unix socket there, as a non-root user,
 //! and stops it when done.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 

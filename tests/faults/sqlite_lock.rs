@@ -7,7 +7,7 @@
 //! What is held is read from the kernel, through each process's descriptors
 //! (`support::fd_locks`): OFD locks and SQLite's traditional POSIX locks.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};

@@ -3,7 +3,7 @@
 //! (an unprivileged user and mount namespace) bind-mounts the store's
 //! directory read-only for the commands it runs, so it holds for root too.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

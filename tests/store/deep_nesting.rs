@@ -3,8 +3,6 @@
 //! by the size limit, not by a parser's stack — and read back byte for
 //! byte on every store, through every read, under every policy.
 
-mod support;
-
 use turnwal::contract::Policy;
 use turnwal::{Event, SessionHeader, Store, StoreOptions};
 

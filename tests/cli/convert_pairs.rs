@@ -6,7 +6,7 @@
 //! the ids, the headers (lineage included) and every event's bytes of the
 //! source's inspect view (committed log plus closers).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

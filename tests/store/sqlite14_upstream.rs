@@ -12,7 +12,7 @@
 //! not seen), and its `readFrom` takes any cwd (only `inspect` and `load`
 //! refuse a relative one).
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! `.sqlite` or `.db` file): the same outputs and exit statuses as on a
 //! native WAL store, and the SQLite options.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};

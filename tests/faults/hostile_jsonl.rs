@@ -1,7 +1,7 @@
 //! Hostile file systems under an upstream JSONL root: writes never leave the
 //! root through a symbolic link.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::symlink;

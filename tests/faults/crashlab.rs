@@ -24,7 +24,7 @@
 //! enumeration and the fault matrix, and 300 × N random op sequences:
 //!
 //! ```text
-//! TURNWAL_CRASHLAB_SCALE=20 cargo test --release --test crashlab -- --nocapture
+//! TURNWAL_CRASHLAB_SCALE=20 cargo test --release --test faults crashlab:: -- --nocapture
 //! ```
 
 #[path = "crashlab/jsonl.rs"]

@@ -5,7 +5,7 @@
 //! PostgreSQL, where the lock is a lease, a dead or paused holder's
 //! session is taken over once its lease runs out, and only then.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -2,7 +2,7 @@
 //! is copied (byte for byte), what is said about each session, what is
 //! refused, and the exit statuses.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io::Write;

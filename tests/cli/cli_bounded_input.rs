@@ -6,7 +6,7 @@
 //! Peak memory is the child's own (`wait4`), whatever else the test binary
 //! runs meanwhile.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! Bytes at rest of the compact format (WAL format version 2, issue 16) on
 //! sessions the real upstream harness wrote: the `after/` roots of
 //! tests/fixtures/upstream (upstream's own load repaired them, so every turn
-//! is closed), raw and zstd, fixed and random (see tests/jsonl_upstream.rs
+//! is closed), raw and zstd, fixed and random (see tests/store/jsonl_upstream.rs
 //! for how they were written).
 //!
 //! Each root's sessions (those its reader accepts: a few random zstd ones
@@ -24,7 +24,7 @@
 //!   here even for these tiny sessions (docs/PERFORMANCE.md, "Bytes at
 //!   rest (format version 2)").
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
