@@ -954,7 +954,7 @@ impl Checkpointer {
             Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "checkpointer_process",
+                    "kill::checkpointer_process",
                     "--nocapture",
                     "--test-threads=1",
                     "-q",

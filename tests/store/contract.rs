@@ -1192,7 +1192,7 @@ fn read_from_edges<F: Fixture>() {
                 Err(e @ Error::InvalidArgument(_)) => assert_eq!(
                     e.to_string(),
                     format!(
-                        "invalid argument: fromSeq must be a non-negative safe integer, got {bad}"
+                        "invalid argument: from_seq must be a non-negative safe integer (at most 2^53 - 1), got {bad}"
                     )
                 ),
                 other => panic!("expected InvalidArgument, got {other:?}"),

@@ -17,6 +17,7 @@ mod jsonl_upstream;
 mod legacy_logs;
 mod live_sessions;
 mod open_files;
+mod poison;
 mod postgres;
 mod recovery;
 mod salvage_upstream;

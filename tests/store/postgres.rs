@@ -643,7 +643,7 @@ fn spawn_host(url: &str, host: &str, batches: u32) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "writer_host",
+            "postgres::writer_host",
             "--nocapture",
             "--test-threads",
             "1",

@@ -414,7 +414,7 @@ impl Store {
     /// ```
     pub fn hold(&self, id: &str) -> Result<()> {
         let slot = self.slot(id);
-        let guard = Store::lock(&slot);
+        let guard = Store::lock(&slot, id)?;
         match &*guard {
             Slot::Live(_) => return Ok(()),
             Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
@@ -478,8 +478,47 @@ impl Store {
             .clone()
     }
 
-    fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
-        slot.lock().unwrap_or_else(|e| e.into_inner())
+    /// Session `id`'s slot, locked. A slot poisoned by a panic while it was
+    /// held is refused once, as `Poisoned`: its writer's state is unknown,
+    /// so the writer is let go (what it acknowledged is on disk) and the
+    /// next operation opens the session from disk again, as after a crash.
+    fn lock<'a>(slot: &'a Mutex<Slot>, id: &str) -> Result<MutexGuard<'a, Slot>> {
+        match slot.lock() {
+            Ok(guard) => Ok(guard),
+            Err(poisoned) => {
+                drop(Store::unpoison(slot, poisoned));
+                Err(Error::Poisoned {
+                    id: id.to_owned(),
+                    cause: "an earlier operation on this session panicked while it held the \
+                            session; its writer was let go, and the next operation opens the \
+                            session from disk"
+                        .to_owned(),
+                })
+            }
+        }
+    }
+
+    /// [`Store::lock`] that recovers a poisoned slot without refusing: its
+    /// live writer is let go (the slot becomes cold) and the poison cleared.
+    fn lock_recovering(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+        match slot.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => Store::unpoison(slot, poisoned),
+        }
+    }
+
+    /// A poisoned slot's guard, its live writer let go and the poison
+    /// cleared (still held: the caller releases it).
+    fn unpoison<'a>(
+        slot: &'a Mutex<Slot>,
+        poisoned: std::sync::PoisonError<MutexGuard<'a, Slot>>,
+    ) -> MutexGuard<'a, Slot> {
+        let mut guard = poisoned.into_inner();
+        if matches!(*guard, Slot::Live(_)) {
+            *guard = Slot::Cold;
+        }
+        slot.clear_poison();
+        guard
     }
 
     /// Registers a new session. Nothing reaches disk until the first append
@@ -504,7 +543,7 @@ impl Store {
         }
         let header = self.backend.admit_header(header)?;
         let slot = self.slot(&header.id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, &header.id)?;
         match &*guard {
             Slot::Pending { .. } => {
                 return Err(Error::AlreadyExists {
@@ -559,7 +598,7 @@ impl Store {
 
     fn append_here(&self, id: &str, events: &[Event]) -> Result<Receipt> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         if events.is_empty() {
             return match &*guard {
                 Slot::Live(live) => Ok(live.receipt()),
@@ -611,7 +650,7 @@ impl Store {
     /// append to learn the seq to start at, without reading the log.
     pub fn resume(&self, id: &str) -> Result<Receipt> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         if matches!(&*guard, Slot::Pending { .. }) {
             return Ok(Receipt {
                 next_seq: 0,
@@ -626,7 +665,7 @@ impl Store {
     /// its next append would), so what it reports durable was fsynced here.
     pub fn flush(&self, id: &str) -> Result<u64> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         if let Slot::Pending { .. } = &*guard {
             return Ok(0);
         }
@@ -650,7 +689,7 @@ impl Store {
     /// repair.
     pub fn compact(&self, id: &str) -> Result<Option<crate::backend::Compaction>> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         match &mut *guard {
             Slot::Pending { .. } => Ok(None),
             Slot::Live(live) => live.writer.compact(),
@@ -685,7 +724,7 @@ impl Store {
             .collect();
         let mut first = Ok(());
         for slot in slots {
-            let mut guard = Store::lock(&slot);
+            let mut guard = Store::lock_recovering(&slot);
             if let Slot::Live(live) = &mut *guard {
                 let closed = live.writer.close();
                 *guard = Slot::Cold;
@@ -704,7 +743,7 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         if let Slot::Live(live) = &mut *guard {
             live.writer.close()?;
             *guard = Slot::Cold;
@@ -733,7 +772,7 @@ impl Store {
     /// ```
     pub fn inspect(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         match &mut *guard {
             Slot::Live(live) => {
                 // What a cold read gives: a live Permissive session's
@@ -831,7 +870,7 @@ impl Store {
     /// costs an index of offsets.
     pub fn view(&self, id: &str) -> Result<crate::view::LogView> {
         let slot = self.slot(id);
-        let guard = Store::lock(&slot);
+        let guard = Store::lock(&slot, id)?;
         let live_open = match &*guard {
             Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(live) => live.tracker.in_turn(),
@@ -857,7 +896,7 @@ impl Store {
     /// upstream's migrations; not a store that normalizes reads or
     /// requires known types).
     fn read_as_stored(&self, id: &str) -> Result<bool> {
-        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        let cold = matches!(&*Store::lock(&self.slot(id), id)?, Slot::Cold);
         Ok(cold
             && !self.backend.normalizes_reads()
             && !self.options.require_known_types
@@ -889,7 +928,7 @@ impl Store {
     /// assert_eq!(read, store.inspect("s").unwrap().events);
     /// ```
     pub fn read(&self, id: &str) -> Result<crate::view::LogReader> {
-        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        let cold = matches!(&*Store::lock(&self.slot(id), id)?, Slot::Cold);
         if cold {
             let mut reader = self
                 .backend
@@ -1072,7 +1111,7 @@ impl Store {
     /// ```
     pub fn load(&self, id: &str) -> Result<SessionView> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         let (live, scan) = self.live(id, &mut guard, Reading::Full)?;
         if live.tracker.in_turn() {
             return Err(Error::OpenTurn {
@@ -1122,11 +1161,11 @@ impl Store {
     pub fn read_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
         if from_seq > MAX_SAFE_INTEGER {
             return Err(Error::InvalidArgument(format!(
-                "fromSeq must be a non-negative safe integer, got {from_seq}"
+                "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
             )));
         }
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         match &mut *guard {
             Slot::Pending { .. } => Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(live) => {
@@ -1183,7 +1222,7 @@ impl Store {
                 .saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
             events.into_iter().skip(skip).collect::<Vec<_>>()
         };
-        let cold = matches!(&*Store::lock(&self.slot(id)), Slot::Cold);
+        let cold = matches!(&*Store::lock(&self.slot(id), id)?, Slot::Cold);
         if cold && let Some(end) = self.backend.end_hint(id)? {
             // A hint: a log whose tail a full read judges otherwise (debris,
             // a cut) can serve fewer events from there, and is read whole.
@@ -1211,7 +1250,7 @@ impl Store {
     /// assert_eq!(store.read_first("s", 1).unwrap()[0].event_type(), "turn/start");
     /// ```
     pub fn read_first(&self, id: &str, n: usize) -> Result<Vec<Event>> {
-        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id), id)? {
             return Err(Error::NotFound { id: id.to_owned() });
         }
         self.backend
@@ -1242,7 +1281,7 @@ impl Store {
     /// ```
     pub fn header(&self, id: &str) -> Result<SessionHeader> {
         let slot = self.slot(id);
-        match &*Store::lock(&slot) {
+        match &*Store::lock(&slot, id)? {
             Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
             Slot::Live(live) => return Ok(live.header.clone()),
             Slot::Cold => {}
@@ -1259,10 +1298,10 @@ impl Store {
     pub fn read_raw(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
         if from_seq > MAX_SAFE_INTEGER {
             return Err(Error::InvalidArgument(format!(
-                "fromSeq must be a non-negative safe integer, got {from_seq}"
+                "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
             )));
         }
-        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id), id)? {
             return Err(Error::NotFound { id: id.to_owned() });
         }
         self.backend
@@ -1369,7 +1408,7 @@ impl Store {
                 "fork child id must be non-empty".into(),
             ));
         }
-        let taken = match &*Store::lock(&self.slot(child)) {
+        let taken = match &*Store::lock(&self.slot(child), child)? {
             Slot::Pending { .. } => Some(false),
             Slot::Live(_) => Some(true),
             Slot::Cold => self.backend.exists(child)?.then_some(true),
@@ -1425,7 +1464,7 @@ impl Store {
     /// is simply forgotten.
     pub fn delete(&self, id: &str) -> Result<()> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         match std::mem::replace(&mut *guard, Slot::Cold) {
             Slot::Pending { .. } => Ok(()),
             Slot::Live(live) => live.writer.delete(),
@@ -1469,7 +1508,7 @@ impl Store {
         let slot = self.slot(id);
         // Held throughout: no writer of this store opens the session while
         // the backend decides.
-        let guard = Store::lock(&slot);
+        let guard = Store::lock(&slot, id)?;
         match &*guard {
             Slot::Cold => {
                 // A writer held here and not used yet is let go: the
@@ -1532,7 +1571,7 @@ impl Store {
 
     fn recover_with(&self, id: &str, dry_run: bool, reading: Reading) -> Result<RecoveryReport> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         let report =
             |scan: Scan, quarantine: Option<std::path::PathBuf>, committed: bool| RecoveryReport {
                 state: scan.state(),
@@ -1601,7 +1640,7 @@ impl Store {
     /// returned too; a log that loads gives its kept events and its cut (a
     /// torn tail) as the one gap.
     pub fn salvage(&self, id: &str) -> Result<crate::scan::Salvage> {
-        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id)) {
+        if let Slot::Pending { .. } = &*Store::lock(&self.slot(id), id)? {
             return Err(Error::NotFound { id: id.to_owned() });
         }
         self.backend
@@ -1659,7 +1698,7 @@ impl Store {
 
     fn adopt_here(&self, id: &str) -> Result<Receipt> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         match &*guard {
             Slot::Pending { .. } => {
                 return Ok(Receipt {
@@ -1737,7 +1776,7 @@ impl Store {
         closers: &[Event],
     ) -> Result<Receipt> {
         let slot = self.slot(id);
-        let mut guard = Store::lock(&slot);
+        let mut guard = Store::lock(&slot, id)?;
         let (header, mut writer) = match std::mem::replace(&mut *guard, Slot::Cold) {
             Slot::Pending { header, policy } => {
                 *guard = Slot::Pending { header, policy };

@@ -629,7 +629,7 @@ fn run_child_after(
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sqlite::child_process",
+            "crashlab::sqlite::child_process",
             "--nocapture",
             "--test-threads=1",
             "-q",
