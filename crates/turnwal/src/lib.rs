@@ -97,6 +97,7 @@ pub mod quarantine;
 pub mod rng;
 pub mod scan;
 pub mod storage;
+pub mod text;
 pub mod upstream;
 /// JavaScript strings in Rust (moved to [`upstream::jsstr`]).
 pub use upstream::jsstr;

@@ -126,8 +126,8 @@ impl fmt::Display for Rule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "turn contract violation at seq {seq} ({}): rule {rule}: {}",
-    crate::error::excerpt(event_type),
-    crate::error::excerpt_within(detail, crate::error::REASON_CHARS)
+    crate::text::excerpt(event_type),
+    crate::text::excerpt_within(detail, crate::text::REASON_CHARS)
 )]
 pub struct Violation {
     /// The offending event's seq.

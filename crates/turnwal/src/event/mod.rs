@@ -739,11 +739,11 @@ impl fmt::Display for EventError {
         }
         if let Some(t) = &self.event_type {
             // A type is whatever the producer wrote: quoted bounded.
-            place.push(format!("type {:?}", crate::error::excerpt(t)));
+            place.push(format!("type {:?}", crate::text::excerpt(t)));
         }
         // A reason may quote the value (a parser's message names an
         // unknown key whole): bounded.
-        let reason = crate::error::excerpt_within(&self.reason, crate::error::REASON_CHARS);
+        let reason = crate::text::excerpt_within(&self.reason, crate::text::REASON_CHARS);
         if place.is_empty() {
             write!(f, "invalid event: {reason}")
         } else {
