@@ -221,15 +221,38 @@ fn refusals_quote_a_bounded_excerpt_of_the_value() {
             r#"{{"type":"turn/start","seq":0,"time":1,"data":{{"turn":1}},"ignorable":"{big}"}}"#
         ),
     ];
-    for line in &bad_lines {
-        let error = Event::from_json(line.as_bytes()).unwrap_err().to_string();
+    // Bounded, and where the value is quoted, cut where it shows (`…`;
+    // the one refusal that quotes nothing is a JSON parse error).
+    let excerpted = |error: &str, what: &str| {
         assert!(
             error.len() < 2_000,
-            "{} bytes: {}",
+            "{what}: {} bytes: {}",
             error.len(),
             &error[..300]
         );
-    }
+        let quotes = error.contains(&"x".repeat(50));
+        if quotes {
+            assert!(
+                error.contains("x…"),
+                "{what}: quoted without showing the cut: {}",
+                &error[..300.min(error.len())]
+            );
+        }
+        quotes
+    };
+    let quoting = bad_lines
+        .iter()
+        .enumerate()
+        .filter(|(i, line)| {
+            let error = Event::from_json(line.as_bytes()).unwrap_err().to_string();
+            excerpted(&error, &format!("envelope #{i}"))
+        })
+        .count();
+    assert_eq!(
+        quoting,
+        bad_lines.len() - 1,
+        "every refusal but the parse error quotes"
+    );
     let dir = tempfile::tempdir().unwrap();
     for (kind, store) in stores(dir.path()) {
         let refused_events = [
@@ -266,11 +289,12 @@ fn refusals_quote_a_bounded_excerpt_of_the_value() {
                 Err(e) => e.to_string(),
                 Ok(r) => panic!("{kind} #{i}: accepted {r:?}"),
             };
-            assert!(
-                error.len() < 2_000,
-                "{kind} #{i}: {} bytes: {}",
-                error.len(),
-                &error[..300]
+            // The unmatched tool result quotes its call id; the others
+            // name a rule or a seq only.
+            assert_eq!(
+                excerpted(&error, &format!("{kind} #{i}")),
+                i == 2,
+                "{kind} #{i}: {error:.300}"
             );
         }
     }

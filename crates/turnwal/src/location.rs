@@ -17,6 +17,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+#[cfg(any(feature = "sqlite", feature = "jsonl"))]
 use std::sync::Arc;
 
 #[cfg(feature = "jsonl")]
@@ -200,19 +201,13 @@ impl Location {
     pub fn open(&self, how: &Opening) -> Result<Store> {
         let options = how.store;
         match self {
-            Location::Wal(dir) => {
-                let backend = crate::backend::wal::WalBackend::open(dir)?;
-                Ok(Store::with_backend(Arc::new(backend), options))
-            }
+            Location::Wal(dir) => Store::open_with_options(dir, options),
             #[cfg(feature = "sqlite")]
             Location::Sqlite(file) if how.missing == IfMissing::Empty && !file.exists() => {
                 Ok(Store::with_backend(Arc::new(MemoryBackend::new()), options))
             }
             #[cfg(feature = "sqlite")]
-            Location::Sqlite(file) => {
-                let backend = crate::backend::sqlite::open_any(file, how.sqlite.clone())?;
-                Ok(Store::with_backend(backend, options))
-            }
+            Location::Sqlite(file) => Store::open_sqlite(file, how.sqlite.clone(), options),
             #[cfg(feature = "jsonl")]
             Location::Jsonl(root, compression) => {
                 let backend = match compression {
@@ -233,7 +228,7 @@ impl Location {
                     Some(pg) => *pg,
                     None => crate::backend::postgres::PgOptions::from_env()?,
                 };
-                Ok(Store::open_postgres_with(url, options, pg)?)
+                Store::open_postgres_with(url, options, pg)
             }
         }
     }

@@ -29,3 +29,18 @@ pub fn excerpt_within(text: &str, chars: usize) -> String {
 /// The longest reason a message repeats: room for a rule, a position and
 /// excerpts, never a whole value.
 pub(crate) const REASON_CHARS: usize = 1_000;
+
+/// At most the first 80 bytes of `text` (cut at a character boundary),
+/// with `…` when it was longer: a value quoted inside a sentence (`got
+/// "…"`), where [`excerpt`]'s length would crowd the rule it names.
+pub(crate) fn abbreviate(text: &str) -> std::borrow::Cow<'_, str> {
+    const LIMIT: usize = 80;
+    if text.len() <= LIMIT {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+}

@@ -9,6 +9,7 @@
 mod borrowed;
 mod incoming;
 
+pub(crate) use crate::text::abbreviate;
 use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -671,18 +672,6 @@ fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-pub(crate) fn abbreviate(text: &str) -> Cow<'_, str> {
-    const LIMIT: usize = 80;
-    if text.len() <= LIMIT {
-        return Cow::Borrowed(text);
-    }
-    let mut end = LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Cow::Owned(format!("{}…", &text[..end]))
 }
 
 /// A malformed event, with where it was found.
