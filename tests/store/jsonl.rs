@@ -827,14 +827,9 @@ fn torn_noise_frame_recovers_nothing() {
     let root = Root::new(Compression::Zstd);
     let path = root.write(&header("n", None), &[&one_turn()]);
     let committed = fs::read(&path).unwrap();
-    let mut x: u32 = 0x1234_5678;
+    let mut rng = turnwal::rng::Rng::new(0x1234_5678);
     let noise: String = (0..300_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            char::from(b'!' + (x % 90) as u8)
-        })
+        .map(|_| char::from(b'!' + rng.below(90) as u8))
         .collect::<String>()
         .replace(['"', '\\'], "x");
     let frame = compress_frame(format!("{{\"noise\":\"{noise}\"}}\n").as_bytes());

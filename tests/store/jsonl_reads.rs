@@ -101,14 +101,9 @@ fn with_big_result(mut turn: Vec<Event>) -> Vec<Event> {
         .iter()
         .position(|e| e.event_type() == "tool/result")
         .expect("a realistic turn calls a tool");
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = turnwal::rng::Rng::from_state(0x2545_f491_4f6c_dd1d);
     let text: String = (0..2_000_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            char::from(b'a' + (x % 26) as u8)
-        })
+        .map(|_| char::from(b'a' + rng.below(26) as u8))
         .collect();
     let mut envelope: serde_json::Value = serde_json::from_str(&turn[i].to_json()).unwrap();
     let block = &mut envelope["data"]["message"]["content"][0];

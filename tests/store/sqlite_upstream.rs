@@ -1137,13 +1137,8 @@ fn rows_of(conn: &rusqlite::Connection, id: &str) -> Vec<Row> {
 /// (printable ASCII, and the lead and continuation bytes of 2-, 3- and
 /// 4-byte sequences), so zstd finds nothing to gain. Deterministic.
 fn incompressible_json(len: usize) -> String {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = turnwal::rng::Rng::from_state(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.next_u64();
     let mut out = String::from("\"");
     while out.len() < len - 1 {
         let r = next();

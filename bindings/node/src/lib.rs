@@ -59,7 +59,7 @@ fn code_of(error: &Error) -> &'static str {
         Error::Superseded { .. } => "SUPERSEDED",
         Error::OpenTurn { .. } => "OPEN_TURN",
         Error::InvalidArgument(_) => "INVALID_ARGUMENT",
-        Error::Poisoned { .. } => "POISONED",
+        Error::Poisoned { .. } | Error::StorePoisoned { .. } => "POISONED",
         Error::Io { .. } => "IO",
         _ => "ERROR",
     }

@@ -140,6 +140,19 @@ pub enum Error {
         /// The failure that poisoned it.
         cause: String,
     },
+    /// A thread panicked while it held a store-wide resource (its one
+    /// SQLite connection); this call is refused, and the next one goes on
+    /// from what is stored (`sync` module docs).
+    #[error(
+        "{location}: a thread panicked while it held the store's {what}; this call is refused, \
+         the next one goes on from what is stored"
+    )]
+    StorePoisoned {
+        /// The store (its path or location string).
+        location: String,
+        /// What was held.
+        what: &'static str,
+    },
     /// An I/O failure, with the operation and the path.
     #[error("{op} {}: {source}", .path.display())]
     Io {

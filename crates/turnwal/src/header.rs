@@ -48,6 +48,34 @@ pub struct SessionHeader {
 #[error("{0}")]
 pub struct HeaderError(pub String);
 
+/// A header written in another session format version: the refusal a
+/// reader gives, worded as the upstream harness words it (which side to
+/// upgrade).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", version_refusal_text(&self.id, &self.version.to_string(), self.version > SESSION_FORMAT_VERSION))]
+pub struct ForeignVersion {
+    /// The session id, as the header spells it.
+    pub id: String,
+    /// The version the header states.
+    pub version: i64,
+}
+
+/// Why a stored header is not read: another format version (the log is
+/// not ours to read), or an invalid header (the log is damaged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoredHeaderError {
+    /// Another format version.
+    Foreign(ForeignVersion),
+    /// Invalid.
+    Invalid(HeaderError),
+}
+
+impl From<HeaderError> for StoredHeaderError {
+    fn from(e: HeaderError) -> StoredHeaderError {
+        StoredHeaderError::Invalid(e)
+    }
+}
+
 impl SessionHeader {
     /// A header with the required fields; the optional ones are unset.
     pub fn new(id: impl Into<String>, created_at: u64) -> SessionHeader {
@@ -142,7 +170,7 @@ impl SessionHeader {
 
     /// The refusal a reader gives for a header written by another format
     /// version, worded as the upstream harness words it: which side to upgrade.
-    pub fn check_version(&self) -> Result<(), String> {
+    pub fn check_version(&self) -> Result<(), ForeignVersion> {
         version_refusal(&self.id, self.version)
     }
 
@@ -179,6 +207,15 @@ impl SessionHeader {
     /// Parses and validates a header. A foreign `version` is refused before
     /// the shape is checked, so the message says which side to upgrade.
     pub fn from_json(text: &str) -> Result<SessionHeader, HeaderError> {
+        SessionHeader::from_stored_json(text).map_err(|e| match e {
+            StoredHeaderError::Foreign(v) => HeaderError(v.to_string()),
+            StoredHeaderError::Invalid(e) => e,
+        })
+    }
+
+    /// [`SessionHeader::from_json`], telling a header of another format
+    /// version (refused before its fields are read) from an invalid one.
+    pub(crate) fn from_stored_json(text: &str) -> Result<SessionHeader, StoredHeaderError> {
         SessionHeader::parse(text, false)
     }
 
@@ -186,10 +223,13 @@ impl SessionHeader {
     /// otherwise as [`SessionHeader::from_json`] checks them): what a
     /// [`crate::contract::Policy::Permissive`] session is created with.
     pub fn from_json_any_version(text: &str) -> Result<SessionHeader, HeaderError> {
-        SessionHeader::parse(text, true)
+        SessionHeader::parse(text, true).map_err(|e| match e {
+            StoredHeaderError::Invalid(e) => e,
+            StoredHeaderError::Foreign(_) => unreachable!("any version is read"),
+        })
     }
 
-    fn parse(text: &str, any_version: bool) -> Result<SessionHeader, HeaderError> {
+    fn parse(text: &str, any_version: bool) -> Result<SessionHeader, StoredHeaderError> {
         let value: &RawValue = serde_json::from_str(text)
             .map_err(|e| HeaderError(format!("session header is not valid JSON: {e}")))?;
         let map: Fields = serde_json::from_str(value.get())
@@ -203,19 +243,19 @@ impl SessionHeader {
         let version = match map.get("version").map(|raw| raw.get().parse::<i64>()) {
             Some(Ok(version)) => version,
             _ => {
-                return Err(HeaderError(
-                    "session metadata version must be an integer".into(),
-                ));
+                return Err(
+                    HeaderError("session metadata version must be an integer".into()).into(),
+                );
             }
         };
         if !any_version {
-            version_refusal(&id_text, version).map_err(HeaderError)?;
+            version_refusal(&id_text, version).map_err(StoredHeaderError::Foreign)?;
         }
         for key in map.keys() {
             if !HEADER_KEYS.contains(&key.as_str()) {
-                return Err(HeaderError(format!(
-                    "session header has unknown field {key:?}"
-                )));
+                return Err(
+                    HeaderError(format!("session header has unknown field {key:?}")).into(),
+                );
             }
         }
         let header = SessionHeader {
@@ -256,15 +296,14 @@ const HEADER_KEYS: &[&str] = &[
     "agentPreset",
 ];
 
-fn version_refusal(id: &str, version: i64) -> Result<(), String> {
+fn version_refusal(id: &str, version: i64) -> Result<(), ForeignVersion> {
     if version == SESSION_FORMAT_VERSION {
         return Ok(());
     }
-    Err(version_refusal_text(
-        id,
-        &version.to_string(),
-        version > SESSION_FORMAT_VERSION,
-    ))
+    Err(ForeignVersion {
+        id: id.to_owned(),
+        version,
+    })
 }
 
 /// The upstream refusal of a session written in format `v{version}`:

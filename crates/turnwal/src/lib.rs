@@ -97,6 +97,7 @@ pub mod quarantine;
 pub mod rng;
 pub mod scan;
 pub mod storage;
+mod sync;
 pub mod text;
 pub mod upstream;
 /// JavaScript strings in Rust (moved to [`upstream::jsstr`]).
@@ -109,7 +110,7 @@ pub use backend::{Deletion, SyncMode};
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
 pub use error::{Corruption, Error, Result, Unit};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
-pub use header::{HeaderError, SessionHeader};
+pub use header::{ForeignVersion, HeaderError, SessionHeader};
 pub use scan::{Cut, CutReason, Gap, LogState, Salvage, Scan, SessionSummary};
 pub use store::{Receipt, RecoveryReport, RepairBasis, SessionView, Store, StoreOptions, now_ms};
 pub use verify::VerifyReport;

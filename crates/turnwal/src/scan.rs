@@ -244,6 +244,62 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The outcome of a log whose cut the backend settled while parsing
+    /// (a JSONL parse decides as it reads: a `Damaged` cut only under
+    /// salvage, where it had proof), or that has none: the kept events add
+    /// whether a turn is left to close.
+    pub(crate) fn of_cut(cut: Option<&Cut>, open_turn: bool) -> Outcome {
+        let damaged = cut.is_some_and(|c| c.reason == CutReason::Damaged);
+        decide(
+            &Evidence {
+                invalid: cut.map(|c| c.reason),
+                proof: damaged.then_some(Proof::LaterCommit),
+                open_turn,
+                ..Evidence::default()
+            },
+            if damaged {
+                OnDamage::Salvage
+            } else {
+                OnDamage::Refuse
+            },
+        )
+    }
+}
+
+/// The cuts a backend found past its valid records, each in the backend's
+/// units and carrying what the backend needs to make it (`C`: a [`Cut`],
+/// or a cut with its row plan). Backends report these; [`Findings::chosen`]
+/// turns [`decide`]'s outcome into the one cut made.
+#[derive(Debug)]
+pub(crate) struct Findings<C> {
+    /// Torn, zero or garbage bytes (rows) after the valid ones.
+    pub torn: Option<C>,
+    /// Valid records after the commit point that break the contract.
+    pub debris: Option<C>,
+    /// An interrupted repair's closers.
+    pub interrupted: Option<C>,
+}
+
+impl<C> Findings<C> {
+    /// The cut `outcome` makes: none for a clean log or an open turn, else
+    /// the torn bytes, the debris or the interrupted repair's closers. The
+    /// damage outcomes give `None`: a refusal names positions only the
+    /// backend knows, and a salvage cuts from the first of the cuts found
+    /// or the damage, whichever comes first, in the backend's units.
+    pub(crate) fn chosen(self, outcome: Outcome) -> Option<C> {
+        match outcome {
+            Outcome::CutTorn => self.torn,
+            Outcome::CutDebris => self.debris,
+            Outcome::RedoInterruptedRepair => self.interrupted,
+            Outcome::Clean
+            | Outcome::CloseOpenTurn
+            | Outcome::RefuseCorrupt(_)
+            | Outcome::CutDamaged(_) => None,
+        }
+    }
+}
+
 /// The recovery decision. Proof of acknowledgement outranks everything:
 /// such data is never cut automatically, only by an explicit salvage.
 /// Otherwise debris is cut (with whatever follows it), then an interrupted

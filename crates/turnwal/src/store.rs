@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::sync::Table;
+
 use crate::backend::memory::MemoryBackend;
 use crate::backend::wal::WalBackend;
 use crate::backend::{Backend, LogWriter, SyncMode};
@@ -134,17 +136,17 @@ impl RepairBasis {
 pub struct Store {
     backend: Arc<dyn Backend>,
     options: StoreOptions,
-    slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    slots: Table<HashMap<String, Arc<Mutex<Slot>>>>,
     /// Sessions whose next open here takes them even from a live writer
     /// ([`Store::steal_lease`]).
-    steal: Mutex<std::collections::HashSet<String>>,
+    steal: Table<std::collections::HashSet<String>>,
     /// Writers taken by [`Store::hold`] and not used yet: the session's
     /// next open here is this writer.
-    held: Mutex<HashMap<String, Box<dyn LogWriter>>>,
+    held: Table<HashMap<String, Box<dyn LogWriter>>>,
     /// The sessions this store has written, by when it last did
     /// ([`Store::touch`]): past [`IDLE_WRITERS`], the least recently
     /// written idle ones are let go.
-    recent: Mutex<(u64, HashMap<String, u64>)>,
+    recent: Table<(u64, HashMap<String, u64>)>,
 }
 
 /// How many sessions a store keeps open for writing once their turns are
@@ -261,10 +263,10 @@ impl Store {
         Store {
             backend,
             options,
-            slots: Mutex::new(HashMap::new()),
-            steal: Mutex::new(std::collections::HashSet::new()),
-            held: Mutex::new(HashMap::new()),
-            recent: Mutex::new((0, HashMap::new())),
+            slots: Table::new(HashMap::new()),
+            steal: Table::new(std::collections::HashSet::new()),
+            held: Table::new(HashMap::new()),
+            recent: Table::new((0, HashMap::new())),
         }
     }
 
@@ -272,7 +274,7 @@ impl Store {
     /// sessions are, lets go of the least recently written ones whose
     /// turns are closed and that no call is using.
     fn touch(&self, id: &str) {
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = self.recent.lock();
         recent.0 += 1;
         let now = recent.0;
         recent.1.insert(id.to_owned(), now);
@@ -290,12 +292,7 @@ impl Store {
             if recent.1.len() <= IDLE_WRITERS {
                 break;
             }
-            let slot = self
-                .slots
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&other)
-                .cloned();
+            let slot = self.slots.lock().get(&other).cloned();
             let Some(slot) = slot else {
                 recent.1.remove(&other);
                 continue;
@@ -321,10 +318,7 @@ impl Store {
                     // through: its lock is let go too (the next append
                     // takes it again, or is refused if another writer got
                     // it meanwhile).
-                    self.held
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&other);
+                    self.held.lock().remove(&other);
                 }
             }
             recent.1.remove(&other);
@@ -344,27 +338,15 @@ impl Store {
     /// Opens the writer of `id` ([`Backend::open`]), or takes it from a
     /// live writer when [`Store::steal_lease`] asked for that.
     fn open_writer(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
-        if let Some(writer) = self
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        {
+        if let Some(writer) = self.held.lock().remove(id) {
             return Ok(Some(writer));
         }
-        let steal = self
-            .steal
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id);
+        let steal = self.steal.lock().contains(id);
         if !steal {
             return self.backend.open(id);
         }
         let opened = self.backend.open_stealing(id)?;
-        self.steal
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        self.steal.lock().remove(id);
         Ok(opened)
     }
 
@@ -386,10 +368,7 @@ impl Store {
     /// assert_eq!(store.inspect("s").unwrap().events.len(), 1);
     /// ```
     pub fn steal_lease(&self, id: &str) {
-        self.steal
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned());
+        self.steal.lock().insert(id.to_owned());
     }
 
     /// Takes the writer lock (or lease) of stored session `id` now and
@@ -420,21 +399,13 @@ impl Store {
             Slot::Pending { .. } => return Err(Error::NotFound { id: id.to_owned() }),
             Slot::Cold => {}
         }
-        if self
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(id)
-        {
+        if self.held.lock().contains_key(id) {
             return Ok(());
         }
         let writer = self
             .open_writer(id)?
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })?;
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned(), writer);
+        self.held.lock().insert(id.to_owned(), writer);
         drop(guard);
         self.touch(id);
         Ok(())
@@ -442,10 +413,7 @@ impl Store {
 
     /// Whether [`Store::hold`] holds a writer of `id` not used yet.
     fn is_held(&self, id: &str) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(id)
+        self.held.lock().contains_key(id)
     }
 
     /// Who holds each of `ids` as a writer now, in this process or any
@@ -471,7 +439,7 @@ impl Store {
     }
 
     fn slot(&self, id: &str) -> Arc<Mutex<Slot>> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self.slots.lock();
         slots
             .entry(id.to_owned())
             .or_insert_with(|| Arc::new(Mutex::new(Slot::Cold)))
@@ -696,10 +664,7 @@ impl Store {
             Slot::Cold if self.is_held(id) => {
                 let mut writer = self.open_writer(id)?.expect("held above");
                 let done = writer.compact();
-                self.held
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id.to_owned(), writer);
+                self.held.lock().insert(id.to_owned(), writer);
                 done
             }
             Slot::Cold => match self.backend.compact(id)? {
@@ -714,14 +679,8 @@ impl Store {
     /// writer seals the closed turns of a version-2 log at a clean close),
     /// trying each; the first failure, if any.
     pub fn close_all(&self) -> Result<()> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        let slots: Vec<Arc<Mutex<Slot>>> = self
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        self.held.lock().clear();
+        let slots: Vec<Arc<Mutex<Slot>>> = self.slots.lock().values().cloned().collect();
         let mut first = Ok(());
         for slot in slots {
             let mut guard = Store::lock_recovering(&slot);
@@ -738,10 +697,7 @@ impl Store {
 
     /// Flushes and releases a session this store holds open.
     pub fn close(&self, id: &str) -> Result<()> {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        self.held.lock().remove(id);
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot, id)?;
         if let Slot::Live(live) = &mut *guard {
@@ -1513,10 +1469,7 @@ impl Store {
             Slot::Cold => {
                 // A writer held here and not used yet is let go: the
                 // backend decides under the lock it takes itself.
-                self.held
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(id);
+                self.held.lock().remove(id);
                 self.backend.delete_if(id, &mut check)
             }
             Slot::Pending { .. } | Slot::Live(_) => Err(Error::InvalidArgument(format!(
@@ -1918,7 +1871,7 @@ impl Store {
     fn check_version_of(&self, header: &SessionHeader) -> Result<()> {
         header.check_version().map_err(|detail| Error::Unsupported {
             path: self.backend.location().into(),
-            detail,
+            detail: detail.to_string(),
         })
     }
 

@@ -86,7 +86,7 @@ impl Store {
             .expect("a backend's reader carries its scan")
             .clone();
         if let Err(detail) = scan.header.check_version() {
-            return Ok(corrupt(detail));
+            return Ok(corrupt(detail.to_string()));
         }
         let committed = scan.committed;
         let permissive = scan.policy == crate::contract::Policy::Permissive;

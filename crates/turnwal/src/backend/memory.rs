@@ -5,7 +5,9 @@
 //! process.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
+
+use crate::sync::Resource;
 
 use super::{Backend, LogWriter, Stored, SyncMode};
 use crate::contract::{Placement, Policy};
@@ -13,13 +15,13 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::scan::{
-    Cut, CutReason, Evidence, OnDamage, Outcome, Scan, SessionSummary, TailRule, decide, split_log,
+    Cut, CutReason, Evidence, Findings, OnDamage, Scan, SessionSummary, TailRule, decide, split_log,
 };
 
 /// Sessions held in memory.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemoryBackend {
-    sessions: Arc<Mutex<BTreeMap<String, MemSession>>>,
+    sessions: Arc<Resource<BTreeMap<String, MemSession>>>,
 }
 
 #[derive(Debug)]
@@ -31,14 +33,22 @@ struct MemSession {
     revision: u64,
 }
 
+impl Default for MemoryBackend {
+    fn default() -> MemoryBackend {
+        MemoryBackend {
+            sessions: Arc::new(Resource::new(BTreeMap::new(), "sessions")),
+        }
+    }
+}
+
 impl MemoryBackend {
     /// An empty store.
     pub fn new() -> MemoryBackend {
         MemoryBackend::default()
     }
 
-    fn sessions(&self) -> MutexGuard<'_, BTreeMap<String, MemSession>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    fn sessions(&self) -> Result<MutexGuard<'_, BTreeMap<String, MemSession>>> {
+        self.sessions.lock("memory")
     }
 
     fn locked_error(id: &str) -> Error {
@@ -71,7 +81,12 @@ pub(crate) fn scan_events(header: &SessionHeader, policy: Policy, events: &[Even
         },
         OnDamage::Refuse,
     );
-    let cut = debris.filter(|_| outcome == Outcome::CutDebris);
+    let cut = Findings {
+        torn: None,
+        debris,
+        interrupted: None,
+    }
+    .chosen(outcome);
     let bytes = events.iter().map(|e| e.data().get().len() as u64).sum();
     Scan::of_split(header.clone(), policy, events, split, bytes, outcome, cut)
 }
@@ -101,7 +116,7 @@ impl Backend for MemoryBackend {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         Ok(self
-            .sessions()
+            .sessions()?
             .iter()
             .map(|(id, s)| {
                 let scan = s.scan();
@@ -120,30 +135,30 @@ impl Backend for MemoryBackend {
     }
 
     fn exists(&self, id: &str) -> Result<bool> {
-        Ok(self.sessions().contains_key(id))
+        Ok(self.sessions()?.contains_key(id))
     }
 
     fn revision(&self, id: &str) -> Result<Option<String>> {
         Ok(self
-            .sessions()
+            .sessions()?
             .get(id)
             .map(|s| format!("memory:{id}:{}", s.revision)))
     }
 
     fn scan(&self, id: &str) -> Result<Option<Scan>> {
-        Ok(self.sessions().get(id).map(MemSession::scan))
+        Ok(self.sessions()?.get(id).map(MemSession::scan))
     }
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
-        Ok(self.sessions().get(id).map(MemSession::stored))
+        Ok(self.sessions()?.get(id).map(MemSession::stored))
     }
 
     fn policy(&self, id: &str) -> Result<Option<Policy>> {
-        Ok(self.sessions().get(id).map(|session| session.policy))
+        Ok(self.sessions()?.get(id).map(|session| session.policy))
     }
 
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let sessions = self.sessions();
+        let sessions = self.sessions()?;
         let Some(session) = sessions.get(id) else {
             return Ok(None);
         };
@@ -154,7 +169,7 @@ impl Backend for MemoryBackend {
             .check_version()
             .map_err(|detail| Error::Unsupported {
                 path: self.location().into(),
-                detail,
+                detail: detail.to_string(),
             })?;
         Ok(Some(session.read_from(from_seq)))
     }
@@ -166,7 +181,7 @@ impl Backend for MemoryBackend {
         batch: &[Event],
         _placements: &[Placement],
     ) -> Result<Box<dyn LogWriter>> {
-        let mut sessions = self.sessions();
+        let mut sessions = self.sessions()?;
         if sessions.contains_key(&header.id) {
             return Err(Error::AlreadyExists {
                 id: header.id.clone(),
@@ -191,14 +206,14 @@ impl Backend for MemoryBackend {
 
     fn holder(&self, id: &str) -> Result<Option<crate::backend::Holder>> {
         Ok(self
-            .sessions()
+            .sessions()?
             .get(id)
             .filter(|s| s.locked)
             .map(|_| crate::backend::Holder::of_pid(Some(std::process::id()))))
     }
 
     fn open(&self, id: &str) -> Result<Option<Box<dyn LogWriter>>> {
-        let mut sessions = self.sessions();
+        let mut sessions = self.sessions()?;
         let Some(session) = sessions.get_mut(id) else {
             return Ok(None);
         };
@@ -218,13 +233,13 @@ impl Backend for MemoryBackend {
         check: &mut dyn FnMut(&SessionSummary) -> bool,
     ) -> Result<super::Deletion> {
         use super::Deletion;
-        if self.sessions().get(id).is_some_and(|s| s.locked) {
+        if self.sessions()?.get(id).is_some_and(|s| s.locked) {
             return Err(MemoryBackend::locked_error(id));
         }
         let Some(summary) = self.summary(id)? else {
             return Ok(Deletion::NotFound);
         };
-        let mut sessions = self.sessions();
+        let mut sessions = self.sessions()?;
         match sessions.get(id) {
             None => Ok(Deletion::NotFound),
             Some(s) if s.locked => Err(MemoryBackend::locked_error(id)),
@@ -245,7 +260,7 @@ struct MemWriter {
 
 impl MemWriter {
     fn with<T>(&self, f: impl FnOnce(&mut MemSession) -> T) -> Result<T> {
-        let mut sessions = self.backend.sessions();
+        let mut sessions = self.backend.sessions()?;
         let session = sessions.get_mut(&self.id).ok_or_else(|| Error::NotFound {
             id: self.id.clone(),
         })?;
@@ -290,14 +305,14 @@ impl LogWriter for MemWriter {
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
-        self.backend.sessions().remove(&self.id);
+        self.backend.sessions()?.remove(&self.id);
         Ok(())
     }
 }
 
 impl Drop for MemWriter {
     fn drop(&mut self) {
-        if let Some(s) = self.backend.sessions().get_mut(&self.id) {
+        if let Some(s) = self.backend.sessions.lock_to_release().get_mut(&self.id) {
             s.locked = false;
         }
     }

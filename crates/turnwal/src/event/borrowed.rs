@@ -79,21 +79,42 @@ impl<'a> EventRef<'a> {
         event
     }
 
-    /// Appends the envelope's JSON to `out`, exactly as [`Event::write_json`].
+    /// Appends the envelope's JSON to `out`, in the upstream key order:
+    /// `type, seq, time, data`, then `ignorable`, and `sourceEventSeqs` and
+    /// `surfaceOp` as stored (in the order they came). The one envelope
+    /// writer: [`Event::write_json`] lends itself here.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        crate::event::write_envelope(
-            out,
-            crate::event::Envelope {
-                event_type: self.event_type,
-                seq: self.seq,
-                time: self.time,
-                data: self.data,
-                ignorable: self.ignorable,
-                source_event_seqs: self.source_event_seqs,
-                surface_op: self.surface_op,
-                surface_op_first: self.surface_op_first,
-            },
-        );
+        out.extend_from_slice(b"{\"type\":");
+        crate::event::write_json_string(out, self.event_type);
+        out.extend_from_slice(b",\"seq\":");
+        out.extend_from_slice(self.seq.to_string().as_bytes());
+        out.extend_from_slice(b",\"time\":");
+        out.extend_from_slice(self.time.to_string().as_bytes());
+        out.extend_from_slice(b",\"data\":");
+        out.extend_from_slice(self.data.as_bytes());
+        if self.ignorable {
+            out.extend_from_slice(b",\"ignorable\":true");
+        }
+        let sources = |out: &mut Vec<u8>| {
+            if let Some(raw) = self.source_event_seqs {
+                out.extend_from_slice(b",\"sourceEventSeqs\":");
+                out.extend_from_slice(raw.as_bytes());
+            }
+        };
+        let surface = |out: &mut Vec<u8>| {
+            if let Some(raw) = self.surface_op {
+                out.extend_from_slice(b",\"surfaceOp\":");
+                out.extend_from_slice(raw.as_bytes());
+            }
+        };
+        if self.surface_op_first {
+            surface(out);
+            sources(out);
+        } else {
+            sources(out);
+            surface(out);
+        }
+        out.push(b'}');
     }
 }
 

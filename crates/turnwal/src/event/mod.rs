@@ -472,19 +472,7 @@ impl Event {
     /// Appends the envelope's JSON to `out`, in the upstream key order:
     /// `type, seq, time, data`, then `ignorable`, `sourceEventSeqs`, `surfaceOp`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        write_envelope(
-            out,
-            Envelope {
-                event_type: self.event_type(),
-                seq: self.seq,
-                time: self.time,
-                data: self.data.get(),
-                ignorable: self.ignorable,
-                source_event_seqs: self.source_event_seqs.as_ref().map(|r| r.get()),
-                surface_op: self.surface_op.as_ref().map(|r| r.get()),
-                surface_op_first: self.surface_op_first,
-            },
-        );
+        EventRef::from(self).write_json(out);
     }
 
     fn error(&self, reason: impl Into<String>) -> EventError {
@@ -501,56 +489,6 @@ impl fmt::Debug for Event {
 }
 
 /// Writes `s` as a JSON string literal.
-/// An event's parts as its envelope writes them ([`write_envelope`]).
-pub(crate) struct Envelope<'a> {
-    pub event_type: &'a str,
-    pub seq: u64,
-    pub time: i64,
-    pub data: &'a str,
-    pub ignorable: bool,
-    pub source_event_seqs: Option<&'a str>,
-    pub surface_op: Option<&'a str>,
-    pub surface_op_first: bool,
-}
-
-/// The one writer of an event's JSON envelope, for owned events
-/// ([`Event::write_json`]) and borrowed ones (`view::EventRef`): type,
-/// seq, time, data, then `ignorable`, `sourceEventSeqs` and `surfaceOp` as
-/// stored (in the order they came).
-pub(crate) fn write_envelope(out: &mut Vec<u8>, e: Envelope<'_>) {
-    out.extend_from_slice(b"{\"type\":");
-    write_json_string(out, e.event_type);
-    out.extend_from_slice(b",\"seq\":");
-    out.extend_from_slice(e.seq.to_string().as_bytes());
-    out.extend_from_slice(b",\"time\":");
-    out.extend_from_slice(e.time.to_string().as_bytes());
-    out.extend_from_slice(b",\"data\":");
-    out.extend_from_slice(e.data.as_bytes());
-    if e.ignorable {
-        out.extend_from_slice(b",\"ignorable\":true");
-    }
-    let sources = |out: &mut Vec<u8>| {
-        if let Some(raw) = e.source_event_seqs {
-            out.extend_from_slice(b",\"sourceEventSeqs\":");
-            out.extend_from_slice(raw.as_bytes());
-        }
-    };
-    let surface = |out: &mut Vec<u8>| {
-        if let Some(raw) = e.surface_op {
-            out.extend_from_slice(b",\"surfaceOp\":");
-            out.extend_from_slice(raw.as_bytes());
-        }
-    };
-    if e.surface_op_first {
-        surface(out);
-        sources(out);
-    } else {
-        sources(out);
-        surface(out);
-    }
-    out.push(b'}');
-}
-
 pub(crate) fn write_json_string(out: &mut Vec<u8>, s: &str) {
     serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
 }

@@ -13,7 +13,7 @@ use super::scan::{Keep, Parsed, Rec};
 use crate::contract::Policy;
 use crate::error::{Corruption, Error, Result, Unit};
 use crate::event::{Event, EventKind};
-use crate::scan::{CutReason, Evidence, Extent, OnDamage, Proof, Scan, TailRule};
+use crate::scan::{Extent, Scan, TailRule};
 use crate::upstream::normalize::{NormalizeError, Normalizer};
 
 /// What a classifying scan keeps.
@@ -203,22 +203,7 @@ pub(crate) fn classify(
     let cut = torn.map(|(reason, detail)| {
         crate::scan::Cut::to_end(keep_bytes, file_len, c.count, reason, detail)
     });
-    let damaged = cut
-        .as_ref()
-        .is_some_and(|cut| cut.reason == CutReason::Damaged);
-    let outcome = crate::scan::decide(
-        &Evidence {
-            invalid: cut.as_ref().map(|cut| cut.reason),
-            proof: damaged.then_some(Proof::LaterCommit),
-            open_turn: !verdict.closers.is_empty(),
-            ..Evidence::default()
-        },
-        if damaged {
-            OnDamage::Salvage
-        } else {
-            OnDamage::Refuse
-        },
-    );
+    let outcome = crate::scan::Outcome::of_cut(cut.as_ref(), !verdict.closers.is_empty());
     let extent = Extent {
         bytes: file_len,
         committed: c.committed,

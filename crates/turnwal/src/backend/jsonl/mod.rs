@@ -143,13 +143,7 @@ fn scan_of_ends(
         &rest,
         crate::scan::TailRule::KeepAll,
     );
-    let outcome = crate::scan::decide(
-        &crate::scan::Evidence {
-            open_turn: !verdict.closers.is_empty(),
-            ..crate::scan::Evidence::default()
-        },
-        crate::scan::OnDamage::Refuse,
-    );
+    let outcome = crate::scan::Outcome::of_cut(None, !verdict.closers.is_empty());
     let extent = crate::scan::Extent {
         bytes,
         committed,

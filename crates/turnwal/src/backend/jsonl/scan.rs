@@ -769,18 +769,7 @@ pub(crate) fn plan(parsed: Parsed, policy: Policy, path: &Path) -> Result<Plan> 
     let rewrite = raw[(rewrite_from as usize).min(kept)..kept].to_vec();
     let cut =
         torn.map(|(reason, detail)| Cut::to_end(keep_bytes, file_len, kept as u64, reason, detail));
-    // The parse already decided what the bytes get (a salvage read's cut
-    // is `Damaged`, the proof it had); this adds what the events get.
-    let damaged = cut.as_ref().is_some_and(|c| c.reason == CutReason::Damaged);
-    let outcome = decide(
-        &Evidence {
-            invalid: cut.as_ref().map(|c| c.reason),
-            proof: damaged.then_some(Proof::LaterCommit),
-            open_turn: !split.verdict.closers.is_empty(),
-            ..Evidence::default()
-        },
-        on_damage(damaged),
-    );
+    let outcome = Outcome::of_cut(cut.as_ref(), !split.verdict.closers.is_empty());
     let scan = Scan::of_split(header, policy, &events, split, file_len, outcome, cut);
     Ok(Plan {
         scan,

@@ -14,7 +14,9 @@
 //! next batch.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, MutexGuard};
+
+use crate::sync::{Table, recovered};
 use std::time::{Duration, Instant};
 
 use super::epoch;
@@ -135,7 +137,7 @@ pub(crate) struct Keeper {
     url: String,
     location: String,
     options: PgOptions,
-    state: Mutex<State>,
+    state: Table<State>,
     wake: Condvar,
 }
 
@@ -145,13 +147,13 @@ impl Keeper {
             url: url.to_owned(),
             location: location.to_owned(),
             options,
-            state: Mutex::new(State::default()),
+            state: Table::new(State::default()),
             wake: Condvar::new(),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Keeps `id`'s lease (just taken or extended, at `extended`) alive
@@ -239,11 +241,7 @@ impl Keeper {
                     if next <= now {
                         break;
                     }
-                    state = self
-                        .wake
-                        .wait_timeout(state, next - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    state = recovered(self.wake.wait_timeout(state, next - now)).0;
                 }
                 // Everything due within half a period goes in the same
                 // statement.

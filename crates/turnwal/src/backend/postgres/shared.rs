@@ -5,7 +5,9 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use crate::sync::Table;
 
 use postgres::{Client, IsolationLevel, Transaction};
 
@@ -31,7 +33,7 @@ pub(crate) struct Shared {
     pub(crate) keeper: Arc<Keeper>,
     /// Connections not in use, for the next operation (at most
     /// [`IDLE_CONNECTIONS`] are kept).
-    pub(super) idle: Mutex<Vec<Client>>,
+    pub(super) idle: Table<Vec<Client>>,
     /// Who this process is, as writers name themselves to other hosts.
     pub(crate) holder: String,
 }
@@ -75,7 +77,7 @@ impl Drop for Pooled<'_> {
         // server went away (a restart, a failover): the idle ones are
         // as dead, and each would fail its next operation once, so they
         // are dropped with it and the next operation connects anew.
-        let mut idle = self.shared.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.shared.idle.lock();
         if client.is_closed() {
             idle.clear();
         } else if idle.len() < IDLE_CONNECTIONS {
@@ -194,7 +196,7 @@ impl Shared {
     /// back to the idle ones when the operation is done.
     pub(crate) fn client(&self) -> Result<Pooled<'_>> {
         let reused = {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = self.idle.lock();
             std::iter::from_fn(|| idle.pop()).find(|c| !c.is_closed())
         };
         let client = match reused {
@@ -260,7 +262,7 @@ impl Shared {
                 .check_version()
                 .map_err(|detail| Error::Unsupported {
                     path: self.path.clone(),
-                    detail,
+                    detail: detail.to_string(),
                 })?;
             read(&row.rows(tx, &self.path)).map(Some)
         })

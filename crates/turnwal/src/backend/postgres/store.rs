@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::epoch::{self, Lease};
@@ -87,7 +87,7 @@ impl PgBackend {
                 location,
                 store_id,
                 options,
-                idle: Mutex::new(vec![client]),
+                idle: crate::sync::Table::new(vec![client]),
                 holder,
             }),
         })
@@ -145,7 +145,7 @@ impl PgBackend {
     /// SQLite store's `stored_records`, which the Node binding's
     /// `loadStored` passes to the harness without decoding them); `None`
     /// when the session does not exist.
-    pub fn stored_records(&self, id: &str) -> Result<Option<crate::backend::rows::StoredRecords>> {
+    pub fn stored_records(&self, id: &str) -> Result<Option<crate::backend::rows::StoredRows>> {
         let path = &self.shared.path;
         self.shared.read(|tx| {
             let Some(row) = read_session(tx, path, id)? else {
@@ -153,7 +153,7 @@ impl PgBackend {
             };
             let revision = self.shared.revision_of(&row);
             let (c, items) = scan::full_scan_items(&row.rows(tx, path))?;
-            Ok(Some(crate::backend::rows::StoredRecords::of(
+            Ok(Some(crate::backend::rows::StoredRows::of(
                 c, items, revision,
             )))
         })

@@ -17,19 +17,14 @@ use crate::event::Event;
 /// the packed rows before the last `turn/end` are handed over as they are
 /// stored instead of decoded into events.
 #[derive(Debug)]
-pub struct StoredRecords {
+pub struct StoredRows {
     /// Header, revision, state, cut, closers and count.
     pub head: crate::backend::StoredHead,
     items: Vec<scan::Item>,
     tail: Vec<Event>,
 }
 
-impl StoredRecords {
-    /// How many events are stored (kept): those the records hold.
-    pub fn stored(&self) -> usize {
-        self.head.stored
-    }
-
+impl StoredRows {
     /// The stored events in seq order: scalar rows as events, packed rows
     /// in the canonical spelling as they are stored.
     pub fn records(&self) -> impl Iterator<Item = crate::upstream::chunks::Record<'_>> + '_ {
@@ -41,15 +36,11 @@ impl StoredRecords {
     }
 }
 
-impl StoredRecords {
+impl StoredRows {
     /// The records of a classification made by [`scan::full_scan_items`].
-    pub(crate) fn of(
-        c: scan::Classified,
-        items: Vec<scan::Item>,
-        revision: String,
-    ) -> StoredRecords {
+    pub(crate) fn of(c: scan::Classified, items: Vec<scan::Item>, revision: String) -> StoredRows {
         let stored = items.iter().map(scan::Item::len).sum::<usize>() + c.events.len();
-        StoredRecords {
+        StoredRows {
             head: crate::backend::StoredHead::of(c.scan, revision, stored),
             items,
             tail: c.events,
@@ -57,12 +48,12 @@ impl StoredRecords {
     }
 }
 
-impl crate::backend::StoredLog for StoredRecords {
+impl crate::backend::StoredLog for StoredRows {
     fn head(&self) -> &crate::backend::StoredHead {
         &self.head
     }
 
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
-        Box::new(StoredRecords::records(self))
+        Box::new(StoredRows::records(self))
     }
 }

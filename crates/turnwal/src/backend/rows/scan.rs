@@ -25,8 +25,8 @@ use crate::event::{Event, EventKind, MAX_SAFE_INTEGER};
 use crate::header::SessionHeader;
 use crate::json::Num;
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Salvage, Scan, SessionSummary,
-    classify_tail, decide,
+    Cut, CutReason, Evidence, Extent, Findings, Gap, OnDamage, Outcome, Proof, Salvage, Scan,
+    SessionSummary, classify_tail, decide,
 };
 use crate::upstream::chunks::{PackedRun, Record};
 
@@ -506,9 +506,6 @@ fn classify(
     };
     let outcome = decide(&evidence, on_damage);
     let (cut, plan) = match outcome {
-        Outcome::Clean | Outcome::CloseOpenTurn | Outcome::RedoInterruptedRepair => (None, None),
-        Outcome::CutTorn => bad.unzip(),
-        Outcome::CutDebris => debris.unzip(),
         Outcome::RefuseCorrupt(_) => {
             let b = w.bad.as_ref().expect("a committed bad row");
             return Err(b.refusal(path, &src.header().id, before));
@@ -540,6 +537,13 @@ fn classify(
                 Some(plan),
             )
         }
+        _ => Findings {
+            torn: bad,
+            debris,
+            interrupted: None,
+        }
+        .chosen(outcome)
+        .unzip(),
     };
     let valid = w.base + (skipped + w.events.len()) as u64;
     let mut events = w.events;

@@ -53,7 +53,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use crate::sync::Table;
 
 use super::Shared;
 use crate::error::{Error, Result};
@@ -127,12 +129,7 @@ fn byte_held(file: &File, offset: u64) -> std::io::Result<bool> {
 /// writer of this process (its pid), another process (pid unknown: the
 /// kernel records none for an OFD lock), or no one.
 pub(super) fn holder(shared: &Shared, id: &str) -> Result<Option<Option<u32>>> {
-    if shared
-        .held
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(id)
-    {
+    if shared.held.lock().contains(id) {
         return Ok(Some(Some(std::process::id())));
     }
     let Some(file) = &shared.lock_file else {
@@ -180,10 +177,10 @@ struct OpenFile {
 /// so closing it drops no SQLite lock of theirs (see the module's comment);
 /// sharing it keeps a process at one such descriptor per file however many
 /// backends come and go.
-static OPEN_FILES: Mutex<BTreeMap<(u64, u64), OpenFile>> = Mutex::new(BTreeMap::new());
+static OPEN_FILES: Table<BTreeMap<(u64, u64), OpenFile>> = Table::new(BTreeMap::new());
 
 fn open_files() -> std::sync::MutexGuard<'static, BTreeMap<(u64, u64), OpenFile>> {
-    OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
+    OPEN_FILES.lock()
 }
 
 /// A backend's share of its process's descriptor of its database file
@@ -286,7 +283,7 @@ impl WriterLock {
             holder,
         };
         {
-            let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut held = shared.held.lock();
             if !held.insert(id.to_owned()) {
                 return Err(locked(Some(std::process::id())));
             }
@@ -336,10 +333,6 @@ impl Drop for WriterLock {
             let _ = set_lock(&entry.file, offset, libc::F_UNLCK);
             entry.held.remove(&offset);
         }
-        self.shared
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+        self.shared.held.lock().remove(&self.id);
     }
 }

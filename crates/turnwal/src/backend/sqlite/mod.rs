@@ -44,7 +44,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
+
+use crate::sync::{Resource, Table};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -197,9 +199,9 @@ pub(crate) struct Shared {
     memory: bool,
     /// `file:<dev>:<ino>:<birthtimeNs>:store:<uuid>` (or `memory:store:<uuid>`).
     identity: String,
-    conn: Mutex<Conn>,
+    conn: Resource<Conn>,
     /// Sessions a writer of this backend holds.
-    held: Mutex<HashSet<String>>,
+    held: Table<HashSet<String>>,
     /// Its share of the process's descriptor of the database file, which
     /// its writers' locks are taken on (`None` for an in-memory or
     /// read-only database). Declared after `conn`, so it is dropped after
@@ -295,11 +297,14 @@ impl SqliteBackend {
                 path: path.to_owned(),
                 memory,
                 identity,
-                conn: Mutex::new(Conn {
-                    conn: opened.conn,
-                    checked_schema: opened.schema_version,
-                }),
-                held: Mutex::new(HashSet::new()),
+                conn: Resource::new(
+                    Conn {
+                        conn: opened.conn,
+                        checked_schema: opened.schema_version,
+                    },
+                    "SQLite connection",
+                ),
+                held: Table::new(HashSet::new()),
                 lock_file,
             }),
         })
@@ -360,8 +365,8 @@ fn file_identity(path: &Path, store_id: &str) -> Result<String> {
 }
 
 impl Shared {
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Conn> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn conn(&self) -> Result<MutexGuard<'_, Conn>> {
+        self.conn.lock(&self.path.display().to_string())
     }
 
     pub(crate) fn lock_path(&self, id: &str) -> PathBuf {
@@ -605,7 +610,7 @@ impl SqliteBackend {
         read: impl FnOnce(&rusqlite::Connection, &std::path::PathBuf, &SessionRow) -> Result<Vec<Event>>,
     ) -> Result<Option<Vec<Event>>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
@@ -613,7 +618,7 @@ impl SqliteBackend {
                 .check_version()
                 .map_err(|detail| Error::Unsupported {
                     path: path.clone(),
-                    detail,
+                    detail: detail.to_string(),
                 })?;
             read(conn, path, &row).map(Some)
         })
@@ -627,7 +632,7 @@ impl Backend for SqliteBackend {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             Ok(read_sessions(conn, path)?
                 .into_iter()
                 .map(|(id, row)| match row {
@@ -640,7 +645,7 @@ impl Backend for SqliteBackend {
 
     fn summary(&self, id: &str) -> Result<Option<SessionSummary>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             Ok(read_session(conn, path, id)?.map(|row| scan::summarize(&row.rows(conn, path))))
         })
     }
@@ -652,7 +657,7 @@ impl Backend for SqliteBackend {
         let path = &self.shared.path;
         let last: Option<i64> = self
             .shared
-            .conn()
+            .conn()?
             .conn
             .prepare_cached("SELECT max(seq) FROM events WHERE session_id = ?1")
             .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
@@ -664,7 +669,7 @@ impl Backend for SqliteBackend {
 
     fn exists(&self, id: &str) -> Result<bool> {
         let path = &self.shared.path;
-        let conn = self.shared.conn();
+        let conn = self.shared.conn()?;
         conn.conn
             .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
             .and_then(|mut stmt| stmt.exists([id]))
@@ -675,7 +680,7 @@ impl Backend for SqliteBackend {
         let path = &self.shared.path;
         let row = self
             .shared
-            .conn()
+            .conn()?
             .read(path, |conn| read_session(conn, path, id))?;
         Ok(row.map(|row| self.shared.revision_of(&row)))
     }
@@ -692,14 +697,14 @@ impl Backend for SqliteBackend {
         // connection is not held between pages.
         let fetch: crate::backend::rows::cursor::Fetch = Box::new(move |lo, hi, limit| {
             let path = &shared.path;
-            shared.conn().read(path, |conn| {
+            shared.conn()?.read(path, |conn| {
                 let row = read_session(conn, path, &session)?.ok_or_else(|| Error::NotFound {
                     id: session.clone(),
                 })?;
                 crate::backend::rows::scan::Rows::page(&row.rows(conn, path), lo, hi, limit)
             })
         });
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
@@ -709,7 +714,7 @@ impl Backend for SqliteBackend {
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
@@ -725,7 +730,7 @@ impl Backend for SqliteBackend {
     /// gaps (in rows).
     fn salvage(&self, id: &str) -> Result<Option<crate::scan::Salvage>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
@@ -736,7 +741,7 @@ impl Backend for SqliteBackend {
     /// The files in `<database>.turnwal-quarantine/`.
     fn deep_check(&self) -> Result<Vec<String>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let mut stmt = conn
                 .prepare("PRAGMA integrity_check")
                 .map_err(|e| sql_error("integrity_check", path, e))?;
@@ -766,14 +771,14 @@ impl Backend for SqliteBackend {
 
     fn header(&self, id: &str) -> Result<Option<SessionHeader>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             Ok(read_session(conn, path, id)?.map(|row| row.header))
         })
     }
 
     fn policy(&self, id: &str) -> Result<Option<crate::contract::Policy>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             Ok(read_session(conn, path, id)?.map(|row| row.policy()))
         })
     }
@@ -816,7 +821,7 @@ impl Backend for SqliteBackend {
         let rows = encode(batch)?;
         let path = &self.shared.path;
         let incarnation = schema::incarnation_for(policy);
-        self.shared.conn().write(path, |conn| {
+        self.shared.conn()?.write(path, |conn| {
             if read_session(conn, path, id)?.is_some() {
                 return Err(Error::AlreadyExists {
                     id: id.clone(),
@@ -883,7 +888,7 @@ impl Backend for SqliteBackend {
         let path = &self.shared.path;
         let Some(row) = self
             .shared
-            .conn()
+            .conn()?
             .read(path, |conn| read_session(conn, path, id))?
         else {
             return Ok(None);
@@ -909,7 +914,7 @@ impl Backend for SqliteBackend {
         let lock = WriterLock::acquire(&self.shared, id)?;
         let path = &self.shared.path;
         // Read and deleted in one write transaction, under the writer lock.
-        let done = self.shared.conn().write(path, |conn| {
+        let done = self.shared.conn()?.write(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(Deletion::NotFound);
             };
@@ -938,7 +943,7 @@ impl Backend for SqliteBackend {
     }
 }
 
-pub use super::rows::StoredRecords;
+pub use super::rows::StoredRows;
 
 impl SqliteBackend {
     /// The stored prefix of session `id` as storage records, with what
@@ -950,14 +955,14 @@ impl SqliteBackend {
     /// `turn/end` are not decoded: each is checked to be in the spelling
     /// upstream writes, and to decode, and handed over as stored (one that
     /// is not is decoded).
-    pub fn stored_records(&self, id: &str) -> Result<Option<StoredRecords>> {
+    pub fn stored_records(&self, id: &str) -> Result<Option<StoredRows>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let Some(row) = read_session(conn, path, id)? else {
                 return Ok(None);
             };
             let (c, items) = scan::full_scan_items(&row.rows(conn, path))?;
-            Ok(Some(StoredRecords::of(
+            Ok(Some(StoredRows::of(
                 c,
                 items,
                 self.shared.revision_of(&row),

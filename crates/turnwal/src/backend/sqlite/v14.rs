@@ -13,7 +13,9 @@
 //! before `surfaceOp`, never `ignorable`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use crate::sync::Resource;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
@@ -67,7 +69,7 @@ CREATE TABLE IF NOT EXISTS events (
 pub struct Schema14Backend {
     path: PathBuf,
     identity: String,
-    conn: Arc<Mutex<Connection>>,
+    conn: Arc<Resource<Connection>>,
 }
 
 fn refused(path: &Path, detail: impl Into<String>) -> Error {
@@ -170,12 +172,12 @@ impl Schema14Backend {
         Ok(Schema14Backend {
             path,
             identity,
-            conn: Arc::new(Mutex::new(conn)),
+            conn: Arc::new(Resource::new(conn, "SQLite connection")),
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+        self.conn.lock(&self.path.display().to_string())
     }
 
     fn read_only(&self) -> Error {
@@ -397,7 +399,7 @@ impl Schema14Backend {
     }
 
     fn stored(&self, id: &str) -> Result<Option<(Scan, Vec<Event>)>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let Some(session) = self.session(&conn, id)? else {
             return Ok(None);
         };
@@ -420,7 +422,7 @@ impl Backend for Schema14Backend {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let ids: Vec<String> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let mut stmt = conn
                 .prepare("SELECT id FROM sessions ORDER BY id")
                 .map_err(|e| sql("read sessions", &self.path, e))?;
@@ -447,12 +449,12 @@ impl Backend for Schema14Backend {
     }
 
     fn exists(&self, id: &str) -> Result<bool> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(self.session(&conn, id)?.is_some())
     }
 
     fn revision(&self, id: &str) -> Result<Option<String>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(self.session(&conn, id)?.map(|s| {
             format!(
                 "{}:incarnation:{}:revision:{}",
@@ -474,14 +476,14 @@ impl Backend for Schema14Backend {
     /// As the schema-14 build's `readFrom`: the rows from `from_seq` on,
     /// checked alone (a bad row before them is not seen), any cwd.
     fn read_from(&self, id: &str, from_seq: u64) -> Result<Option<Vec<Event>>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let Some(session) = self.session(&conn, id)? else {
             return Ok(None);
         };
         session
             .header
             .check_version()
-            .map_err(|detail| refused(&self.path, detail))?;
+            .map_err(|detail| refused(&self.path, detail.to_string()))?;
         let rows = self.rows(&conn, id, from_seq)?;
         Ok(Some(self.decode_rows(&rows, from_seq)?.0))
     }

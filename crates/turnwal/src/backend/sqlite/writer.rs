@@ -104,7 +104,7 @@ impl SqliteWriter {
 
     fn classify(&self, salvage: bool) -> Result<Classified> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let row = self.own_row(conn)?;
             scan::full_scan_for(&row.rows(conn, path), salvage)
         })
@@ -131,7 +131,7 @@ impl LogWriter for SqliteWriter {
 
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>> {
         let path = &self.shared.path;
-        self.shared.conn().read(path, |conn| {
+        self.shared.conn()?.read(path, |conn| {
             let row = self.own_row(conn)?;
             scan::read_from(&row.rows(conn, path), from_seq)
         })
@@ -163,7 +163,7 @@ impl LogWriter for SqliteWriter {
             .cut
             .as_ref()
             .is_some_and(|c| c.reason == CutReason::Damaged);
-        let quarantined = self.shared.conn().write(&path, |conn| {
+        let quarantined = self.shared.conn()?.write(&path, |conn| {
             let row = self.own_row(conn)?;
             let now = scan::full_scan_for(&row.rows(conn, &path), salvage)?;
             scan::check_unchanged(&id, &now.scan, scan)?;
@@ -191,7 +191,7 @@ impl LogWriter for SqliteWriter {
         let rows = encode(batch)?;
         let path = self.shared.path.clone();
         let id = self.id.clone();
-        self.shared.conn().write(&path, |conn| {
+        self.shared.conn()?.write(&path, |conn| {
             let row = self.own_row(conn)?;
             let next = scan::stored_next_seq(&row.rows(conn, &path))?;
             if first.seq() != next {
@@ -218,7 +218,7 @@ impl LogWriter for SqliteWriter {
 
     fn delete(self: Box<Self>) -> Result<()> {
         let path = self.shared.path.clone();
-        self.shared.conn().write(&path, |conn| {
+        self.shared.conn()?.write(&path, |conn| {
             self.own_row(conn)?;
             delete_session(conn, &path, &self.id)
         })?;

@@ -97,7 +97,7 @@ impl WalCursor {
                     let here = unit.next;
                     let head = head_of(&unit.plain, here);
                     unit.next += head.record_len();
-                    let fail = |reason: String| {
+                    let fail = |reason: format::Malformed| {
                         corrupt(
                             &self.path,
                             unit.offset,
@@ -157,7 +157,7 @@ impl WalCursor {
     /// scan that checks every unit gives (its offset, the proof and the
     /// rule), so a read that meets the unit says what `verify` and
     /// `recover` say of it.
-    fn refusal(&self, at: u64, seq: u64, reason: String) -> crate::error::Error {
+    fn refusal(&self, at: u64, seq: u64, reason: impl std::fmt::Display) -> crate::error::Error {
         match super::scan::scan_log_proven(&self.map, &self.path, self.proven) {
             Err(e) => e,
             Ok(_) => corrupt(&self.path, at, Some(seq), reason),

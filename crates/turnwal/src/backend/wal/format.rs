@@ -25,7 +25,7 @@
 
 use crate::contract::{Placement, Policy};
 use crate::event::{Event, EventKind, RawJson};
-use crate::header::SessionHeader;
+use crate::header::{SessionHeader, StoredHeaderError};
 use crate::upstream::chunks::{Delta, DeltaKind, Piece, expand_run, packed_json, plan_batch};
 use crate::view::EventRef;
 
@@ -376,10 +376,14 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
     }
     let json = std::str::from_utf8(&bytes[FILE_HEADER_LEN..end])
         .map_err(|_| FileHeaderError::Corrupt("session header is not UTF-8".into()))?;
-    let header = match SessionHeader::from_json(json) {
+    let header = match SessionHeader::from_stored_json(json) {
         Ok(h) => h,
-        Err(e) if e.0.contains("log format v") => return Err(FileHeaderError::Unsupported(e.0)),
-        Err(e) => return corrupt(format!("invalid session header: {e}")),
+        Err(StoredHeaderError::Foreign(v)) => {
+            return Err(FileHeaderError::Unsupported(v.to_string()));
+        }
+        Err(StoredHeaderError::Invalid(e)) => {
+            return corrupt(format!("invalid session header: {e}"));
+        }
     };
     let policy = match flags {
         FLAG_LENIENT => Policy::Lenient,
@@ -393,6 +397,52 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         header,
         records_start: end as u64,
     })
+}
+
+/// Why bytes are not a valid record or sealed unit: the rule broken and
+/// the words for people. The WAL's readers turn it into a
+/// [`crate::error::Corruption`] (or a cut's detail) at their boundary,
+/// where the path, offset and seq are known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct Malformed {
+    /// The rule broken.
+    pub rule: RecordRule,
+    /// What was found.
+    pub detail: String,
+}
+
+impl Malformed {
+    /// A refusal under `rule`.
+    pub fn new(rule: RecordRule, detail: impl Into<String>) -> Malformed {
+        Malformed {
+            rule,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The rules of docs/FORMAT.md a record can break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordRule {
+    /// A head field out of range, or a kind that does not exist ("Records").
+    Framing,
+    /// The trailer does not state the record's length.
+    Trailer,
+    /// The checksum does not match.
+    Checksum,
+    /// The payload is not an event's (not UTF-8, a kind-14 record naming a
+    /// known type, an invalid type name, seq or time).
+    Payload,
+    /// A chunk-run record whose payload is not the run its head states
+    /// (`chunk-run-mismatch`, "Chunk-run records").
+    ChunkRun,
+    /// A sealed unit that is not what its head states ("Sealed units").
+    SealedUnit,
+    /// A sealed unit's frame inflates to another length than its head
+    /// states (`sealed-unit-length`).
+    SealedUnitLength,
 }
 
 /// The fixed fields of one record, read from its header.
@@ -521,6 +571,79 @@ impl RecordHead {
     }
 }
 
+impl RecordHead {
+    /// The head's bytes as [`RECORD_HEAD_FIELDS`] lay them out, the
+    /// checksum field zero: the one place a head is encoded (parsing is
+    /// [`parse_head`]).
+    pub fn to_bytes(&self) -> [u8; RECORD_HEADER_LEN] {
+        let mut b = [0; RECORD_HEADER_LEN];
+        put(&mut b, REC_KIND_FIELD, [self.kind]);
+        put(&mut b, REC_FLAGS_FIELD, [self.flags]);
+        put(&mut b, REC_TYPE_LEN_FIELD, self.type_len.to_le_bytes());
+        put(&mut b, REC_DATA_LEN_FIELD, self.data_len.to_le_bytes());
+        put(
+            &mut b,
+            REC_SOURCES_LEN_FIELD,
+            self.sources_len.to_le_bytes(),
+        );
+        put(
+            &mut b,
+            REC_SURFACE_LEN_FIELD,
+            self.surface_len.to_le_bytes(),
+        );
+        put(&mut b, REC_TURN_FIELD, self.turn.to_le_bytes());
+        put(&mut b, REC_SEQ_FIELD, self.seq.to_le_bytes());
+        put(&mut b, REC_TIME_FIELD, self.time.to_le_bytes());
+        put(&mut b, REC_WATERMARK_FIELD, self.watermark.to_le_bytes());
+        put(&mut b, REC_STEP_FIELD, self.step.to_le_bytes());
+        b
+    }
+
+    /// Whether this record, after `before` (the record preceding it), is a
+    /// commit point: a `turn/end` that leaves no turn open after a record
+    /// inside the same turn at step 0 — or a sealed unit, which holds only
+    /// closed turns. The one statement of the rule (docs/FORMAT.md,
+    /// "Commit point"); every reader and the writer ask it here.
+    pub fn commits_after(&self, before: Option<&RecordHead>) -> bool {
+        self.is_sealed() || self.closes_turn_after(before)
+    }
+
+    /// [`RecordHead::commits_after`] for a plain record: a `turn/end`
+    /// closing the turn `before` left open at step 0.
+    pub fn closes_turn_after(&self, before: Option<&RecordHead>) -> bool {
+        !self.is_sealed()
+            && self.event_kind() == EventKind::TurnEnd
+            && !self.in_turn()
+            && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == self.turn)
+    }
+}
+
+/// Appends one record: `head` (its lengths must be the payload pieces'),
+/// the `payload` pieces in order, the trailer, and the checksum with
+/// `salt`, computed once the rest of the record is in.
+pub(super) fn write_record(out: &mut Vec<u8>, head: &RecordHead, payload: &[&[u8]], salt: u32) {
+    let record_len = head.record_len() as usize;
+    let start = out.len();
+    out.reserve(record_len);
+    out.extend_from_slice(&head.to_bytes());
+    for piece in payload {
+        out.extend_from_slice(piece);
+    }
+    out.extend_from_slice(&(record_len as u32).to_le_bytes());
+    let record = &mut out[start..];
+    assert_eq!(record.len(), record_len, "the head states its payload");
+    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+}
+
+/// Rewrites a whole record's watermark and recomputes its checksum with
+/// `salt` (a copy into a published file).
+pub(super) fn restamp(record: &mut [u8], watermark: u64, salt: u32) {
+    put(record, REC_WATERMARK_FIELD, watermark.to_le_bytes());
+    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+}
+
 /// The fewest bytes of plain records any one event of a sealed unit takes:
 /// a single-event record is at least [`MIN_RECORD_LEN`] bytes, and a chunk
 /// run of `n` members at least `56 + 5n` (its packed row holds `n` texts of
@@ -534,28 +657,34 @@ pub const MIN_PLAIN_BYTES_PER_EVENT: u32 = 4;
 /// lengths) and the seqs it claims (every one a safe integer; a sealed
 /// unit's count within what its plain length can hold). `bytes` must hold
 /// at least [`RECORD_HEADER_LEN`] bytes.
-pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, String> {
+pub fn parse_head(bytes: &[u8]) -> Result<RecordHead, Malformed> {
     let head = parse_framing(bytes)?;
     if head.is_sealed() && head.surface_len > head.sources_len / MIN_PLAIN_BYTES_PER_EVENT {
-        return Err(format!(
-            "sealed unit states {} events, more than its {} plain bytes can hold",
-            head.surface_len, head.sources_len
+        return Err(Malformed::new(
+            RecordRule::SealedUnit,
+            format!(
+                "sealed unit states {} events, more than its {} plain bytes can hold",
+                head.surface_len, head.sources_len
+            ),
         ));
     }
     // count >= 1 for every kind (a unit of none is refused above).
     let last = head.seq.checked_add(head.count() - 1);
     if last.is_none_or(|last| last > crate::event::MAX_SAFE_INTEGER) {
-        return Err(format!(
-            "record seqs {}..{} pass the largest safe integer",
-            head.seq,
-            head.seq.saturating_add(head.count())
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            format!(
+                "record seqs {}..{} pass the largest safe integer",
+                head.seq,
+                head.seq.saturating_add(head.count())
+            ),
         ));
     }
     Ok(head)
 }
 
 /// [`parse_head`]'s framing checks.
-fn parse_framing(bytes: &[u8]) -> Result<RecordHead, String> {
+fn parse_framing(bytes: &[u8]) -> Result<RecordHead, Malformed> {
     let head = RecordHead {
         kind: u8::from_le_bytes(get(bytes, REC_KIND_FIELD)),
         flags: u8::from_le_bytes(get(bytes, REC_FLAGS_FIELD)),
@@ -571,86 +700,117 @@ fn parse_framing(bytes: &[u8]) -> Result<RecordHead, String> {
     };
     if head.kind == KIND_SEALED {
         if head.flags != 0 || head.type_len != 0 || head.step != 0 {
-            return Err("sealed unit with flags, a type length or a step".into());
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                "sealed unit with flags, a type length or a step",
+            ));
         }
         if head.data_len == 0 || head.data_len > MAX_UNIT_LEN {
-            return Err(format!(
-                "sealed unit frame length {} is out of range",
-                head.data_len
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                format!("sealed unit frame length {} is out of range", head.data_len),
             ));
         }
         if !(MIN_RECORD_LEN as u32..=MAX_UNIT_LEN).contains(&head.sources_len) {
-            return Err(format!(
-                "sealed unit plain length {} is out of range",
-                head.sources_len
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                format!(
+                    "sealed unit plain length {} is out of range",
+                    head.sources_len
+                ),
             ));
         }
         if head.surface_len == 0 {
-            return Err("sealed unit of no events".into());
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                "sealed unit of no events",
+            ));
         }
         return Ok(head);
     }
     if run_kind(head.kind).is_some() {
         if head.flags & !REC_IN_TURN != 0 {
-            return Err(format!(
-                "chunk-run record flags {:#04x} other than the in-turn bit",
-                head.flags
+            return Err(Malformed::new(
+                RecordRule::ChunkRun,
+                format!(
+                    "chunk-run record flags {:#04x} other than the in-turn bit",
+                    head.flags
+                ),
             ));
         }
         if !(MIN_RUN_MEMBERS..=MAX_RUN_MEMBERS).contains(&head.type_len) {
-            return Err(format!(
-                "chunk-run member count {} is out of range",
-                head.type_len
+            return Err(Malformed::new(
+                RecordRule::ChunkRun,
+                format!("chunk-run member count {} is out of range", head.type_len),
             ));
         }
         if head.data_len == 0 || head.data_len > MAX_RUN_DATA_LEN {
-            return Err(format!(
-                "chunk-run data length {} is out of range",
-                head.data_len
+            return Err(Malformed::new(
+                RecordRule::ChunkRun,
+                format!("chunk-run data length {} is out of range", head.data_len),
             ));
         }
         if head.sources_len != 0 || head.surface_len != 0 {
-            return Err("chunk-run record with sourceEventSeqs or surfaceOp".into());
+            return Err(Malformed::new(
+                RecordRule::ChunkRun,
+                "chunk-run record with sourceEventSeqs or surfaceOp",
+            ));
         }
         return Ok(head);
     }
     if event_kind(head.kind).is_none() {
-        return Err(format!("invalid record kind {}", head.kind));
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            format!("invalid record kind {}", head.kind),
+        ));
     }
     if head.flags & REC_RESERVED != 0 {
-        return Err(format!(
-            "reserved record flag bits set ({:#04x})",
-            head.flags
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            format!("reserved record flag bits set ({:#04x})", head.flags),
         ));
     }
     if (head.type_len != 0) != (head.kind == KIND_OTHER) {
-        return Err(format!(
-            "type length {} does not fit record kind {}",
-            head.type_len, head.kind
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            format!(
+                "type length {} does not fit record kind {}",
+                head.type_len, head.kind
+            ),
         ));
     }
     if head.data_len == 0 || head.data_len > MAX_DATA_LEN {
-        return Err(format!("data length {} is out of range", head.data_len));
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            format!("data length {} is out of range", head.data_len),
+        ));
     }
     if head.sources_len > MAX_EXTRA_LEN || head.surface_len > MAX_EXTRA_LEN {
-        return Err("sourceEventSeqs or surfaceOp length out of range".into());
+        return Err(Malformed::new(
+            RecordRule::Framing,
+            "sourceEventSeqs or surfaceOp length out of range",
+        ));
     }
     Ok(head)
 }
 
 /// Checks a whole record (`record` spans exactly `head.record_len()` bytes):
 /// trailer and checksum.
-pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), String> {
+pub fn check_record(record: &[u8], head: &RecordHead, salt: u32) -> Result<(), Malformed> {
     let len = record.len();
     let trailer = u32_in(record, trailer_field(len));
     if u64::from(trailer) != head.record_len() {
-        return Err(format!(
-            "record trailer {trailer} does not match its length {len}"
+        return Err(Malformed::new(
+            RecordRule::Trailer,
+            format!("record trailer {trailer} does not match its length {len}"),
         ));
     }
     let stored = u32_in(record, REC_CRC_FIELD);
     if checksum(salt, &record[REC_CRC_FIELD.end()..]) != stored {
-        return Err("record checksum mismatch".into());
+        return Err(Malformed::new(
+            RecordRule::Checksum,
+            "record checksum mismatch",
+        ));
     }
     Ok(())
 }
@@ -740,12 +900,6 @@ fn encode(
         .source_event_seqs()
         .map_or(&b""[..], |r| r.get().as_bytes());
     let surface = event.surface_op().map_or(&b""[..], |r| r.get().as_bytes());
-    let record_len = RECORD_HEADER_LEN
-        + type_name.len()
-        + data.len()
-        + sources.len()
-        + surface.len()
-        + TRAILER_LEN;
     let mut flags = 0u8;
     if event.ignorable() {
         flags |= REC_IGNORABLE;
@@ -759,52 +913,20 @@ fn encode(
     if synthetic {
         flags |= REC_SYNTHETIC;
     }
-    // The checksum field stays zero until the rest of the record is in.
-    let mut head = [0; RECORD_HEADER_LEN];
-    put(&mut head, REC_KIND_FIELD, [kind_byte(kind)]);
-    put(&mut head, REC_FLAGS_FIELD, [flags]);
-    put(
-        &mut head,
-        REC_TYPE_LEN_FIELD,
-        (type_name.len() as u16).to_le_bytes(),
-    );
-    put(
-        &mut head,
-        REC_DATA_LEN_FIELD,
-        (data.len() as u32).to_le_bytes(),
-    );
-    put(
-        &mut head,
-        REC_SOURCES_LEN_FIELD,
-        (sources.len() as u32).to_le_bytes(),
-    );
-    put(
-        &mut head,
-        REC_SURFACE_LEN_FIELD,
-        (surface.len() as u32).to_le_bytes(),
-    );
-    put(&mut head, REC_TURN_FIELD, placement.turn.to_le_bytes());
-    put(&mut head, REC_SEQ_FIELD, event.seq().to_le_bytes());
-    put(&mut head, REC_TIME_FIELD, event.time().to_le_bytes());
-    put(&mut head, REC_WATERMARK_FIELD, watermark.to_le_bytes());
-    put(&mut head, REC_STEP_FIELD, placement.step.to_le_bytes());
-    let start = out.len();
-    out.reserve(record_len);
-    out.extend_from_slice(&head);
-    out.extend_from_slice(type_name);
-    out.extend_from_slice(data);
-    out.extend_from_slice(sources);
-    out.extend_from_slice(surface);
-    out.extend_from_slice(&[0; TRAILER_LEN]);
-    let record = &mut out[start..];
-    debug_assert_eq!(record.len(), record_len);
-    put(
-        record,
-        trailer_field(record_len),
-        (record_len as u32).to_le_bytes(),
-    );
-    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
-    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+    let head = RecordHead {
+        kind: kind_byte(kind),
+        flags,
+        type_len: type_name.len() as u16,
+        data_len: data.len() as u32,
+        sources_len: sources.len() as u32,
+        surface_len: surface.len() as u32,
+        turn: placement.turn,
+        seq: event.seq(),
+        time: event.time(),
+        watermark,
+        step: placement.step,
+    };
+    write_record(out, &head, &[type_name, data, sources, surface], salt);
 }
 
 /// Appends one chunk-run record (kinds 15–17) for the packed `run`, whose
@@ -818,40 +940,20 @@ pub(crate) fn encode_run_record(
 ) {
     let first = &run[0];
     let data = packed_json(run);
-    let record_len = RECORD_HEADER_LEN + data.len() + TRAILER_LEN;
-    let flags = if placement.in_turn { REC_IN_TURN } else { 0 };
-    let mut head = [0; RECORD_HEADER_LEN];
-    put(&mut head, REC_KIND_FIELD, [run_kind_byte(first.kind)]);
-    put(&mut head, REC_FLAGS_FIELD, [flags]);
-    put(
-        &mut head,
-        REC_TYPE_LEN_FIELD,
-        (run.len() as u16).to_le_bytes(),
-    );
-    put(
-        &mut head,
-        REC_DATA_LEN_FIELD,
-        (data.len() as u32).to_le_bytes(),
-    );
-    put(&mut head, REC_TURN_FIELD, placement.turn.to_le_bytes());
-    put(&mut head, REC_SEQ_FIELD, first.seq.to_le_bytes());
-    put(&mut head, REC_TIME_FIELD, first.time.to_le_bytes());
-    put(&mut head, REC_WATERMARK_FIELD, watermark.to_le_bytes());
-    put(&mut head, REC_STEP_FIELD, placement.step.to_le_bytes());
-    let start = out.len();
-    out.reserve(record_len);
-    out.extend_from_slice(&head);
-    out.extend_from_slice(data.as_bytes());
-    out.extend_from_slice(&[0; TRAILER_LEN]);
-    let record = &mut out[start..];
-    debug_assert_eq!(record.len(), record_len);
-    put(
-        record,
-        trailer_field(record_len),
-        (record_len as u32).to_le_bytes(),
-    );
-    let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
-    put(record, REC_CRC_FIELD, crc.to_le_bytes());
+    let head = RecordHead {
+        kind: run_kind_byte(first.kind),
+        flags: if placement.in_turn { REC_IN_TURN } else { 0 },
+        type_len: run.len() as u16,
+        data_len: data.len() as u32,
+        sources_len: 0,
+        surface_len: 0,
+        turn: placement.turn,
+        seq: first.seq,
+        time: first.time,
+        watermark,
+        step: placement.step,
+    };
+    write_record(out, &head, &[data.as_bytes()], salt);
 }
 
 /// What [`encode_batch`] wrote.
@@ -889,10 +991,7 @@ pub fn stamp_published(file: &mut [u8], records_start: usize, salt: u32) {
     while at < file.len() {
         let head = parse_head(&file[at..at + RECORD_HEADER_LEN]).expect("a record just encoded");
         let end = at + head.record_len() as usize;
-        let record = &mut file[at..end];
-        put(record, REC_WATERMARK_FIELD, len.to_le_bytes());
-        let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
-        put(record, REC_CRC_FIELD, crc.to_le_bytes());
+        restamp(&mut file[at..end], len, salt);
         at = end;
     }
     debug_assert_eq!(at, file.len(), "whole records");
@@ -991,19 +1090,14 @@ pub const fn trailer_field(record_len: usize) -> Field {
     }
 }
 
-/// Checks that an event fits the format's limits (the shared ones,
-/// [`crate::limits::check_event`]) before it is encoded.
-pub fn check_limits(event: &Event) -> Result<(), String> {
-    crate::limits::check_event(event).map_err(|e| e.reason)
-}
-
 /// Decodes a checked record back into its event.
-pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> {
+pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, Malformed> {
     let mut at = RECORD_HEADER_LEN;
     let mut take = |len: usize| {
         let s = &record[at..at + len];
         at += len;
-        simdutf8::basic::from_utf8(s).map_err(|_| "record payload is not UTF-8".to_owned())
+        simdutf8::basic::from_utf8(s)
+            .map_err(|_| Malformed::new(RecordRule::Payload, "record payload is not UTF-8"))
     };
     let type_name = take(head.type_len as usize)?;
     let data = take(head.data_len as usize)?;
@@ -1013,10 +1107,15 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
     let name = match kind.name() {
         Some(name) => name,
         None if EventKind::of(type_name) == EventKind::Other => type_name,
-        None => return Err(format!("record kind 14 names the known type {type_name:?}")),
+        None => {
+            return Err(Malformed::new(
+                RecordRule::Payload,
+                format!("record kind 14 names the known type {type_name:?}"),
+            ));
+        }
     };
     let mut event = Event::from_parts(name, head.seq, head.time, RawJson::trusted(data))
-        .map_err(|e| e.reason)?;
+        .map_err(|e| Malformed::new(RecordRule::Payload, e.reason))?;
     let extra = |s: &str| (!s.is_empty()).then(|| RawJson::trusted(s));
     event.set_extras(
         head.flags & REC_IGNORABLE != 0,
@@ -1031,25 +1130,37 @@ pub fn decode_record(record: &[u8], head: &RecordHead) -> Result<Event, String> 
 /// `record::decode_records`) back into its events: one, or a chunk-run
 /// record's members (refused as `chunk-run-mismatch` when its payload does
 /// not expand into exactly the member count its head states).
-pub fn decode_plain_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
+pub fn decode_plain_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, Malformed> {
     if head.is_sealed() {
-        return Err(
-            "a sealed unit is not a plain record (read it with record::decode_records)".into(),
-        );
+        return Err(Malformed::new(
+            RecordRule::SealedUnit,
+            "a sealed unit is not a plain record (read it with record::decode_records)",
+        ));
     }
     let Some(kind) = run_kind(head.kind) else {
         return decode_record(record, head).map(|e| vec![e]);
     };
     let data = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
-    let data = simdutf8::basic::from_utf8(data)
-        .map_err(|_| "chunk-run-mismatch: record payload is not UTF-8".to_owned())?;
-    let events = expand_run(kind, head.seq, head.time, data)
-        .map_err(|e| format!("chunk-run-mismatch: the packed run does not expand: {e}"))?;
+    let data = simdutf8::basic::from_utf8(data).map_err(|_| {
+        Malformed::new(
+            RecordRule::ChunkRun,
+            "chunk-run-mismatch: record payload is not UTF-8",
+        )
+    })?;
+    let events = expand_run(kind, head.seq, head.time, data).map_err(|e| {
+        Malformed::new(
+            RecordRule::ChunkRun,
+            format!("chunk-run-mismatch: the packed run does not expand: {e}"),
+        )
+    })?;
     if events.len() as u64 != head.count() {
-        return Err(format!(
-            "chunk-run-mismatch: the packed run holds {} members, its head states {}",
-            events.len(),
-            head.count()
+        return Err(Malformed::new(
+            RecordRule::ChunkRun,
+            format!(
+                "chunk-run-mismatch: the packed run holds {} members, its head states {}",
+                events.len(),
+                head.count()
+            ),
         ));
     }
     Ok(events)
@@ -1212,7 +1323,8 @@ mod tests {
         let head = parse_head(&out).unwrap();
         check_record(&out, &head, 3).unwrap();
         let err = decode_plain_records(&out, &head).unwrap_err();
-        assert!(err.starts_with("chunk-run-mismatch"), "{err}");
+        assert_eq!(err.rule, RecordRule::ChunkRun);
+        assert!(err.detail.starts_with("chunk-run-mismatch"), "{err}");
         // Unpacked (version 1): four records.
         let mut v1 = Vec::new();
         assert_eq!(
@@ -1222,7 +1334,9 @@ mod tests {
         // Framing limits of a run head.
         let mut bad = out.clone();
         bad[REC_TYPE_LEN_FIELD.range()].copy_from_slice(&2u16.to_le_bytes());
-        assert!(parse_head(&bad).unwrap_err().contains("member count"));
+        let err = parse_head(&bad).unwrap_err();
+        assert_eq!(err.rule, RecordRule::ChunkRun);
+        assert!(err.detail.contains("member count"), "{err}");
         let mut bad = out.clone();
         bad[REC_FLAGS_FIELD.at] = REC_IGNORABLE | REC_IN_TURN;
         assert!(parse_head(&bad).is_err());

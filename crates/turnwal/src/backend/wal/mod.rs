@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use crate::storage::{decode_file_name, encode_file_name};
-pub use stored::StoredRecords;
+pub use stored::StoredWal;
 pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
 
 use self::format::TRAILER_LEN;
@@ -840,13 +840,7 @@ impl Backend for WalBackend {
         let mut bytes = Vec::new();
         let version = self.create_version;
         format::encode_file_header_version(&mut bytes, header, policy, salt, version);
-        for event in batch {
-            format::check_limits(event).map_err(|reason| {
-                crate::event::EventError::new(reason)
-                    .at_seq(event.seq())
-                    .of_type(event.event_type())
-            })?;
-        }
+        crate::limits::check_batch(batch)?;
         let pack = version >= format::FORMAT_VERSION;
         let records_start = bytes.len();
         format::encode_batch(&mut bytes, batch, placements, 0, salt, pack);

@@ -209,11 +209,12 @@ pub fn since_commit(
 ) -> Option<(Option<RecordHead>, Vec<Found>)> {
     use crate::event::EventKind;
     let walk = walk_back(bytes, records_start, salt, |f| {
+        // Only a turn/end that leaves no turn open needs its predecessor.
         f.head.is_sealed()
             || f.head.event_kind() == EventKind::TurnEnd
                 && !f.head.in_turn()
-                && walk_back_one(bytes, records_start, salt, f)
-                    .is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == f.head.turn)
+                && f.head
+                    .commits_after(walk_back_one(bytes, records_start, salt, f).as_ref())
     })?;
     let mut found = walk.found;
     let commit = if walk.stopped {

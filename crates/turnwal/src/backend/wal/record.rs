@@ -14,7 +14,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::format::{self, MIN_RECORD_LEN, RECORD_HEADER_LEN, RecordHead};
+use super::format::{self, MIN_RECORD_LEN, Malformed, RECORD_HEADER_LEN, RecordHead, RecordRule};
 use crate::error::{Corruption, Error, Result};
 use crate::event::{Event, EventKind};
 use crate::scan::CutReason;
@@ -33,8 +33,8 @@ pub fn check_at(
             format!("{} bytes left, too few for a record", rest.len()),
         ));
     }
-    let head =
-        format::parse_head(&rest[..RECORD_HEADER_LEN]).map_err(|d| (CutReason::Invalid, d))?;
+    let head = format::parse_head(&rest[..RECORD_HEADER_LEN])
+        .map_err(|d| (CutReason::Invalid, d.detail))?;
     let len = head.record_len();
     if len > rest.len() as u64 {
         return Err((
@@ -46,7 +46,7 @@ pub fn check_at(
         ));
     }
     let record = &rest[..len as usize];
-    format::check_record(record, &head, salt).map_err(|d| (CutReason::Invalid, d))?;
+    format::check_record(record, &head, salt).map_err(|d| (CutReason::Invalid, d.detail))?;
     if let Some(expected) = seq
         && head.seq != expected
     {
@@ -95,7 +95,7 @@ pub(super) fn unit_frame<'a>(bytes: &'a [u8], at: u64, head: &RecordHead) -> &'a
 /// Decodes a checked record back into its events: a sealed unit's (every
 /// event of its closed turns, the unit checked whole), else a plain
 /// record's ([`format::decode_plain_records`]).
-pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, String> {
+pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, Malformed> {
     if head.is_sealed() {
         let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
         return unit_events(frame, head).map(|(events, _)| events);
@@ -107,7 +107,7 @@ pub fn decode_records(record: &[u8], head: &RecordHead) -> Result<Vec<Event>, St
 /// run's members).
 pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Result<Vec<Event>> {
     let record = &bytes[at as usize..(at + head.record_len()) as usize];
-    decode_records(record, head).map_err(|reason| corrupt(path, at, Some(head.seq), reason))
+    decode_records(record, head).map_err(|e| corrupt(path, at, Some(head.seq), e.to_string()))
 }
 
 /// The events of a sealed unit whose head is `head` and whose frame is
@@ -115,7 +115,7 @@ pub fn decode_at(bytes: &[u8], at: u64, head: &RecordHead, path: &Path) -> Resul
 pub fn unit_events(
     frame: &[u8],
     head: &RecordHead,
-) -> Result<(Vec<Event>, Vec<RecordHead>), String> {
+) -> Result<(Vec<Event>, Vec<RecordHead>), Malformed> {
     // Not sized from the head's count: that is a number read from disk,
     // and the walk below is what checks it against the events the frame
     // really holds.
@@ -134,7 +134,7 @@ pub fn unit_events(
 /// decoding a payload: what a scan checks of every unit, so that every
 /// entry point decides from the same evidence (docs/FORMAT.md, "Sealed
 /// units").
-pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), String> {
+pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), Malformed> {
     walk_unit(frame, head, |_, _| Ok(())).map(drop)
 }
 
@@ -146,8 +146,8 @@ pub fn check_unit(frame: &[u8], head: &RecordHead) -> Result<(), String> {
 pub(super) fn walk_unit(
     frame: &[u8],
     head: &RecordHead,
-    each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
-) -> Result<Vec<RecordHead>, String> {
+    each: impl FnMut(&[u8], &RecordHead) -> Result<(), Malformed>,
+) -> Result<Vec<RecordHead>, Malformed> {
     let plain = decompress(frame, head.plain_len() as usize)?;
     walk_plain(&plain, head, each)
 }
@@ -156,7 +156,7 @@ pub(super) fn walk_unit(
 /// `frame`, checks it as [`check_unit`] does, and returns its plain
 /// records, laid end to end: what a cursor reads the unit's events from
 /// in place, holding this one unit.
-pub(super) fn open_unit(frame: &[u8], head: &RecordHead) -> Result<Vec<u8>, String> {
+pub(super) fn open_unit(frame: &[u8], head: &RecordHead) -> Result<Vec<u8>, Malformed> {
     let plain = decompress(frame, head.plain_len() as usize)?;
     walk_plain(&plain, head, |_, _| Ok(()))?;
     Ok(plain)
@@ -166,23 +166,31 @@ pub(super) fn open_unit(frame: &[u8], head: &RecordHead) -> Result<Vec<u8>, Stri
 fn walk_plain(
     plain: &[u8],
     head: &RecordHead,
-    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), String>,
-) -> Result<Vec<RecordHead>, String> {
+    mut each: impl FnMut(&[u8], &RecordHead) -> Result<(), Malformed>,
+) -> Result<Vec<RecordHead>, Malformed> {
     let mut at = 0u64;
     let mut seq = head.seq;
     let mut inner_heads: Vec<RecordHead> = Vec::new();
     while at < plain.len() as u64 {
-        let inner = check_at(plain, at, Some(seq), 0)
-            .map_err(|(_, d)| format!("sealed unit record at plain byte {at}: {d}"))?;
+        let inner = check_at(plain, at, Some(seq), 0).map_err(|(_, d)| {
+            Malformed::new(
+                RecordRule::SealedUnit,
+                format!("sealed unit record at plain byte {at}: {d}"),
+            )
+        })?;
         if inner.is_sealed() {
-            return Err(format!(
-                "sealed unit record at plain byte {at} is itself a sealed unit"
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                format!("sealed unit record at plain byte {at} is itself a sealed unit"),
             ));
         }
         if inner.watermark != 0 {
-            return Err(format!(
-                "sealed unit record at plain byte {at} has watermark {}, not 0",
-                inner.watermark
+            return Err(Malformed::new(
+                RecordRule::SealedUnit,
+                format!(
+                    "sealed unit record at plain byte {at} has watermark {}, not 0",
+                    inner.watermark
+                ),
             ));
         }
         let record = &plain[at as usize..(at + inner.record_len()) as usize];
@@ -192,64 +200,88 @@ fn walk_plain(
         inner_heads.push(inner);
     }
     if seq - head.seq != head.count() {
-        return Err(format!(
-            "sealed unit holds {} events, its head states {}",
-            seq - head.seq,
-            head.count()
+        return Err(Malformed::new(
+            RecordRule::SealedUnit,
+            format!(
+                "sealed unit holds {} events, its head states {}",
+                seq - head.seq,
+                head.count()
+            ),
         ));
     }
     let closes = match inner_heads.as_slice() {
-        [.., before, last] => {
-            last.event_kind() == EventKind::TurnEnd
-                && !last.in_turn()
-                && before.in_turn()
-                && before.step == 0
-                && before.turn == last.turn
-        }
+        [.., before, last] => last.closes_turn_after(Some(before)),
         _ => false,
     };
     let last = inner_heads.last().expect("count >= 1");
     if !closes || last.turn != head.turn {
-        return Err("sealed unit does not end with the turn/end of its last turn".into());
+        return Err(Malformed::new(
+            RecordRule::SealedUnit,
+            "sealed unit does not end with the turn/end of its last turn",
+        ));
     }
     // The last record is a `turn/end`'s own (a run's members are chunks), so
     // its head's time is its event's.
     if last.time != head.time {
-        return Err("sealed unit's time is not its last event's".into());
+        return Err(Malformed::new(
+            RecordRule::SealedUnit,
+            "sealed unit's time is not its last event's",
+        ));
     }
     Ok(inner_heads)
 }
 
-fn decompress(frame: &[u8], plain_len: usize) -> Result<Vec<u8>, String> {
+fn decompress(frame: &[u8], plain_len: usize) -> Result<Vec<u8>, Malformed> {
     let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
-        .map_err(|e| format!("sealed unit frame is not zstd: {e}"))?
+        .map_err(|e| {
+            Malformed::new(
+                RecordRule::SealedUnit,
+                format!("sealed unit frame is not zstd: {e}"),
+            )
+        })?
         .single_frame();
     let mut out = Vec::with_capacity(plain_len);
     (&mut decoder)
         .take(plain_len as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("sealed unit frame does not decompress: {e}"))?;
+        .map_err(|e| {
+            Malformed::new(
+                RecordRule::SealedUnit,
+                format!("sealed unit frame does not decompress: {e}"),
+            )
+        })?;
     if out.len() > plain_len {
-        return Err(format!(
-            "sealed-unit-length: the frame inflates past the {plain_len} bytes its head states"
+        return Err(Malformed::new(
+            RecordRule::SealedUnitLength,
+            format!(
+                "sealed-unit-length: the frame inflates past the {plain_len} bytes its head states"
+            ),
         ));
     }
     if out.len() < plain_len {
-        return Err(format!(
-            "sealed-unit-length: the frame decompresses to {} bytes, its head states {plain_len}",
-            out.len()
+        return Err(Malformed::new(
+            RecordRule::SealedUnitLength,
+            format!(
+                "sealed-unit-length: the frame decompresses to {} bytes, its head states {plain_len}",
+                out.len()
+            ),
         ));
     }
     Ok(out)
 }
 
 /// A corruption at byte `offset` of the log at `path`.
-pub(super) fn corrupt(path: &Path, offset: u64, seq: Option<u64>, reason: String) -> Error {
+pub(super) fn corrupt(
+    path: &Path,
+    offset: u64,
+    seq: Option<u64>,
+    reason: impl std::fmt::Display,
+) -> Error {
     Error::from(Corruption {
         path: path.to_owned(),
         offset,
         unit: crate::error::Unit::Byte,
         seq,
-        reason,
+        reason: reason.to_string(),
     })
 }

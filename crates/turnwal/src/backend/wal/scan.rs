@@ -31,9 +31,10 @@ use super::format::{
 };
 use super::record::{check_at, check_unit, decode_at, heads, unit_frame};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind};
+use crate::event::Event;
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, Gap, OnDamage, Outcome, Proof, Scan, classify_tail, decide,
+    Cut, CutReason, Evidence, Extent, Findings, Gap, OnDamage, Outcome, Proof, Scan, classify_tail,
+    decide,
 };
 
 /// The framing-level result of a scan.
@@ -155,7 +156,7 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
             // records lie is refused at its own offset.
             if head.is_sealed() && units == Units::Check {
                 check_unit(unit_frame(bytes, at, &head), &head)
-                    .map_err(|d| (CutReason::Invalid, d))?;
+                    .map_err(|d| (CutReason::Invalid, d.detail))?;
             }
             Ok(head)
         });
@@ -168,13 +169,7 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
                 // required when it was appended). A stray one (say, after its
                 // turn already ended) stays in the tail, whose contract check
                 // cuts it as debris, instead of committing itself.
-                let closes_turn = !head.in_turn()
-                    && frames.last.is_some_and(|prev| {
-                        prev.in_turn() && prev.step == 0 && prev.turn == head.turn
-                    });
-                // The end of a sealed unit is a commit point too: a unit
-                // holds only closed turns.
-                if head.is_sealed() || (head.event_kind() == EventKind::TurnEnd && closes_turn) {
+                if head.commits_after(frames.last.as_ref()) {
                     frames.commit_end = at;
                     frames.committed = frames.records;
                     frames.committed_turn = u64::from(head.turn);
@@ -591,14 +586,15 @@ fn classify(
         open_turn: !verdict.closers.is_empty(),
     };
     let outcome = decide(&evidence, on_damage);
+    let found = Findings {
+        torn,
+        debris,
+        interrupted,
+    };
     let cut = match outcome {
-        Outcome::Clean | Outcome::CloseOpenTurn => None,
-        Outcome::CutTorn => torn,
-        Outcome::CutDebris => debris,
-        Outcome::RedoInterruptedRepair => interrupted,
         Outcome::RefuseCorrupt(_) => {
             let d = damage.expect("a proof comes with its damage");
-            let seq = [&debris, &interrupted]
+            let seq = [&found.debris, &found.interrupted]
                 .into_iter()
                 .flatten()
                 .find(|c| c.offset == d.offset)
@@ -608,7 +604,7 @@ fn classify(
         Outcome::CutDamaged(_) => {
             let d = damage.expect("a proof comes with its damage");
             // From the first byte any cut would take.
-            let first = [&debris, &interrupted, &torn]
+            let first = [&found.debris, &found.interrupted, &found.torn]
                 .into_iter()
                 .flatten()
                 .min_by_key(|c| c.offset);
@@ -624,6 +620,7 @@ fn classify(
                 d.detail,
             ))
         }
+        _ => found.chosen(outcome),
     };
     let extent = Extent {
         bytes: frames.len,

@@ -18,15 +18,12 @@
 
 use std::path::Path;
 
-use super::format::{
-    self, FileHeader, KIND_SEALED, REC_CRC_FIELD, REC_WATERMARK_FIELD, RECORD_HEADER_LEN,
-    RecordHead, TRAILER_LEN,
-};
+use super::format::{self, FileHeader, KIND_SEALED, RecordHead};
 use super::record::{decode_at, heads};
 use super::scan::Classified;
 use crate::contract::Placement;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind};
+use crate::event::Event;
 
 /// The zstd level of sealed units. Sealing runs at a close or a
 /// compaction, never in the append path, so it can afford a level that
@@ -50,39 +47,21 @@ fn encode_unit(
     salt: u32,
 ) -> std::io::Result<()> {
     let frame = zstd::bulk::compress(plain, UNIT_ZSTD_LEVEL)?;
-    let record_len = RECORD_HEADER_LEN + frame.len() + TRAILER_LEN;
-    let mut head = [0; RECORD_HEADER_LEN];
-    format::put(&mut head, format::REC_KIND_FIELD, [KIND_SEALED]);
-    format::put(
-        &mut head,
-        format::REC_DATA_LEN_FIELD,
-        (frame.len() as u32).to_le_bytes(),
-    );
-    format::put(
-        &mut head,
-        format::REC_SOURCES_LEN_FIELD,
-        (plain.len() as u32).to_le_bytes(),
-    );
-    format::put(
-        &mut head,
-        format::REC_SURFACE_LEN_FIELD,
-        (count as u32).to_le_bytes(),
-    );
-    format::put(&mut head, format::REC_TURN_FIELD, last_turn.to_le_bytes());
-    format::put(&mut head, format::REC_SEQ_FIELD, first_seq.to_le_bytes());
-    format::put(&mut head, format::REC_TIME_FIELD, last_time.to_le_bytes());
-    let start = out.len();
-    out.extend_from_slice(&head);
-    out.extend_from_slice(&frame);
-    out.extend_from_slice(&(record_len as u32).to_le_bytes());
-    finish(&mut out[start..], salt);
+    let head = RecordHead {
+        kind: KIND_SEALED,
+        flags: 0,
+        type_len: 0,
+        data_len: frame.len() as u32,
+        sources_len: plain.len() as u32,
+        surface_len: count as u32,
+        turn: last_turn,
+        seq: first_seq,
+        time: last_time,
+        watermark: 0,
+        step: 0,
+    };
+    format::write_record(out, &head, &[&frame], salt);
     Ok(())
-}
-
-/// Recomputes a complete record's checksum with `salt`.
-fn finish(record: &mut [u8], salt: u32) {
-    let crc = format::checksum(salt, &record[REC_CRC_FIELD.end()..]);
-    format::put(record, REC_CRC_FIELD, crc.to_le_bytes());
 }
 
 /// Appends a copy of a valid record with watermark 0 and `salt`'s checksum
@@ -90,9 +69,7 @@ fn finish(record: &mut [u8], salt: u32) {
 fn copy_record(out: &mut Vec<u8>, record: &[u8], salt: u32) {
     let start = out.len();
     out.extend_from_slice(record);
-    let copy = &mut out[start..];
-    format::put(copy, REC_WATERMARK_FIELD, 0u64.to_le_bytes());
-    finish(copy, salt);
+    format::restamp(&mut out[start..], 0, salt);
 }
 
 /// One plain event of a closed turn, as the copy re-encodes it.
@@ -161,9 +138,7 @@ pub fn sealed_copy(
                 synthetic: head.synthetic(),
             });
         }
-        let closes = head.event_kind() == EventKind::TurnEnd
-            && !head.in_turn()
-            && previous.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == head.turn);
+        let closes = head.closes_turn_after(previous.as_ref());
         previous = Some(head);
         if !closes {
             continue;

@@ -51,29 +51,24 @@ impl Item {
 
 /// A WAL session's stored prefix as storage records, read from one mapping
 /// of its log ([`WalBackend::stored_records`]).
-pub struct StoredRecords {
+pub struct StoredWal {
     /// Header, revision, state, cut, closers and count.
     pub head: crate::backend::StoredHead,
     map: Mapped,
     items: Vec<Item>,
 }
 
-impl fmt::Debug for StoredRecords {
+impl fmt::Debug for StoredWal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "StoredRecords({:?}, {} events, {:?})",
+            "StoredWal({:?}, {} events, {:?})",
             self.head.header.id, self.head.stored, self.head.state
         )
     }
 }
 
-impl StoredRecords {
-    /// How many events are stored (kept): those the records hold.
-    pub fn stored(&self) -> usize {
-        self.head.stored
-    }
-
+impl StoredWal {
     /// The stored events in seq order: single-event records as events
     /// (read in place), chunk runs as the packed rows they store.
     pub fn records(&self) -> impl Iterator<Item = Record<'_>> + '_ {
@@ -100,7 +95,11 @@ fn packed(record: &[u8], head: &RecordHead) -> Option<PackedRun> {
 
 /// The items of the validated record `record` (head `head`), appended to
 /// `items`, with the words [`record::decode_records`] refuses it with.
-fn read_record(record: &[u8], head: &RecordHead, items: &mut Vec<Item>) -> Result<(), String> {
+fn read_record(
+    record: &[u8],
+    head: &RecordHead,
+    items: &mut Vec<Item>,
+) -> Result<(), format::Malformed> {
     if head.is_sealed() {
         let frame = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + head.data_len as usize];
         record::walk_unit(frame, head, |inner, inner_head| {
@@ -132,7 +131,7 @@ impl WalBackend {
     /// and handed over as stored (one that is not is expanded, and refused
     /// where the view refuses it). Retries while a writer changes the log
     /// under the read; refuses after 16 tries.
-    pub fn stored_records(&self, id: &str) -> Result<Option<StoredRecords>> {
+    pub fn stored_records(&self, id: &str) -> Result<Option<StoredWal>> {
         for _ in 0..16 {
             let Some(before) = self.revision(id)? else {
                 return Ok(None);
@@ -150,7 +149,7 @@ impl WalBackend {
         })
     }
 
-    fn stored_records_once(&self, id: &str, revision: String) -> Result<Option<StoredRecords>> {
+    fn stored_records_once(&self, id: &str, revision: String) -> Result<Option<StoredWal>> {
         let Some((map, classified, path)) = self.classify(id)? else {
             return Ok(None);
         };
@@ -184,7 +183,7 @@ impl WalBackend {
             }
         }
         let stored = items.iter().map(Item::len).sum();
-        Ok(Some(StoredRecords {
+        Ok(Some(StoredWal {
             head: crate::backend::StoredHead::of(classified.scan, revision, stored),
             map,
             items,
@@ -192,12 +191,12 @@ impl WalBackend {
     }
 }
 
-impl crate::backend::StoredLog for StoredRecords {
+impl crate::backend::StoredLog for StoredWal {
     fn head(&self) -> &crate::backend::StoredHead {
         &self.head
     }
 
     fn records(&self) -> Box<dyn Iterator<Item = crate::upstream::chunks::Record<'_>> + '_> {
-        Box::new(StoredRecords::records(self))
+        Box::new(StoredWal::records(self))
     }
 }

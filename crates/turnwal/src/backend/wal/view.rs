@@ -2,7 +2,7 @@
 //! of a mapped session file, decoded into [`EventRef`]s that borrow their
 //! payloads from the map.
 
-use super::format::{self, RecordHead};
+use super::format::{self, Malformed, RecordHead, RecordRule};
 use crate::storage::Mapped;
 use crate::view::{EventRef, InPlace};
 
@@ -65,7 +65,7 @@ impl MappedRecords {
     /// [`EventRef::to_event`] of the view succeeds.
     pub(super) fn new(bytes: Mapped, entries: Entries) -> Result<MappedRecords, (u64, String)> {
         for at in entries.offsets() {
-            check_in_place(&bytes, at).map_err(|reason| (at, reason))?;
+            check_in_place(&bytes, at).map_err(|e| (at, e.detail))?;
         }
         Ok(MappedRecords { bytes, entries })
     }
@@ -91,23 +91,27 @@ impl InPlace for MappedRecords {
 /// payload is UTF-8, a kind-14 record names no known type, and its type
 /// name, seq and time are an event's. After it, [`record_ref`] of the
 /// record is sound and its `to_event` succeeds.
-pub(super) fn check_in_place(bytes: &[u8], at: u64) -> Result<(), String> {
+pub(super) fn check_in_place(bytes: &[u8], at: u64) -> Result<(), Malformed> {
     let head = head_at(bytes, at);
     let start = at as usize + format::RECORD_HEADER_LEN;
     let end = at as usize + head.record_len() as usize - format::TRAILER_LEN;
     if simdutf8::basic::from_utf8(&bytes[start..end]).is_err() {
-        return Err("record payload is not UTF-8".into());
+        return Err(Malformed::new(
+            RecordRule::Payload,
+            "record payload is not UTF-8",
+        ));
     }
     let event = record_ref(bytes, at);
     if event.kind == crate::event::EventKind::Other
         && crate::event::EventKind::of(event.event_type) != crate::event::EventKind::Other
     {
-        return Err(format!(
-            "record kind 14 names the known type {:?}",
-            event.event_type
+        return Err(Malformed::new(
+            RecordRule::Payload,
+            format!("record kind 14 names the known type {:?}", event.event_type),
         ));
     }
     crate::event::check_stored_parts(event.event_type, event.seq, event.time)
+        .map_err(|reason| Malformed::new(RecordRule::Payload, reason))
 }
 
 fn head_at(bytes: &[u8], at: u64) -> RecordHead {

@@ -30,8 +30,8 @@ use super::scan::{Classified, salvage_log, scan_log_proven};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventError, EventKind};
-use crate::scan::{CutReason, Evidence, Extent, OnDamage, Scan, decide};
+use crate::event::{Event, EventKind};
+use crate::scan::{CutReason, Extent, Outcome, Scan};
 use crate::storage::{LockGuard, Storage, StorageFile};
 
 /// Force an fdatasync once this many bytes are held for a rewrite, so a
@@ -665,12 +665,6 @@ fn scan_clean_end(
     last: format::RecordHead,
     previous: Option<format::RecordHead>,
 ) -> Result<Option<Scan>> {
-    let closes = |commit: &format::RecordHead, before: Option<&format::RecordHead>| {
-        commit.is_sealed()
-            || commit.event_kind() == EventKind::TurnEnd
-                && !commit.in_turn()
-                && before.is_some_and(|p| p.in_turn() && p.step == 0 && p.turn == commit.turn)
-    };
     // A unit at the end is the commit point the scan takes its count from:
     // check it (decompressed, bounded) before trusting it, as the full scan
     // checks every unit, so that no append continues from a count the
@@ -681,7 +675,7 @@ fn scan_clean_end(
             return Ok(None);
         }
     }
-    let (commit, tail) = if closes(&last, previous.as_ref()) {
+    let (commit, tail) = if last.commits_after(previous.as_ref()) {
         (Some(last), Vec::new())
     } else {
         if last.synthetic() && last.in_turn() {
@@ -705,13 +699,7 @@ fn scan_clean_end(
     }
     // The probe proved the end clean: nothing to cut, at most a turn to
     // close.
-    let outcome = decide(
-        &Evidence {
-            open_turn: !verdict.closers.is_empty(),
-            ..Evidence::default()
-        },
-        OnDamage::Refuse,
-    );
+    let outcome = Outcome::of_cut(None, !verdict.closers.is_empty());
     let extent = Extent {
         bytes: bytes.len() as u64,
         committed,
@@ -897,15 +885,7 @@ impl LogWriter for WalWriter {
     fn append(&mut self, batch: &[Event], placements: &[Placement], sync: SyncMode) -> Result<u64> {
         self.scanned = None;
         self.check_poison()?;
-        for event in batch {
-            format::check_limits(event).map_err(|reason| {
-                Error::Event(
-                    EventError::new(reason)
-                        .at_seq(event.seq())
-                        .of_type(event.event_type()),
-                )
-            })?;
-        }
+        crate::limits::check_batch(batch)?;
         if sync == SyncMode::Never && self.pending.is_empty() && !self.rewrite {
             return self.append_unheld(batch, placements);
         }
@@ -1103,13 +1083,7 @@ impl WalWriter {
             let mut commit_end = sealed_end;
             for pair in walk.found.windows(2) {
                 let (end, before) = (&pair[0], &pair[1]);
-                if end.head.event_kind() == EventKind::TurnEnd
-                    && !end.head.is_sealed()
-                    && !end.head.in_turn()
-                    && before.head.in_turn()
-                    && before.head.step == 0
-                    && before.head.turn == end.head.turn
-                {
+                if end.head.closes_turn_after(Some(&before.head)) {
                     commit_end = end.offset + end.head.record_len();
                     break;
                 }
