@@ -193,10 +193,12 @@ fn path_scheme_examples() {
         encode_segment("~002F").unwrap(),
         encode_segment("/").unwrap()
     );
+    let empty = encode_segment("").unwrap_err();
     assert_eq!(
-        encode_segment("").unwrap_err(),
-        "cannot encode an empty path segment"
+        empty,
+        turnwal::backend::jsonl::layout::LayoutError::EmptySegment
     );
+    assert_eq!(empty.to_string(), "cannot encode an empty path segment");
     assert_eq!(
         project_key("/Users/qyj/work/deepseek-harness").unwrap(),
         "--Users-qyj-work-deepseek-harness--"

@@ -88,73 +88,31 @@ impl Store {
         if let Err(detail) = scan.header.check_version() {
             return Ok(corrupt(detail.to_string()));
         }
-        let committed = scan.committed;
-        let permissive = scan.policy == crate::contract::Policy::Permissive;
-        let mut tracker =
-            Tracker::new(scan.policy).require_known_types(self.options().require_known_types);
+        let mut checks = EventChecks {
+            committed: scan.committed,
+            permissive: scan.policy == crate::contract::Policy::Permissive,
+            tracker: Tracker::new(scan.policy)
+                .require_known_types(self.options().require_known_types),
+        };
         // What a read of a Permissive session refuses (upstream's read
         // rules), verify reports, after any problem the checks find
         // anywhere in the log: the migrations run one event at a time, and
         // upstream's order of refusal is kept by noting every retired form
         // and the first event a migration refuses.
         let mut migrations =
-            (permissive && !self.backend().normalizes_reads()).then(|| Normalizer::new(id));
-        let mut failed = None;
+            (checks.permissive && !self.backend().normalizes_reads()).then(|| Migrations::new(id));
         let mut problem = None;
         let walked = reader.for_each_stored(|event| -> Result<()> {
             if problem.is_some() {
                 return Ok(());
             }
-            let i = event.seq();
-            let place = || {
-                let region = if i < committed { "committed" } else { "tail" };
-                format!("{region} event seq {i} ({})", event.event_type())
-            };
-            // The contract check of the committed prefix reads `data` in
-            // one pass that also validates it; the rest is validated here.
-            if i < committed && !permissive {
-                if let Err(v) = tracker.accept(&event) {
-                    problem = Some(format!("{} breaks the turn contract: {v}", place()));
-                    return Ok(());
-                }
-            } else if let Err(e) = json::validate(event.data()) {
-                problem = Some(format!("{}: data is not valid JSON: {e}", place()));
-                return Ok(());
-            } else if i < committed
-                && let Err(v) = tracker.accept(&event)
-            {
-                problem = Some(format!("{} breaks the turn contract: {v}", place()));
+            problem = checks.problem(&event);
+            if problem.is_some() {
                 return Ok(());
             }
-            for extra in [event.surface_op(), event.source_event_seqs()]
-                .into_iter()
-                .flatten()
-            {
-                if let Err(e) = json::validate(extra) {
-                    problem = Some(format!(
-                        "{}: envelope field is not valid JSON: {e}",
-                        place()
-                    ));
-                    return Ok(());
-                }
-            }
-            let Some(normalizer) = migrations.as_mut() else {
-                visit(event);
-                return Ok(());
-            };
-            let retired = normalizer.note(&event);
-            if retired || failed.is_some() {
-                failed = failed.take().or(Some(None));
-                return Ok(());
-            }
-            if !Normalizer::touches(event.event_type()) {
-                visit(event);
-                return Ok(());
-            }
-            let mut migrated = event.to_event();
-            match normalizer.migrate(&mut migrated) {
-                Ok(()) => visit((&migrated).into()),
-                Err(e) => failed = Some(Some(e)),
+            match migrations.as_mut() {
+                Some(migrations) => migrations.visit(event, &mut visit),
+                None => visit(event),
             }
             Ok(())
         });
@@ -168,10 +126,7 @@ impl Store {
         if let Some(problem) = problem {
             return Ok(corrupt(problem));
         }
-        if let (Some(normalizer), Some(failed)) = (&migrations, failed) {
-            let why = normalizer
-                .refusal(failed)
-                .expect("a retired form or a refused migration was met");
+        if let Some(why) = migrations.and_then(Migrations::refusal) {
             return Ok(corrupt((self.refusal_of(id))(why).to_string()));
         }
         // The scan as the read settled it.
@@ -186,5 +141,99 @@ impl Store {
             closers: scan.closers.len(),
             problem: None,
         })
+    }
+}
+
+/// The checks `verify` makes of each stored event, where it is stored.
+struct EventChecks {
+    committed: u64,
+    permissive: bool,
+    tracker: Tracker,
+}
+
+impl EventChecks {
+    /// What is wrong with `event`, if anything: its `data` or an envelope
+    /// field is not JSON, or (in the committed prefix) it breaks the turn
+    /// contract.
+    fn problem(&mut self, event: &crate::view::EventRef<'_>) -> Option<String> {
+        let i = event.seq();
+        let committed = i < self.committed;
+        let place = || {
+            let region = if committed { "committed" } else { "tail" };
+            format!("{region} event seq {i} ({})", event.event_type())
+        };
+        // The contract check of the committed prefix reads `data` in one
+        // pass that also validates it; the rest is validated here.
+        if (!committed || self.permissive)
+            && let Err(e) = json::validate(event.data())
+        {
+            return Some(format!("{}: data is not valid JSON: {e}", place()));
+        }
+        if committed && let Err(v) = self.tracker.accept(event) {
+            return Some(format!("{} breaks the turn contract: {v}", place()));
+        }
+        for extra in [event.surface_op(), event.source_event_seqs()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = json::validate(extra) {
+                return Some(format!(
+                    "{}: envelope field is not valid JSON: {e}",
+                    place()
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Upstream's read migrations over a Permissive session's events, one at a
+/// time, noting what upstream's reader would refuse.
+struct Migrations {
+    normalizer: Normalizer,
+    /// Set once a retired form or a refused migration is met: `Some(None)`
+    /// for a retired form, `Some(Some(e))` for the first refused migration.
+    failed: Option<Option<crate::upstream::normalize::NormalizeError>>,
+}
+
+impl Migrations {
+    fn new(id: &str) -> Migrations {
+        Migrations {
+            normalizer: Normalizer::new(id),
+            failed: None,
+        }
+    }
+
+    /// Hands `event` to `visit` as upstream's reader reads it (migrated if
+    /// a migration touches it); after a refusal, notes and hands nothing.
+    fn visit(
+        &mut self,
+        event: crate::view::EventRef<'_>,
+        visit: &mut impl FnMut(crate::view::EventRef<'_>),
+    ) {
+        let retired = self.normalizer.note(&event);
+        if retired || self.failed.is_some() {
+            self.failed = self.failed.take().or(Some(None));
+            return;
+        }
+        if !Normalizer::touches(event.event_type()) {
+            visit(event);
+            return;
+        }
+        let mut migrated = event.to_event();
+        match self.normalizer.migrate(&mut migrated) {
+            Ok(()) => visit((&migrated).into()),
+            Err(e) => self.failed = Some(Some(e)),
+        }
+    }
+
+    /// What upstream's reader refuses the session with, if anything.
+    fn refusal(self) -> Option<crate::upstream::normalize::NormalizeError> {
+        let failed = self.failed?;
+        Some(
+            self.normalizer
+                .refusal(failed)
+                .expect("a retired form or a refused migration was met"),
+        )
     }
 }

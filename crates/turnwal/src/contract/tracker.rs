@@ -159,73 +159,10 @@ impl Tracker {
             .map_err(|e| (Rule::Shape, format!("data is not valid JSON: {e}")))?;
         let data = event.data_text();
         match kind {
-            EventKind::TurnStart => {
-                let turn = number(facts.turn, "turn")?;
-                if let Some(open) = self.open_turn {
-                    return Err((Rule::TurnNesting, format!("turn {open} is still open")));
-                }
-                if turn != self.next_turn {
-                    return Err((
-                        Rule::TurnNumber,
-                        format!("expected turn {}, got {turn}", self.next_turn),
-                    ));
-                }
-                limit(turn, "turn")?;
-                self.open_turn = Some(turn);
-                self.open_step = None;
-                self.next_step = 1;
-                self.step_calls.clear();
-            }
-            EventKind::TurnEnd => {
-                let turn = turn_end(&facts)?;
-                match self.open_turn {
-                    Some(open) if open == turn => {}
-                    Some(open) => {
-                        return Err((
-                            Rule::TurnMismatch,
-                            format!("names turn {turn}, but turn {open} is open"),
-                        ));
-                    }
-                    None => {
-                        return Err((Rule::TurnMismatch, format!("turn {turn} is not open")));
-                    }
-                }
-                if let Some(step) = self.open_step {
-                    return Err((Rule::TurnEndOpenStep, format!("step {step} is still open")));
-                }
-                self.open_turn = None;
-                self.next_turn += 1;
-                self.step_calls.clear();
-            }
-            EventKind::StepStart => {
-                let turn = number(facts.turn, "turn")?;
-                let step = number(facts.step, "step")?;
-                if self.open_turn != Some(turn) {
-                    return Err((Rule::StepOutsideTurn, self.not_open_turn(turn)));
-                }
-                if let Some(open) = self.open_step {
-                    return Err((Rule::StepNesting, format!("step {open} is still open")));
-                }
-                if step != self.next_step {
-                    return Err((
-                        Rule::StepNumber,
-                        format!("expected step {}, got {step}", self.next_step),
-                    ));
-                }
-                limit(step, "step")?;
-                self.open_step = Some(step);
-                self.step_calls.clear();
-            }
-            EventKind::StepEnd => {
-                let turn = number(facts.turn, "turn")?;
-                let step = number(facts.step, "step")?;
-                if self.open_turn != Some(turn) || self.open_step != Some(step) {
-                    return Err((Rule::StepMismatch, self.not_open_step(turn, step)));
-                }
-                self.open_step = None;
-                self.next_step += 1;
-                self.step_calls.clear();
-            }
+            EventKind::TurnStart => self.open_turn_at(&facts)?,
+            EventKind::TurnEnd => self.close_turn_at(&facts)?,
+            EventKind::StepStart => self.open_step_at(&facts)?,
+            EventKind::StepEnd => self.close_step_at(&facts)?,
             EventKind::AssistantChunk | EventKind::AssistantMessage => {
                 self.require_open_step(facts.turn, facts.step)?;
             }
@@ -253,6 +190,85 @@ impl Tracker {
             EventKind::Other => self.require_enclosed(self.policy == Policy::Strict)?,
         }
         self.next_seq += 1;
+        Ok(())
+    }
+
+    /// A `turn/start`: opens the next turn, none being open.
+    fn open_turn_at(&mut self, facts: &Facts) -> Result<(), (Rule, String)> {
+        let turn = number(facts.turn, "turn")?;
+        if let Some(open) = self.open_turn {
+            return Err((Rule::TurnNesting, format!("turn {open} is still open")));
+        }
+        if turn != self.next_turn {
+            return Err((
+                Rule::TurnNumber,
+                format!("expected turn {}, got {turn}", self.next_turn),
+            ));
+        }
+        limit(turn, "turn")?;
+        self.open_turn = Some(turn);
+        self.open_step = None;
+        self.next_step = 1;
+        self.step_calls.clear();
+        Ok(())
+    }
+
+    /// A `turn/end`: closes the open turn it names, no step being open.
+    fn close_turn_at(&mut self, facts: &Facts) -> Result<(), (Rule, String)> {
+        let turn = turn_end(facts)?;
+        match self.open_turn {
+            Some(open) if open == turn => {}
+            Some(open) => {
+                return Err((
+                    Rule::TurnMismatch,
+                    format!("names turn {turn}, but turn {open} is open"),
+                ));
+            }
+            None => {
+                return Err((Rule::TurnMismatch, format!("turn {turn} is not open")));
+            }
+        }
+        if let Some(step) = self.open_step {
+            return Err((Rule::TurnEndOpenStep, format!("step {step} is still open")));
+        }
+        self.open_turn = None;
+        self.next_turn += 1;
+        self.step_calls.clear();
+        Ok(())
+    }
+
+    /// A `step/start`: opens the next step of the open turn it names.
+    fn open_step_at(&mut self, facts: &Facts) -> Result<(), (Rule, String)> {
+        let turn = number(facts.turn, "turn")?;
+        let step = number(facts.step, "step")?;
+        if self.open_turn != Some(turn) {
+            return Err((Rule::StepOutsideTurn, self.not_open_turn(turn)));
+        }
+        if let Some(open) = self.open_step {
+            return Err((Rule::StepNesting, format!("step {open} is still open")));
+        }
+        if step != self.next_step {
+            return Err((
+                Rule::StepNumber,
+                format!("expected step {}, got {step}", self.next_step),
+            ));
+        }
+        limit(step, "step")?;
+        self.open_step = Some(step);
+        self.step_calls.clear();
+        Ok(())
+    }
+
+    /// A `step/end`: closes the open step it names.
+    fn close_step_at(&mut self, facts: &Facts) -> Result<(), (Rule, String)> {
+        let turn = number(facts.turn, "turn")?;
+        let step = number(facts.step, "step")?;
+        if self.open_turn != Some(turn) || self.open_step != Some(step) {
+            return Err((Rule::StepMismatch, self.not_open_step(turn, step)));
+        }
+        self.open_step = None;
+        self.next_step += 1;
+        self.step_calls.clear();
         Ok(())
     }
 

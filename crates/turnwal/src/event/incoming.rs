@@ -256,8 +256,8 @@ impl IncomingEvent {
         let event_type = env.event_type.expect("checked by parse_envelope");
         let (data, facts) = env.data.expect("checked by parse_envelope");
         let seq = env.seq;
-        let tag = |r: String| {
-            let err = EventError::new(r).of_type(&event_type);
+        let tag = |e: EventError| {
+            let err = e.of_type(&event_type);
             match seq {
                 Some(s) => err.at_seq(s),
                 None => err,
@@ -274,10 +274,10 @@ impl IncomingEvent {
             None => false,
             Some("true") => true,
             Some(raw) => {
-                return Err(tag(format!(
+                return Err(tag(EventError::new(format!(
                     "ignorable must be absent or exactly true, got {}",
                     abbreviate(raw)
-                )));
+                ))));
             }
         };
         let source_event_seqs = env
@@ -331,18 +331,23 @@ impl IncomingEvent {
     /// Like [`IncomingEvent::into_event`], but re-checks what depends on the
     /// final seq and time (`sourceEventSeqs` must name earlier seqs).
     pub fn complete(self, seq: u64, time: i64) -> Result<Event, EventError> {
-        check_seq(seq).map_err(|r| self.error(r))?;
-        check_time(time).map_err(|r| self.error(r))?;
+        check_seq(seq).map_err(|e| self.tag(e))?;
+        check_time(time).map_err(|e| self.tag(e))?;
         if let Some(raw) = &self.source_event_seqs {
             check_source_event_seqs(raw, seq)
-                .map_err(|r| EventError::new(r).at_seq(seq).of_type(self.event_type()))?;
+                .map_err(|e| e.at_seq(seq).of_type(self.event_type()))?;
         }
         Ok(self.into_event(seq, time))
     }
 
     /// An error about this event, naming its type and (if given) seq.
     pub(super) fn error(&self, reason: impl Into<String>) -> EventError {
-        let err = EventError::new(reason).of_type(self.event_type());
+        self.tag(EventError::new(reason))
+    }
+
+    /// `e`, naming this event's type and (if given) seq.
+    fn tag(&self, e: EventError) -> EventError {
+        let err = e.of_type(self.event_type());
         match self.seq {
             Some(s) => err.at_seq(s),
             None => err,

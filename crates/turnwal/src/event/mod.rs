@@ -314,9 +314,9 @@ impl Event {
         time: i64,
         data: RawJson,
     ) -> Result<Event, EventError> {
-        validate_type_name(event_type).map_err(|r| EventError::new(r).at_seq(seq))?;
-        check_seq(seq).map_err(|r| EventError::new(r).at_seq(seq).of_type(event_type))?;
-        check_time(time).map_err(|r| EventError::new(r).at_seq(seq).of_type(event_type))?;
+        validate_type_name(event_type).map_err(|e| e.at_seq(seq))?;
+        check_seq(seq).map_err(|e| e.at_seq(seq).of_type(event_type))?;
+        check_time(time).map_err(|e| e.at_seq(seq).of_type(event_type))?;
         Ok(Event {
             name: type_name(event_type),
             seq,
@@ -362,7 +362,7 @@ impl Event {
     pub fn with_surface_op(mut self, surface_op: &str) -> Result<Event, EventError> {
         let raw = RawJson::parse(surface_op)
             .map_err(|e| self.error(format!("surfaceOp is not valid JSON: {e}")))?;
-        check_surface_op(&raw).map_err(|r| self.error(r))?;
+        check_surface_op(&raw).map_err(|e| self.tag(e))?;
         self.surface_op = Some(raw);
         Ok(self)
     }
@@ -371,7 +371,7 @@ impl Event {
     pub fn with_source_event_seqs(mut self, seqs: &[u64]) -> Result<Event, EventError> {
         let text = serde_json::to_string(seqs).expect("a u64 slice always serializes");
         let raw = RawJson::trusted(text);
-        check_source_event_seqs(&raw, self.seq).map_err(|r| self.error(r))?;
+        check_source_event_seqs(&raw, self.seq).map_err(|e| self.tag(e))?;
         self.source_event_seqs = Some(raw);
         Ok(self)
     }
@@ -476,9 +476,12 @@ impl Event {
     }
 
     fn error(&self, reason: impl Into<String>) -> EventError {
-        EventError::new(reason)
-            .at_seq(self.seq)
-            .of_type(self.event_type())
+        self.tag(EventError::new(reason))
+    }
+
+    /// `e`, naming this event's seq and type.
+    fn tag(&self, e: EventError) -> EventError {
+        e.at_seq(self.seq).of_type(self.event_type())
     }
 }
 
@@ -504,44 +507,46 @@ fn type_name(event_type: &str) -> TypeName {
 /// type name, seq and time), without building it: a reader that borrows
 /// stored events checks them once, up front, so that building one later
 /// cannot fail.
-pub(crate) fn check_stored_parts(event_type: &str, seq: u64, time: i64) -> Result<(), String> {
+pub(crate) fn check_stored_parts(event_type: &str, seq: u64, time: i64) -> Result<(), EventError> {
     validate_type_name(event_type)?;
     check_seq(seq)?;
     check_time(time)
 }
 
-fn validate_type_name(event_type: &str) -> Result<(), String> {
+fn validate_type_name(event_type: &str) -> Result<(), EventError> {
     if event_type.is_empty() {
-        return Err("type must be a non-empty string".into());
+        return Err(EventError::new("type must be a non-empty string"));
     }
     if event_type.len() > MAX_TYPE_LEN {
-        return Err(format!(
+        return Err(EventError::new(format!(
             "type is {} bytes long; the limit is {MAX_TYPE_LEN}",
             event_type.len()
-        ));
+        )));
     }
     Ok(())
 }
 
-fn check_seq(seq: u64) -> Result<(), String> {
+fn check_seq(seq: u64) -> Result<(), EventError> {
     if seq > MAX_SAFE_INTEGER {
-        return Err(format!(
+        return Err(EventError::new(format!(
             "seq {seq} is not a safe integer (max {MAX_SAFE_INTEGER})"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn check_time(time: i64) -> Result<(), String> {
+fn check_time(time: i64) -> Result<(), EventError> {
     if time.unsigned_abs() > MAX_SAFE_INTEGER {
-        return Err(format!("time {time} is not a safe integer"));
+        return Err(EventError::new(format!(
+            "time {time} is not a safe integer"
+        )));
     }
     Ok(())
 }
 
 /// `surfaceOp` is `"append"` or `{"op":"replace","start":S,"end":E}` with
 /// safe-integer seqs `S <= E`.
-fn check_surface_op(raw: &RawJson) -> Result<(), String> {
+fn check_surface_op(raw: &RawJson) -> Result<(), EventError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Replace<'a> {
@@ -554,22 +559,22 @@ fn check_surface_op(raw: &RawJson) -> Result<(), String> {
         return Ok(());
     }
     let replace: Replace = serde_json::from_str(raw.get()).map_err(|_| {
-        format!(
+        EventError::new(format!(
             "surfaceOp must be \"append\" or {{\"op\":\"replace\",\"start\":S,\"end\":E}}, got {}",
             abbreviate(raw.get())
-        )
+        ))
     })?;
     if replace.op != "replace" {
-        return Err(format!(
+        return Err(EventError::new(format!(
             "surfaceOp.op must be \"replace\", got {:?}",
             replace.op
-        ));
+        )));
     }
     if replace.start > replace.end || replace.end > MAX_SAFE_INTEGER {
-        return Err(format!(
+        return Err(EventError::new(format!(
             "surfaceOp replace range {}..={} is invalid",
             replace.start, replace.end
-        ));
+        )));
     }
     Ok(())
 }
@@ -579,34 +584,33 @@ fn check_surface_op(raw: &RawJson) -> Result<(), String> {
 /// and any other spelling of the same integers dropped, so that every
 /// backend stores and returns the same text (SQLite keeps the list as
 /// varints, upstream's JSONL as `JSON.stringify` wrote it).
-pub(crate) fn canonical_source_event_seqs(raw: &str) -> Result<RawJson, String> {
-    let seqs: Vec<u64> = serde_json::from_str(raw).map_err(|_| {
-        format!(
-            "sourceEventSeqs must be an array of non-negative safe integers, got {}",
-            abbreviate(raw)
-        )
-    })?;
+pub(crate) fn canonical_source_event_seqs(raw: &str) -> Result<RawJson, EventError> {
+    let seqs: Vec<u64> = serde_json::from_str(raw).map_err(|_| not_a_seq_list(raw))?;
     Ok(RawJson::trusted(
         serde_json::to_string(&seqs).expect("a u64 list always serializes"),
     ))
 }
 
-fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), String> {
-    let seqs: Vec<u64> = serde_json::from_str(raw.get()).map_err(|_| {
-        format!(
-            "sourceEventSeqs must be an array of non-negative safe integers, got {}",
-            abbreviate(raw.get())
-        )
-    })?;
+fn not_a_seq_list(raw: &str) -> EventError {
+    EventError::new(format!(
+        "sourceEventSeqs must be an array of non-negative safe integers, got {}",
+        abbreviate(raw)
+    ))
+}
+
+fn check_source_event_seqs(raw: &RawJson, seq: u64) -> Result<(), EventError> {
+    let seqs: Vec<u64> = serde_json::from_str(raw.get()).map_err(|_| not_a_seq_list(raw.get()))?;
     let mut seen = std::collections::HashSet::with_capacity(seqs.len());
     for s in seqs {
         if s >= seq {
-            return Err(format!(
+            return Err(EventError::new(format!(
                 "sourceEventSeqs entry {s} is not earlier than seq {seq}"
-            ));
+            )));
         }
         if !seen.insert(s) {
-            return Err(format!("sourceEventSeqs entry {s} appears twice"));
+            return Err(EventError::new(format!(
+                "sourceEventSeqs entry {s} appears twice"
+            )));
         }
     }
     Ok(())

@@ -77,6 +77,17 @@ fn push_escape(out: &mut String, unit: u16) {
     let _ = write!(out, "~{unit:04X}");
 }
 
+/// A name upstream's layout cannot give a file or directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// An empty session id (or other path segment).
+    #[error("cannot encode an empty path segment")]
+    EmptySegment,
+    /// An empty `cwd`.
+    #[error("cannot encode an empty project path")]
+    EmptyProjectPath,
+}
+
 /// `encodeSegment`: an id as one safe path segment, injectively over UTF-16
 /// strings. `[A-Za-z0-9._-]` units stay; every other unit (`~` included)
 /// becomes `~XXXX`; `.` and `..` are escaped whole.
@@ -88,15 +99,15 @@ fn push_escape(out: &mut String, unit: u16) {
 /// assert_eq!(encode_segment("..").unwrap(), "~002E~002E");
 /// assert!(encode_segment("").is_err());
 /// ```
-pub fn encode_segment(raw: &str) -> Result<String, String> {
+pub fn encode_segment(raw: &str) -> Result<String, LayoutError> {
     encode_segment_units(&jsstr::to_utf16(raw))
 }
 
 /// [`encode_segment`] over UTF-16 code units (lone surrogates included:
 /// `\u{D800}` alone becomes `~D800`).
-pub fn encode_segment_units(units: &[u16]) -> Result<String, String> {
+pub fn encode_segment_units(units: &[u16]) -> Result<String, LayoutError> {
     if units.is_empty() {
-        return Err("cannot encode an empty path segment".into());
+        return Err(LayoutError::EmptySegment);
     }
     if units == [0x2E] {
         return Ok("~002E".into());
@@ -168,14 +179,14 @@ pub fn decode_segment(segment: &str) -> Option<String> {
 /// assert_eq!(project_key("C:\\work\\agent").unwrap(), "--C-work-agent--");
 /// assert_eq!(project_key("/").unwrap(), "--root--");
 /// ```
-pub fn project_key(cwd: &str) -> Result<String, String> {
+pub fn project_key(cwd: &str) -> Result<String, LayoutError> {
     project_key_units(&jsstr::to_utf16(cwd))
 }
 
 /// [`project_key`] over UTF-16 code units.
-pub fn project_key_units(units: &[u16]) -> Result<String, String> {
+pub fn project_key_units(units: &[u16]) -> Result<String, LayoutError> {
     if units.is_empty() {
-        return Err("cannot encode an empty project path".into());
+        return Err(LayoutError::EmptyProjectPath);
     }
     let mut readable = String::with_capacity(units.len());
     let mut separator_run = false;
@@ -202,7 +213,7 @@ pub fn project_key_units(units: &[u16]) -> Result<String, String> {
 }
 
 /// The project directory of a cwd (`_no-cwd` without one).
-pub fn project_dir(root: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
+pub fn project_dir(root: &Path, cwd: Option<&str>) -> Result<PathBuf, LayoutError> {
     Ok(match cwd {
         None => root.join(NO_CWD),
         Some(cwd) => root.join(project_key(cwd)?),
@@ -210,7 +221,7 @@ pub fn project_dir(root: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
 }
 
 /// The directory a session owns.
-pub fn session_dir(root: &Path, cwd: Option<&str>, id: &str) -> Result<PathBuf, String> {
+pub fn session_dir(root: &Path, cwd: Option<&str>, id: &str) -> Result<PathBuf, LayoutError> {
     Ok(project_dir(root, cwd)?.join(encode_segment(id)?))
 }
 
@@ -229,7 +240,7 @@ pub fn log_path(
     cwd: Option<&str>,
     id: &str,
     compression: Compression,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, LayoutError> {
     Ok(session_dir(root, cwd, id)?.join(compression.log_name()))
 }
 

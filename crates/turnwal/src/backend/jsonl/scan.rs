@@ -13,6 +13,7 @@
 //!   good lines; an incomplete final frame is torn, and the complete
 //!   records its decodable prefix holds are kept (re-encoded by repair).
 
+use std::ops::Range;
 use std::path::Path;
 
 use super::header::{HeaderProblem, parse_header_line};
@@ -550,67 +551,27 @@ fn parse_zstd<K: Keep>(
     make: impl FnOnce(&SessionHeader) -> K,
 ) -> Result<Parsed<K>> {
     let io = |e| Error::io("read", path, e);
-    // The framing of the whole file first, as upstream's scanner walks it
-    // before it decompresses anything: invalid structure anywhere is
-    // refused before any frame's content is looked at.
-    let mut walk = FrameWalk::new(0);
-    let (mut count, mut first, mut last) = (0usize, None, None);
-    let end = loop {
-        match walk.next_step(src).map_err(io)? {
-            Step::Frame(frame) => {
-                count += 1;
-                first.get_or_insert(frame.clone());
-                last = Some(frame);
-            }
-            Step::Torn(at) => break Ok(Some(at)),
-            Step::End => break Ok(None),
-            Step::Broken(e) => break Err(e),
-        }
-    };
-    let last_end = last.as_ref().map_or(0, |f| f.end);
-    // Past the proven length a defect is a tear, cut from where it starts
-    // as a salvage read cuts damage.
+    let framing = walk_framing(src, path, salvage, proven)?;
     let past_proof = |at: u64| torn_past_proof(proven, at);
-    // A salvage read (or a tear past the proof) uses the complete frames
-    // before invalid structure; the damaged frame starts where the last of
-    // them ends.
-    let (torn_start, broken_frame) = match end {
-        Ok(torn_start) => (torn_start, None),
-        Err(e) if count > 0 && (salvage || past_proof(last_end)) => {
-            (None, Some((last_end, e.reason)))
-        }
-        Err(e) => return Err(corrupt(path, e.offset as u64, None, e.reason)),
-    };
-    let Some(first) = first else {
-        return Err(corrupt(
-            path,
-            0,
-            None,
-            "empty or header-less Zstandard session log",
-        ));
-    };
-    let failed_text = |start: u64, e: &str| {
-        format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})")
-    };
-    let failed = |start: u64, e: String| corrupt(path, start, None, failed_text(start, &e));
     let changed = || corrupt(path, 0, None, "the session log changed while it was read");
     let mut walk = FrameWalk::new(0);
-    if !matches!(walk.next_step(src).map_err(io)?, Step::Frame(f) if f == first) {
+    if !matches!(walk.next_step(src).map_err(io)?, Step::Frame(f) if f == framing.first) {
         return Err(changed());
     }
-    let plain = decompress_frame(walk.bytes(&first)).map_err(|e| failed(0, e))?;
+    let plain = decompress_frame(walk.bytes(&framing.first))
+        .map_err(|e| corrupt(path, 0, None, failed_frame(0, &e)))?;
     let header = header_of_frame(&plain, path)?;
     let keep = make(&header);
     let mut scanner = LineScanner::new(path, plain.len() as u64, proven, keep);
     let mut undecodable = None;
-    for _ in 1..count {
+    for _ in 1..framing.count {
         let Step::Frame(frame) = walk.next_step(src).map_err(io)? else {
             return Err(changed());
         };
         let plain = match decompress_frame(walk.bytes(&frame)) {
             Ok(plain) => plain,
             Err(e) if salvage || past_proof(frame.start) => {
-                undecodable = Some((frame.start, failed_text(frame.start, &e)));
+                undecodable = Some((frame.start, failed_frame(frame.start, &e)));
                 break;
             }
             // Named by the seq its first event would have had.
@@ -619,7 +580,7 @@ fn parse_zstd<K: Keep>(
                     path,
                     frame.start,
                     Some(scanner.keep.kept()),
-                    failed_text(frame.start, &e),
+                    failed_frame(frame.start, &e),
                 ));
             }
         };
@@ -629,81 +590,57 @@ fn parse_zstd<K: Keep>(
         }
     }
     let len = src.len();
-    let records_start = first.end;
+    let records_start = framing.first.end;
+    let parsed = |scanner: LineScanner<'_, K>, keep_bytes, rewrite_from, torn| Parsed {
+        header: header.clone(),
+        kept: scanner.keep,
+        keep_bytes,
+        rewrite_from,
+        torn,
+        file_len: len,
+        records_start,
+    };
     if let Outcome::RefuseCorrupt(_) = decide(&scanner.evidence(scanner.input), on_damage(salvage))
     {
         return Err(scanner.refusal());
     }
-    {
-        // The first damage in file order: a bad line (its frame), a record
-        // a complete frame leaves unterminated, a frame that does not
-        // decode, invalid frame structure. A salvage read cuts it; so does
-        // any read when it lies past the proven length (a tear).
-        let torn_record = (scanner.issue.is_none() && !scanner.fragment.is_empty())
-            .then(|| (scanner.fragment_at, "a line without a newline".to_owned()));
-        let damage = [
-            scanner.issue.as_ref().map(|i| (i.offset, i.reason.clone())),
-            torn_record,
-            undecodable,
-            broken_frame,
-        ]
-        .into_iter()
-        .flatten()
-        .min_by_key(|(at, _)| *at)
-        .filter(|(at, _)| salvage || past_proof(*at));
-        if let Some((at, why)) = damage {
-            let rewrite_from = scanner
-                .keep
-                .first_seq_from(at)
-                .unwrap_or(scanner.keep.kept());
-            scanner.keep.forget_records_from(at);
-            return Ok(Parsed {
-                header,
-                kept: scanner.keep,
-                keep_bytes: at,
-                rewrite_from,
-                torn: Some(if salvage {
-                    (CutReason::Damaged, damaged(&why))
-                } else {
-                    (CutReason::Invalid, why)
-                }),
-                file_len: len,
-                records_start,
-            });
-        }
+    // The first damage in file order: a bad line (its frame), a record a
+    // complete frame leaves unterminated, a frame that does not decode,
+    // invalid frame structure. A salvage read cuts it; so does any read
+    // when it lies past the proven length (a tear).
+    let torn_record = (scanner.issue.is_none() && !scanner.fragment.is_empty())
+        .then(|| (scanner.fragment_at, "a line without a newline".to_owned()));
+    let damage = [
+        scanner.issue.as_ref().map(|i| (i.offset, i.reason.clone())),
+        torn_record,
+        undecodable,
+        framing.broken_frame.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .min_by_key(|(at, _)| *at)
+    .filter(|(at, _)| salvage || past_proof(*at));
+    if let Some((at, why)) = damage {
+        let rewrite_from = scanner
+            .keep
+            .first_seq_from(at)
+            .unwrap_or(scanner.keep.kept());
+        scanner.keep.forget_records_from(at);
+        let torn = if salvage {
+            (CutReason::Damaged, damaged(&why))
+        } else {
+            (CutReason::Invalid, why)
+        };
+        return Ok(parsed(scanner, at, rewrite_from, Some(torn)));
     }
     if scanner.committed != scanner.input {
-        let (offset, seq) = scanner
-            .issue
-            .as_ref()
-            .map_or((last.as_ref().map_or(0, |f| f.start), None), |i| {
-                (i.offset, Some(i.seq))
-            });
-        let detail = scanner
-            .issue
-            .as_ref()
-            .map_or("a line without a newline".to_owned(), |i| i.reason.clone());
-        return Err(corrupt(
-            path,
-            offset,
-            seq,
-            format!(
-                "corrupt Zstandard session log: complete frame contains a torn JSONL record ({detail})"
-            ),
-        ));
+        return Err(torn_in_complete_frame(&scanner, &framing, path));
     }
     let complete = scanner.keep.kept();
-    let Some(torn_start) = torn_start else {
-        return Ok(Parsed {
-            header,
-            kept: scanner.keep,
-            keep_bytes: len,
-            rewrite_from: complete,
-            torn: None,
-            file_len: len,
-            records_start,
-        });
+    let Some(torn_start) = framing.torn_start else {
+        return Ok(parsed(scanner, len, complete, None));
     };
+    // What the torn final frame still decodes to: its complete lines.
     let mut torn_bytes = vec![0; (len - torn_start) as usize];
     src.read_exact_at(torn_start, &mut torn_bytes).map_err(io)?;
     let recovered = decompress_prefix(&torn_bytes);
@@ -716,21 +653,112 @@ fn parse_zstd<K: Keep>(
     }
     scanner.keep.truncate_records(recs);
     let n = scanner.keep.kept() - complete;
-    Ok(Parsed {
-        header,
-        kept: scanner.keep,
-        keep_bytes: torn_start,
-        rewrite_from: complete,
-        torn: Some((
-            CutReason::Incomplete,
-            format!(
-                "incomplete final Zstandard frame at byte {torn_start} ({} bytes; {n} complete events recovered from it)",
-                len - torn_start
-            ),
-        )),
-        file_len: len,
-        records_start,
+    let torn = (
+        CutReason::Incomplete,
+        format!(
+            "incomplete final Zstandard frame at byte {torn_start} ({} bytes; {n} complete events recovered from it)",
+            len - torn_start
+        ),
+    );
+    Ok(parsed(scanner, torn_start, complete, Some(torn)))
+}
+
+/// The frame structure of a zstd log.
+struct Framing {
+    /// Complete frames.
+    count: usize,
+    /// The first (the header's).
+    first: Range<u64>,
+    /// The last complete one.
+    last: Option<Range<u64>>,
+    /// Where an incomplete final frame starts.
+    torn_start: Option<u64>,
+    /// Invalid structure a read goes past (a salvage, or past the proof):
+    /// where the damaged frame starts, and why.
+    broken_frame: Option<(u64, String)>,
+}
+
+/// Walks the framing of the whole file first, as upstream's scanner walks
+/// it before it decompresses anything: invalid structure anywhere is
+/// refused before any frame's content is looked at — unless a salvage read
+/// (or a tear past the proof) uses the complete frames before it.
+fn walk_framing(
+    src: &dyn Source,
+    path: &Path,
+    salvage: bool,
+    proven: Option<Proven>,
+) -> Result<Framing> {
+    let mut walk = FrameWalk::new(0);
+    let (mut count, mut first, mut last) = (0usize, None, None);
+    let end = loop {
+        match walk
+            .next_step(src)
+            .map_err(|e| Error::io("read", path, e))?
+        {
+            Step::Frame(frame) => {
+                count += 1;
+                first.get_or_insert(frame.clone());
+                last = Some(frame);
+            }
+            Step::Torn(at) => break Ok(Some(at)),
+            Step::End => break Ok(None),
+            Step::Broken(e) => break Err(e),
+        }
+    };
+    let last_end = last.as_ref().map_or(0, |f: &Range<u64>| f.end);
+    let (torn_start, broken_frame) = match end {
+        Ok(torn_start) => (torn_start, None),
+        Err(e) if count > 0 && (salvage || torn_past_proof(proven, last_end)) => {
+            (None, Some((last_end, e.reason)))
+        }
+        Err(e) => return Err(corrupt(path, e.offset as u64, None, e.reason)),
+    };
+    let Some(first) = first else {
+        return Err(corrupt(
+            path,
+            0,
+            None,
+            "empty or header-less Zstandard session log",
+        ));
+    };
+    Ok(Framing {
+        count,
+        first,
+        last,
+        torn_start,
+        broken_frame,
     })
+}
+
+/// A frame that failed to decode, for people.
+fn failed_frame(start: u64, e: &str) -> String {
+    format!("corrupt Zstandard session log: frame at byte {start} failed validation ({e})")
+}
+
+/// The refusal of a complete frame whose lines end in a torn record.
+fn torn_in_complete_frame<K: Keep>(
+    scanner: &LineScanner<'_, K>,
+    framing: &Framing,
+    path: &Path,
+) -> Error {
+    let (offset, seq) = scanner
+        .issue
+        .as_ref()
+        .map_or((framing.last.as_ref().map_or(0, |f| f.start), None), |i| {
+            (i.offset, Some(i.seq))
+        });
+    let detail = scanner
+        .issue
+        .as_ref()
+        .map_or("a line without a newline".to_owned(), |i| i.reason.clone());
+    corrupt(
+        path,
+        offset,
+        seq,
+        format!(
+            "corrupt Zstandard session log: complete frame contains a torn JSONL record ({detail})"
+        ),
+    )
 }
 
 /// Applies read-time normalization and the turn contract to a parsed log.

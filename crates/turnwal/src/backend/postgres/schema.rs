@@ -154,19 +154,8 @@ fn unsupported(location: &str, detail: String) -> Error {
 /// Returns the store id.
 pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<String> {
     let err = |op| move |e| pg_error(op, location, e);
-    let encoding: String = client
-        .query_one("SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()", &[])
-        .map_err(err("read the database encoding"))?
-        .get(0);
-    if encoding != "UTF8" {
-        return Err(unsupported(
-            location,
-            format!(
-                "the database's encoding is {encoding}; turnwal needs UTF8 (CREATE DATABASE … ENCODING 'UTF8')"
-            ),
-        ));
-    }
-    let found: Vec<(String, String, String, String)> = client
+    check_encoding(client, location)?;
+    let found: Vec<Column> = client
         .query(
             "SELECT table_name::text, column_name::text, data_type::text, is_nullable::text \
              FROM information_schema.columns \
@@ -179,113 +168,22 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
         .collect();
     if found.is_empty() {
-        let mut tx = client.transaction().map_err(err("begin"))?;
-        // Hosts starting at once on an empty database: one creates the
-        // tables, the others wait for its commit (a lock of this
-        // transaction only, which a pooler in transaction mode keeps),
-        // then find them and check them like any later open.
-        tx.batch_execute("SELECT pg_advisory_xact_lock(7465262616931246445)")
-            .map_err(err("create the schema"))?;
-        let created = tx
-            .query_opt(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() \
-                 AND table_name = 'turnwal_schema'",
-                &[],
-            )
-            .map_err(err("read the schema"))?
-            .is_some();
-        if created {
-            drop(tx);
-            return ensure_schema(client, location);
-        }
-        tx.batch_execute(CREATE).map_err(err("create the schema"))?;
-        tx.batch_execute(TURN_ENDS_INDEX)
-            .map_err(err("create the schema"))?;
-        let store_id = format!("{:016x}{:016x}", random_u64(), random_u64());
-        tx.execute(
-            "INSERT INTO turnwal_schema (version, store_id) VALUES ($1, $2)",
-            &[&SCHEMA_VERSION, &store_id],
-        )
-        .map_err(err("create the schema"))?;
-        tx.commit().map_err(err("commit the schema"))?;
-        return Ok(store_id);
+        return match create_schema(client, location)? {
+            Some(store_id) => Ok(store_id),
+            // Another host created it meanwhile: check it like any other.
+            None => ensure_schema(client, location),
+        };
     }
     // The version first: a newer turnwal may have changed the tables.
-    let has_version_table = found
+    if found
         .iter()
-        .any(|(t, c, _, _)| t == "turnwal_schema" && c == "version");
-    if has_version_table {
-        let versions: Vec<i32> = client
-            .query("SELECT version FROM turnwal_schema", &[])
-            .map_err(err("read the schema version"))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if versions == [1] {
-            let v1: Vec<(String, String, String, String)> = COLUMNS
-                .iter()
-                .filter(|(t, c, _, _)| !(*t == "turnwal_sessions" && *c == LEASE_COLUMN))
-                .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
-                .collect();
-            if found == v1 {
-                upgrade_from_1(client, location)?;
-                return ensure_schema(client, location);
-            }
-        }
-        if let [version] = versions[..]
-            && version > SCHEMA_VERSION
-        {
-            return Err(unsupported(
-                location,
-                format!(
-                    "the database holds turnwal schema version {version}, newer than the \
-                     {SCHEMA_VERSION} this turnwal reads: upgrade turnwal"
-                ),
-            ));
-        }
+        .any(|(t, c, _, _)| t == "turnwal_schema" && c == "version")
+        && check_version(client, location, &found)? == Upgraded::Yes
+    {
+        return ensure_schema(client, location);
     }
-    let expected: Vec<(String, String, String, String)> = COLUMNS
-        .iter()
-        .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
-        .collect();
-    if found != expected {
-        let first = found
-            .iter()
-            .zip(&expected)
-            .find(|(f, e)| f != e)
-            .map(|(f, _)| format!("{}.{} ({}, nullable {})", f.0, f.1, f.2, f.3))
-            .or_else(|| {
-                found
-                    .get(expected.len())
-                    .map(|f| format!("{}.{}", f.0, f.1))
-            })
-            .unwrap_or_else(|| "a missing column".to_owned());
-        return Err(unsupported(
-            location,
-            format!(
-                "tables named turnwal_* that are not turnwal's schema version {SCHEMA_VERSION} \
-                 (first difference: {first}); refusing a foreign schema, nothing was changed"
-            ),
-        ));
-    }
-    // The commit point's index: its rows are the few `turn/end` rows of
-    // a session, so the last one is found by a short backward scan
-    // whatever the session's length (a planner estimating per-session
-    // counts from the table's average would otherwise scan a long session
-    // whole). Created if an earlier build of this version lacked it.
-    let has_index = client
-        .query_opt(
-            "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() \
-             AND indexname = 'turnwal_events_turn_ends'",
-            &[],
-        )
-        .map_err(err("read the schema"))?
-        .is_some();
-    if !has_index {
-        client
-            .batch_execute(TURN_ENDS_INDEX)
-            .map_err(err("create the commit-point index"))?;
-    }
+    check_columns(location, &found)?;
+    ensure_turn_ends_index(client, location)?;
     let row = client
         .query_one("SELECT version, store_id FROM turnwal_schema", &[])
         .map_err(err("read the schema version"))?;
@@ -297,6 +195,159 @@ pub fn ensure_schema(client: &mut postgres::Client, location: &str) -> Result<St
         ));
     }
     Ok(row.get(1))
+}
+
+/// A column as `information_schema.columns` describes it: table, column,
+/// data type, nullable.
+type Column = (String, String, String, String);
+
+/// Whether [`check_version`] upgraded the schema.
+#[derive(Debug, PartialEq, Eq)]
+enum Upgraded {
+    Yes,
+    No,
+}
+
+/// Refuses a database whose encoding is not UTF-8.
+fn check_encoding(client: &mut postgres::Client, location: &str) -> Result<()> {
+    let encoding: String = client
+        .query_one("SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()", &[])
+        .map_err(|e| pg_error("read the database encoding", location, e))?
+        .get(0);
+    if encoding != "UTF8" {
+        return Err(unsupported(
+            location,
+            format!(
+                "the database's encoding is {encoding}; turnwal needs UTF8 (CREATE DATABASE … ENCODING 'UTF8')"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the schema in a database that holds none of turnwal's tables,
+/// in one transaction, with a random store id (returned); `None` when
+/// another host created it first.
+fn create_schema(client: &mut postgres::Client, location: &str) -> Result<Option<String>> {
+    let err = |op| move |e| pg_error(op, location, e);
+    let mut tx = client.transaction().map_err(err("begin"))?;
+    // Hosts starting at once on an empty database: one creates the
+    // tables, the others wait for its commit (a lock of this transaction
+    // only, which a pooler in transaction mode keeps), then find them and
+    // check them like any later open.
+    tx.batch_execute("SELECT pg_advisory_xact_lock(7465262616931246445)")
+        .map_err(err("create the schema"))?;
+    let created = tx
+        .query_opt(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() \
+             AND table_name = 'turnwal_schema'",
+            &[],
+        )
+        .map_err(err("read the schema"))?
+        .is_some();
+    if created {
+        return Ok(None);
+    }
+    tx.batch_execute(CREATE).map_err(err("create the schema"))?;
+    tx.batch_execute(TURN_ENDS_INDEX)
+        .map_err(err("create the schema"))?;
+    let store_id = format!("{:016x}{:016x}", random_u64(), random_u64());
+    tx.execute(
+        "INSERT INTO turnwal_schema (version, store_id) VALUES ($1, $2)",
+        &[&SCHEMA_VERSION, &store_id],
+    )
+    .map_err(err("create the schema"))?;
+    tx.commit().map_err(err("commit the schema"))?;
+    Ok(Some(store_id))
+}
+
+/// Upgrades a version-1 schema whose columns are exactly version 1's;
+/// refuses a version newer than [`SCHEMA_VERSION`].
+fn check_version(
+    client: &mut postgres::Client,
+    location: &str,
+    found: &[Column],
+) -> Result<Upgraded> {
+    let versions: Vec<i32> = client
+        .query("SELECT version FROM turnwal_schema", &[])
+        .map_err(|e| pg_error("read the schema version", location, e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if versions == [1] {
+        let v1: Vec<Column> = COLUMNS
+            .iter()
+            .filter(|(t, c, _, _)| !(*t == "turnwal_sessions" && *c == LEASE_COLUMN))
+            .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
+            .collect();
+        if found == v1 {
+            upgrade_from_1(client, location)?;
+            return Ok(Upgraded::Yes);
+        }
+    }
+    if let [version] = versions[..]
+        && version > SCHEMA_VERSION
+    {
+        return Err(unsupported(
+            location,
+            format!(
+                "the database holds turnwal schema version {version}, newer than the \
+                 {SCHEMA_VERSION} this turnwal reads: upgrade turnwal"
+            ),
+        ));
+    }
+    Ok(Upgraded::No)
+}
+
+/// Refuses tables named `turnwal_*` that are not exactly this version's.
+fn check_columns(location: &str, found: &[Column]) -> Result<()> {
+    let expected: Vec<Column> = COLUMNS
+        .iter()
+        .map(|(t, c, d, n)| ((*t).into(), (*c).into(), (*d).into(), (*n).into()))
+        .collect();
+    if found == expected {
+        return Ok(());
+    }
+    let first = found
+        .iter()
+        .zip(&expected)
+        .find(|(f, e)| f != e)
+        .map(|(f, _)| format!("{}.{} ({}, nullable {})", f.0, f.1, f.2, f.3))
+        .or_else(|| {
+            found
+                .get(expected.len())
+                .map(|f| format!("{}.{}", f.0, f.1))
+        })
+        .unwrap_or_else(|| "a missing column".to_owned());
+    Err(unsupported(
+        location,
+        format!(
+            "tables named turnwal_* that are not turnwal's schema version {SCHEMA_VERSION} \
+             (first difference: {first}); refusing a foreign schema, nothing was changed"
+        ),
+    ))
+}
+
+/// Creates the commit point's index if an earlier build of this version
+/// lacked it. Its rows are the few `turn/end` rows of a session, so the
+/// last one is found by a short backward scan whatever the session's
+/// length (a planner estimating per-session counts from the table's
+/// average would otherwise scan a long session whole).
+fn ensure_turn_ends_index(client: &mut postgres::Client, location: &str) -> Result<()> {
+    let has_index = client
+        .query_opt(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() \
+             AND indexname = 'turnwal_events_turn_ends'",
+            &[],
+        )
+        .map_err(|e| pg_error("read the schema", location, e))?
+        .is_some();
+    if !has_index {
+        client
+            .batch_execute(TURN_ENDS_INDEX)
+            .map_err(|e| pg_error("create the commit-point index", location, e))?;
+    }
+    Ok(())
 }
 
 /// A random 64-bit value from the OS.

@@ -26,7 +26,7 @@ use crate::header::SessionHeader;
 use crate::json::Num;
 use crate::scan::{
     Cut, CutReason, Evidence, Extent, Findings, Gap, OnDamage, Outcome, Proof, Salvage, Scan,
-    SessionSummary, classify_tail, decide,
+    SessionSummary, TailVerdict, classify_tail, decide,
 };
 use crate::upstream::chunks::{PackedRun, Record};
 
@@ -431,68 +431,15 @@ fn classify(
         return Ok(None);
     }
     let committed = w.base + committed_rel as u64;
-    let committed_turn = match committed_rel
-        .checked_sub(1)
-        .map(|i| w.events[i - skipped].facts())
-    {
-        None => 0,
-        Some(Ok(facts)) if matches!(facts.turn, Num::Int(_)) => facts.turn.get().unwrap_or(0),
-        Some(_) if w.base == 0 => {
-            (w.skipped_turn_starts
-                + w.events[..committed_rel - skipped]
-                    .iter()
-                    .filter(|e| e.kind() == EventKind::TurnStart)
-                    .count()) as u64
-        }
-        Some(_) => return Ok(None),
+    let Some(committed_turn) = committed_turn(&w, committed_rel) else {
+        return Ok(None);
     };
     let tail = &w.events[committed_rel - skipped..];
     let verdict = classify_tail(policy, committed, committed_turn, tail);
     let stored_len = committed + verdict.kept as u64;
     let kept_rel = (stored_len - w.base) as usize;
-    let row_of = |seq: u64| w.starts.partition_point(|&s| s <= seq).saturating_sub(1);
-    let debris = verdict.debris.as_ref().map(|v| {
-        let r = row_of(stored_len);
-        let start = w.starts[r];
-        let then = w
-            .bad
-            .as_ref()
-            .map(|b| format!("; then {} at seq {}: {}", b.reason, b.expected, b.detail))
-            .unwrap_or_default();
-        (
-            Cut {
-                offset: before() + r as u64,
-                seq: stored_len,
-                len: (w.rows - r) as u64,
-                reason: CutReason::Debris,
-                detail: format!("{v}{then}"),
-            },
-            Plan {
-                delete_from: start as i64,
-                reinsert: w.events[(start - w.base) as usize - skipped..kept_rel - skipped]
-                    .to_vec(),
-            },
-        )
-    });
-    let bad = w.bad.as_ref().map(|b| {
-        (
-            Cut {
-                offset: before() + b.index as u64,
-                seq: b.expected,
-                len: (w.rows - b.index) as u64,
-                reason: b.reason,
-                detail: b.detail.clone(),
-            },
-            Plan {
-                delete_from: if b.seq_key >= 0 {
-                    b.seq_key
-                } else {
-                    b.expected as i64
-                },
-                reinsert: Vec::new(),
-            },
-        )
-    });
+    let debris = debris_cut(&w, &verdict, stored_len, kept_rel, before);
+    let bad = bad_cut(&w, before);
     let evidence = Evidence {
         invalid: w.bad.as_ref().map(|b| b.reason),
         proof: w
@@ -512,30 +459,8 @@ fn classify(
         }
         Outcome::CutDamaged(_) => {
             let b = w.bad.as_ref().expect("a committed bad row");
-            let detail = format!(
-                "damaged committed row {} (its seq column is {}), cut by a salvage repair: {} \
-                 [{}]",
-                before() + b.index as u64,
-                b.seq_key,
-                b.detail,
-                b.reason
-            );
-            // From the first row any cut would take, whatever the kept rows
-            // hold.
-            let (cut, plan) = debris.or(bad).expect("a cut");
-            let detail = if cut.reason == CutReason::Debris {
-                cut.detail.clone()
-            } else {
-                detail
-            };
-            (
-                Some(Cut {
-                    reason: CutReason::Damaged,
-                    detail,
-                    ..cut
-                }),
-                Some(plan),
-            )
+            let (cut, plan) = salvage_cut(b, debris.or(bad).expect("a cut"), before);
+            (Some(cut), Some(plan))
         }
         _ => Findings {
             torn: bad,
@@ -570,6 +495,110 @@ fn classify(
         plan,
         valid,
     }))
+}
+
+/// The turn number at the commit point `committed_rel` (relative to the
+/// walk's base): what its `turn/end` names, else (from seq 0) the
+/// `turn/start`s counted; `None` when neither can tell.
+fn committed_turn(w: &Walk, committed_rel: usize) -> Option<u64> {
+    let skipped = w.skipped;
+    match committed_rel
+        .checked_sub(1)
+        .map(|i| w.events[i - skipped].facts())
+    {
+        None => Some(0),
+        Some(Ok(facts)) if matches!(facts.turn, Num::Int(_)) => Some(facts.turn.get().unwrap_or(0)),
+        Some(_) if w.base == 0 => Some(
+            (w.skipped_turn_starts
+                + w.events[..committed_rel - skipped]
+                    .iter()
+                    .filter(|e| e.kind() == EventKind::TurnStart)
+                    .count()) as u64,
+        ),
+        Some(_) => None,
+    }
+}
+
+/// The cut of the debris after the kept events (from the row holding
+/// `stored_len`), with its plan: delete from that row and put back the
+/// kept events it held.
+fn debris_cut(
+    w: &Walk,
+    verdict: &TailVerdict,
+    stored_len: u64,
+    kept_rel: usize,
+    before: Before<'_>,
+) -> Option<(Cut, Plan)> {
+    let v = verdict.debris.as_ref()?;
+    let row_of = |seq: u64| w.starts.partition_point(|&s| s <= seq).saturating_sub(1);
+    let r = row_of(stored_len);
+    let start = w.starts[r];
+    let then = w
+        .bad
+        .as_ref()
+        .map(|b| format!("; then {} at seq {}: {}", b.reason, b.expected, b.detail))
+        .unwrap_or_default();
+    Some((
+        Cut {
+            offset: before() + r as u64,
+            seq: stored_len,
+            len: (w.rows - r) as u64,
+            reason: CutReason::Debris,
+            detail: format!("{v}{then}"),
+        },
+        Plan {
+            delete_from: start as i64,
+            reinsert: w.events[(start - w.base) as usize - w.skipped..kept_rel - w.skipped]
+                .to_vec(),
+        },
+    ))
+}
+
+/// The cut of the first bad row and everything after it, with its plan.
+fn bad_cut(w: &Walk, before: Before<'_>) -> Option<(Cut, Plan)> {
+    let b = w.bad.as_ref()?;
+    Some((
+        Cut {
+            offset: before() + b.index as u64,
+            seq: b.expected,
+            len: (w.rows - b.index) as u64,
+            reason: b.reason,
+            detail: b.detail.clone(),
+        },
+        Plan {
+            delete_from: if b.seq_key >= 0 {
+                b.seq_key
+            } else {
+                b.expected as i64
+            },
+            reinsert: Vec::new(),
+        },
+    ))
+}
+
+/// A salvage's cut of the damaged committed row `b`: from the first row
+/// any cut would take (`first`), whatever the kept rows hold.
+fn salvage_cut(b: &Bad, first: (Cut, Plan), before: Before<'_>) -> (Cut, Plan) {
+    let (cut, plan) = first;
+    let detail = if cut.reason == CutReason::Debris {
+        cut.detail.clone()
+    } else {
+        format!(
+            "damaged committed row {} (its seq column is {}), cut by a salvage repair: {} [{}]",
+            before() + b.index as u64,
+            b.seq_key,
+            b.detail,
+            b.reason
+        )
+    };
+    (
+        Cut {
+            reason: CutReason::Damaged,
+            detail,
+            ..cut
+        },
+        plan,
+    )
 }
 
 /// Refuses a repair decided from `scan` when the session, read again under

@@ -33,8 +33,8 @@ use super::record::{check_at, check_unit, decode_at, heads, unit_frame};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::scan::{
-    Cut, CutReason, Evidence, Extent, Findings, Gap, OnDamage, Outcome, Proof, Scan, classify_tail,
-    decide,
+    Cut, CutReason, Evidence, Extent, Findings, Gap, OnDamage, Outcome, Proof, Scan, TailVerdict,
+    classify_tail, decide,
 };
 
 /// The framing-level result of a scan.
@@ -162,26 +162,8 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
         });
         match checked {
             Ok(head) => {
+                frames.note(at, head);
                 at += head.record_len();
-                frames.records += head.count();
-                // A turn/end commits only if it closes the turn the record
-                // before it left open, with no step open (what the tracker
-                // required when it was appended). A stray one (say, after its
-                // turn already ended) stays in the tail, whose contract check
-                // cuts it as debris, instead of committing itself.
-                if head.commits_after(frames.last.as_ref()) {
-                    frames.commit_end = at;
-                    frames.committed = frames.records;
-                    frames.committed_turn = u64::from(head.turn);
-                    frames.committed_time = Some(head.time);
-                }
-                if frames
-                    .stated
-                    .is_none_or(|(_, s)| head.watermark > s.watermark)
-                {
-                    frames.stated = Some((at - head.record_len(), head));
-                }
-                frames.last = Some(head);
             }
             Err((reason, detail)) => {
                 let reason = if bytes[at as usize..].iter().all(|&b| b == 0) {
@@ -199,9 +181,44 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
         }
     }
     frames.valid_end = at.min(len);
-    frames.damage = match &frames.invalid {
+    frames.damage = damage_of(bytes, &frames, proven);
+    Ok(frames)
+}
+
+impl Frames {
+    /// Takes in the valid record at `at` whose head is `head`.
+    fn note(&mut self, at: u64, head: RecordHead) {
+        let end = at + head.record_len();
+        self.records += head.count();
+        // A turn/end commits only if it closes the turn the record before
+        // it left open, with no step open (what the tracker required when
+        // it was appended). A stray one (say, after its turn already
+        // ended) stays in the tail, whose contract check cuts it as
+        // debris, instead of committing itself.
+        if head.commits_after(self.last.as_ref()) {
+            self.commit_end = end;
+            self.committed = self.records;
+            self.committed_turn = u64::from(head.turn);
+            self.committed_time = Some(head.time);
+        }
+        if self
+            .stated
+            .is_none_or(|(_, s)| head.watermark > s.watermark)
+        {
+            self.stated = Some((at, head));
+        }
+        self.last = Some(head);
+    }
+}
+
+/// What proves acknowledged bytes damaged or missing once the records are
+/// walked: evidence about the first invalid bytes, a durability proof (or a
+/// record's watermark) past the end, or a log of no record.
+fn damage_of(bytes: &[u8], frames: &Frames, proven: u64) -> Option<Damage> {
+    let len = frames.len;
+    match &frames.invalid {
         Some(invalid) => {
-            damage_evidence(bytes, &frames, invalid, proven).map(|(proof, text)| Damage {
+            damage_evidence(bytes, frames, invalid, proven).map(|(proof, text)| Damage {
                 offset: invalid.offset,
                 proof,
                 detail: format!(
@@ -246,8 +263,7 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
             }),
             _ => None,
         },
-    };
-    Ok(frames)
+    }
 }
 
 /// Damage the scan can prove acknowledged: where, by what, and the text
@@ -484,141 +500,27 @@ fn classify(
     units: Units,
 ) -> Result<Classified> {
     let frames = scan_frames_with(bytes, path, proven, units)?;
-    let mut tail = Vec::new();
-    let mut offsets = Vec::new();
-    // Closers of an interrupted repair: cut them and redo the repair from
-    // the real events, so every crash inside a repair converges on the same
-    // bytes (watermarks included).
-    let mut interrupted_repair = None;
-    for (at, head) in heads(bytes, frames.commit_end, frames.valid_end) {
-        if head.synthetic() {
-            interrupted_repair = Some(at);
-            break;
-        }
-        for event in decode_at(bytes, at, &head, path)? {
-            tail.push(event);
-            offsets.push(at);
-        }
-    }
-    let mut verdict = classify_tail(
-        frames.file.policy,
-        frames.committed,
-        frames.committed_turn,
-        &tail,
-    );
-    // A cut never lands inside a chunk run: if the first debris event is a
-    // run's later member, the whole run is debris.
-    if verdict.kept > 0
-        && verdict.kept < offsets.len()
-        && offsets[verdict.kept - 1] == offsets[verdict.kept]
-    {
-        let start = offsets[..verdict.kept].partition_point(|&o| o < offsets[verdict.kept]);
-        let debris = verdict.debris.take();
-        verdict = classify_tail(
-            frames.file.policy,
-            frames.committed,
-            frames.committed_turn,
-            &tail[..start],
-        );
-        verdict.debris = verdict.debris.or(debris);
-    }
-    let real_end = interrupted_repair.unwrap_or(frames.valid_end);
-    let kept_end = offsets.get(verdict.kept).copied().unwrap_or(real_end);
-    let after = match interrupted_repair {
-        Some(at) => Some(format!("{} at byte {at}", CutReason::InterruptedRepair)),
-        None => frames
-            .invalid
-            .as_ref()
-            .map(|inv| format!("{} at byte {}", inv.reason, inv.offset)),
-    };
-    // Every cut this log could get, one per outcome; the decision picks.
-    let debris = verdict.debris.as_ref().map(|v| {
-        Cut::to_end(
-            kept_end,
-            frames.len,
-            frames.committed + verdict.kept as u64,
-            CutReason::Debris,
-            match &after {
-                Some(after) => format!("{v}; then {after}"),
-                None => v.to_string(),
-            },
-        )
-    });
-    let interrupted = interrupted_repair.map(|at| {
-        Cut::to_end(
-            at,
-            frames.len,
-            frames.committed + tail.len() as u64,
-            CutReason::InterruptedRepair,
-            "synthetic closers of an interrupted repair; recomputed from the real events".into(),
-        )
-    });
-    let torn = frames.invalid.as_ref().map(|inv| {
-        Cut::to_end(
-            inv.offset,
-            frames.len,
-            frames.records,
-            inv.reason,
-            inv.detail.clone(),
-        )
-    });
-    // Debris or an interrupted repair's closers below the durability proof
-    // were acknowledged too.
-    let damage = frames.damage.clone().or_else(|| {
-        let first = debris.as_ref().or(interrupted.as_ref())?;
-        (first.offset < proven).then(|| Damage {
-            offset: first.offset,
-            proof: Proof::Proven,
-            detail: format!(
-                "{} ({}); the durability proof shows the log was durable through byte \
-                 {proven}, so these records had been acknowledged [rule: {}]",
-                first.detail,
-                first.reason,
-                Proof::Proven.code()
-            ),
-        })
-    });
+    let tail = read_tail(bytes, path, &frames)?;
+    let verdict = judge_tail(&frames, &tail);
+    let kept_end = tail
+        .offsets
+        .get(verdict.kept)
+        .copied()
+        .unwrap_or(tail.interrupted_repair.unwrap_or(frames.valid_end));
+    let found = findings(&frames, &tail, &verdict, kept_end);
+    let damage = proven_damage(&frames, &found, proven);
     let evidence = Evidence {
         invalid: frames.invalid.as_ref().map(|inv| inv.reason),
         proof: damage.as_ref().map(|d| d.proof),
-        debris: debris.is_some(),
-        interrupted_repair: interrupted.is_some(),
+        debris: found.debris.is_some(),
+        interrupted_repair: found.interrupted.is_some(),
         open_turn: !verdict.closers.is_empty(),
     };
     let outcome = decide(&evidence, on_damage);
-    let found = Findings {
-        torn,
-        debris,
-        interrupted,
-    };
     let cut = match outcome {
-        Outcome::RefuseCorrupt(_) => {
+        Outcome::RefuseCorrupt(_) | Outcome::CutDamaged(_) => {
             let d = damage.expect("a proof comes with its damage");
-            let seq = [&found.debris, &found.interrupted]
-                .into_iter()
-                .flatten()
-                .find(|c| c.offset == d.offset)
-                .map_or(frames.records, |c| c.seq);
-            return Err(corrupt(path, d.offset, Some(seq), d.detail));
-        }
-        Outcome::CutDamaged(_) => {
-            let d = damage.expect("a proof comes with its damage");
-            // From the first byte any cut would take.
-            let first = [&found.debris, &found.interrupted, &found.torn]
-                .into_iter()
-                .flatten()
-                .min_by_key(|c| c.offset);
-            let (offset, seq) = match first {
-                Some(c) if c.offset <= d.offset => (c.offset, c.seq),
-                _ => (d.offset, frames.records),
-            };
-            Some(Cut::to_end(
-                offset,
-                frames.len,
-                seq,
-                CutReason::Damaged,
-                d.detail,
-            ))
+            Some(damage_cut(&frames, &found, d, outcome, path)?)
         }
         _ => found.chosen(outcome),
     };
@@ -632,7 +534,7 @@ fn classify(
         frames.file.header.clone(),
         frames.file.policy,
         extent,
-        tail,
+        tail.events,
         verdict,
         outcome,
         cut,
@@ -643,6 +545,166 @@ fn classify(
         kept_end,
         proven,
     })
+}
+
+/// The valid records after the commit point, decoded.
+struct Tail {
+    events: Vec<Event>,
+    /// The offset of each event's record (a run's members share one).
+    offsets: Vec<u64>,
+    /// Where the closers of an interrupted repair start, if any: the tail
+    /// stops there.
+    interrupted_repair: Option<u64>,
+}
+
+/// Decodes the valid records after the commit point, up to the closers of
+/// an interrupted repair: those are cut and the repair redone from the
+/// real events, so every crash inside a repair converges on the same bytes
+/// (watermarks included).
+fn read_tail(bytes: &[u8], path: &Path, frames: &Frames) -> Result<Tail> {
+    let mut tail = Tail {
+        events: Vec::new(),
+        offsets: Vec::new(),
+        interrupted_repair: None,
+    };
+    for (at, head) in heads(bytes, frames.commit_end, frames.valid_end) {
+        if head.synthetic() {
+            tail.interrupted_repair = Some(at);
+            break;
+        }
+        for event in decode_at(bytes, at, &head, path)? {
+            tail.events.push(event);
+            tail.offsets.push(at);
+        }
+    }
+    Ok(tail)
+}
+
+/// The contract's verdict on the tail. A cut never lands inside a chunk
+/// run: if the first debris event is a run's later member, the whole run
+/// is debris.
+fn judge_tail(frames: &Frames, tail: &Tail) -> TailVerdict {
+    let judge = |events: &[Event]| {
+        classify_tail(
+            frames.file.policy,
+            frames.committed,
+            frames.committed_turn,
+            events,
+        )
+    };
+    let mut verdict = judge(&tail.events);
+    let offsets = &tail.offsets;
+    if verdict.kept > 0
+        && verdict.kept < offsets.len()
+        && offsets[verdict.kept - 1] == offsets[verdict.kept]
+    {
+        let start = offsets[..verdict.kept].partition_point(|&o| o < offsets[verdict.kept]);
+        let debris = verdict.debris.take();
+        verdict = judge(&tail.events[..start]);
+        verdict.debris = verdict.debris.or(debris);
+    }
+    verdict
+}
+
+/// Every cut this log could get, one per outcome; the decision picks.
+fn findings(frames: &Frames, tail: &Tail, verdict: &TailVerdict, kept_end: u64) -> Findings<Cut> {
+    let after = match tail.interrupted_repair {
+        Some(at) => Some(format!("{} at byte {at}", CutReason::InterruptedRepair)),
+        None => frames
+            .invalid
+            .as_ref()
+            .map(|inv| format!("{} at byte {}", inv.reason, inv.offset)),
+    };
+    let debris = verdict.debris.as_ref().map(|v| {
+        Cut::to_end(
+            kept_end,
+            frames.len,
+            frames.committed + verdict.kept as u64,
+            CutReason::Debris,
+            match &after {
+                Some(after) => format!("{v}; then {after}"),
+                None => v.to_string(),
+            },
+        )
+    });
+    let interrupted = tail.interrupted_repair.map(|at| {
+        Cut::to_end(
+            at,
+            frames.len,
+            frames.committed + tail.events.len() as u64,
+            CutReason::InterruptedRepair,
+            "synthetic closers of an interrupted repair; recomputed from the real events".into(),
+        )
+    });
+    let torn = frames.invalid.as_ref().map(|inv| {
+        Cut::to_end(
+            inv.offset,
+            frames.len,
+            frames.records,
+            inv.reason,
+            inv.detail.clone(),
+        )
+    });
+    Findings {
+        torn,
+        debris,
+        interrupted,
+    }
+}
+
+/// What proves acknowledged data damaged: the framing's own evidence, or
+/// debris or an interrupted repair's closers below the durability proof
+/// (they were acknowledged too).
+fn proven_damage(frames: &Frames, found: &Findings<Cut>, proven: u64) -> Option<Damage> {
+    frames.damage.clone().or_else(|| {
+        let first = found.debris.as_ref().or(found.interrupted.as_ref())?;
+        (first.offset < proven).then(|| Damage {
+            offset: first.offset,
+            proof: Proof::Proven,
+            detail: format!(
+                "{} ({}); the durability proof shows the log was durable through byte \
+                 {proven}, so these records had been acknowledged [rule: {}]",
+                first.detail,
+                first.reason,
+                Proof::Proven.code()
+            ),
+        })
+    })
+}
+
+/// A damage outcome in bytes: the refusal naming the damage's offset and
+/// seq (`RefuseCorrupt`), or a salvage's cut from the first byte any cut
+/// would take (`CutDamaged`).
+fn damage_cut(
+    frames: &Frames,
+    found: &Findings<Cut>,
+    d: Damage,
+    outcome: Outcome,
+    path: &Path,
+) -> Result<Cut> {
+    if let Outcome::RefuseCorrupt(_) = outcome {
+        let seq = [&found.debris, &found.interrupted]
+            .into_iter()
+            .flatten()
+            .find(|c| c.offset == d.offset)
+            .map_or(frames.records, |c| c.seq);
+        return Err(corrupt(path, d.offset, Some(seq), d.detail));
+    }
+    let first = [&found.debris, &found.interrupted, &found.torn]
+        .into_iter()
+        .flatten()
+        .min_by_key(|c| c.offset);
+    let (offset, seq) = match first {
+        Some(c) if c.offset <= d.offset => (c.offset, c.seq),
+        _ => (d.offset, frames.records),
+    };
+    Ok(Cut::to_end(
+        offset,
+        frames.len,
+        seq,
+        CutReason::Damaged,
+        d.detail,
+    ))
 }
 
 /// Every intact record of a session file, in seq order, reading past

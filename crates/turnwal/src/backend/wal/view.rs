@@ -111,7 +111,7 @@ pub(super) fn check_in_place(bytes: &[u8], at: u64) -> Result<(), Malformed> {
         ));
     }
     crate::event::check_stored_parts(event.event_type, event.seq, event.time)
-        .map_err(|reason| Malformed::new(RecordRule::Payload, reason))
+        .map_err(|e| Malformed::new(RecordRule::Payload, e.reason))
 }
 
 fn head_at(bytes: &[u8], at: u64) -> RecordHead {
