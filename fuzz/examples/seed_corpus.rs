@@ -462,6 +462,7 @@ fn encode(ops_list: &[Op]) -> Vec<u8> {
             Op::Flush { session } => out.extend([7, *session as u8]),
             Op::Close { session } => out.extend([8, *session as u8]),
             Op::Compact { session } => out.extend([15, *session as u8]),
+            Op::SealDue { session } => out.extend([15, (*session + ops::SESSIONS) as u8]),
             Op::CutPowerAfter(n) => out.extend([9, *n as u8]),
             Op::Fault(f) => {
                 let kinds = [

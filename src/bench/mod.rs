@@ -21,6 +21,7 @@
 pub mod baselines;
 pub mod cli;
 pub mod fixtures;
+pub mod live;
 pub mod measure;
 pub mod postgres;
 pub mod reads;

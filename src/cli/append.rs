@@ -320,10 +320,23 @@ impl Appender<'_> {
         }))
     }
 
-    /// Makes everything appended durable and acknowledges it.
+    /// Makes everything appended durable and acknowledges it; then, with
+    /// nothing left to wait for, does the store's idle work: a native WAL
+    /// log seals its closed turns when enough are plain
+    /// ([`Store::seal_due`]), so a session appended to by one process after
+    /// another stays close to its sealed size. A failed seal changes no
+    /// acknowledged event: it is said on stderr, and the exit status stays.
     fn finish(&mut self) -> Result<(), Failure> {
         let durable = self.store.flush(self.id)?;
-        self.ack(durable)
+        self.ack(durable)?;
+        if let Err(e) = self.store.seal_due(self.id) {
+            eprintln!(
+                "turnwal append: session {:?}: every event was acknowledged, but sealing its \
+                 closed turns failed ({e}); `turnwal compact` seals them later",
+                self.id
+            );
+        }
+        Ok(())
     }
 
     /// Prints `ack SEQ` for every newly durable seq, then flushes stdout so

@@ -348,6 +348,13 @@ pub struct BenchArgs {
     /// lines), as a table or, with --json, one object.
     #[arg(long, value_name = "MB", conflicts_with = "postgres")]
     pub realistic_mb: Option<u64>,
+    /// Measure only the bytes of live sessions of these many realistic
+    /// turns (comma-separated, e.g. 500,2000), appended by one
+    /// `turnwal append --sync turn` process per 10 turns and never
+    /// compacted by hand, against upstream's zstd and raw JSONL of the same
+    /// events, as a table or, with --json, one object.
+    #[arg(long, value_name = "TURNS", value_delimiter = ',', conflicts_with_all = ["postgres", "realistic_mb"])]
+    pub live_turns: Option<Vec<usize>>,
 }
 
 /// `turnwal convert`.

@@ -49,6 +49,20 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
         return Ok(exit::SUCCESS);
     }
     let exe = std::env::current_exe().ok();
+    if let Some(turns) = &args.live_turns {
+        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
+        let figures = crate::bench::live::run(scratch.path(), &exe, turns, &mut progress)
+            .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        drop(scratch);
+        if args.json {
+            serde_json::to_writer(&mut *out, &crate::bench::live::to_json(&figures))
+                .map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        } else {
+            out.write_all(crate::bench::live::table(&figures).as_bytes())?;
+        }
+        return Ok(exit::SUCCESS);
+    }
     if let Some(mb) = args.realistic_mb {
         let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
         let reps = if args.quick { 1 } else { 3 };

@@ -14,4 +14,5 @@ mod cli_damage;
 mod cli_sqlite;
 mod cli_terminal;
 mod convert_pairs;
+mod live_size;
 mod prune;

@@ -214,7 +214,8 @@ fn session_of(op: &Op) -> Option<usize> {
         Op::Append { session, .. }
         | Op::Flush { session }
         | Op::Close { session }
-        | Op::Compact { session } => Some(*session),
+        | Op::Compact { session }
+        | Op::SealDue { session } => Some(*session),
         _ => None,
     }
 }
@@ -247,7 +248,11 @@ fn expect_counts(
             Some((_, d))
                 if matches!(
                     d.op,
-                    Op::Close { .. } | Op::Append { .. } | Op::Flush { .. } | Op::Compact { .. }
+                    Op::Close { .. }
+                        | Op::Append { .. }
+                        | Op::Flush { .. }
+                        | Op::Compact { .. }
+                        | Op::SealDue { .. }
                 ) =>
             {
                 assert!(

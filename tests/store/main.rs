@@ -11,6 +11,7 @@ mod compact_bytes;
 mod contract;
 mod deep_nesting;
 mod differential;
+mod idle_seal;
 mod jsonl;
 mod jsonl_reads;
 mod jsonl_upstream;

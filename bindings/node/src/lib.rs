@@ -169,6 +169,30 @@ fn guarded_poisoning<T>(
     result
 }
 
+/// Queues the store's idle work for session `id` behind an acknowledged
+/// append ([`Store::seal_due`]: the native WAL seals closed turns once
+/// enough are plain), so the append's Promise settles first and a live
+/// session stays close to its sealed size without sealing in the append
+/// path. Its failure changes no acknowledged event; a writer it poisons is
+/// reported by the session's next operation, and a panic poisons the store
+/// as any operation's does.
+fn seal_when_idle(
+    workers: &Workers,
+    store: &Arc<Store>,
+    id: &str,
+    poisoned: &Arc<std::sync::atomic::AtomicBool>,
+) {
+    let (store, id, poisoned) = (store.clone(), id.to_owned(), poisoned.clone());
+    workers.later(Box::new(move || {
+        if poisoned.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let _ = guarded_poisoning("sealDue", &poisoned, || {
+            store.seal_due(&id).map_err(js_error)
+        });
+    }));
+}
+
 /// A `fromSeq` argument: a non-negative safe integer.
 fn from_seq_arg(from_seq: f64) -> napi::Result<u64> {
     if !(from_seq >= 0.0 && from_seq.fract() == 0.0 && from_seq <= 9_007_199_254_740_991.0) {
@@ -281,12 +305,19 @@ impl Op {
     /// Runs the operation on the store's threads; the Promise resolves to
     /// its JSON text (or null).
     fn start<'env>(self, env: &'env Env, workers: &Workers) -> napi::Result<Object<'env>> {
+        let later = workers.clone();
         workers.run(
             env,
             move || {
-                guarded_poisoning(self.kind.name(), &self.poisoned, || {
+                let done = guarded_poisoning(self.kind.name(), &self.poisoned, || {
                     self.run().map_err(js_error)
-                })
+                });
+                if done.is_ok()
+                    && let OpKind::Append { id, .. } = &self.kind
+                {
+                    seal_when_idle(&later, &self.store, id, &self.poisoned);
+                }
+                done
             },
             Ok,
         )

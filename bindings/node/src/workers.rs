@@ -31,7 +31,8 @@ pub const MAX_THREADS: usize = 4;
 /// starts one again, ~20 µs).
 pub const IDLE: Duration = Duration::from_secs(10);
 
-type Job = Box<dyn FnOnce() + Send>;
+/// Work for one of a store's threads.
+pub type Job = Box<dyn FnOnce() + Send>;
 
 /// A store's threads and the operations waiting for one.
 #[derive(Clone, Default)]
@@ -66,6 +67,12 @@ impl Workers {
             Err(error) => deferred.reject(error),
         }));
         Ok(promise)
+    }
+
+    /// Queues `job` (work no Promise waits for: idle work after an
+    /// operation settled) behind the operations already waiting.
+    pub fn later(&self, job: Job) {
+        self.submit(job);
     }
 
     fn submit(&self, job: Job) {

@@ -640,6 +640,32 @@ impl Store {
         self.live(id, &mut guard, Reading::Tail)?.0.writer.sync()
     }
 
+    /// Idle work for session `id`, for a harness to call when nothing waits
+    /// on the store (after a batch is acknowledged, between prompts): a
+    /// session this store holds open seals its closed turns if enough of
+    /// them are left plain that a seal pays for itself (the native WAL:
+    /// docs/FORMAT.md, "When a writer seals"), keeping a live log close to
+    /// its sealed size without sealing in the append path. `true` if it
+    /// sealed. A session not held open here is left alone (`false`).
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(dir.path()).unwrap();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// // One open turn, nothing closed: nothing to seal.
+    /// assert!(!store.seal_due("s").unwrap());
+    /// ```
+    pub fn seal_due(&self, id: &str) -> Result<bool> {
+        let slot = self.slot(id);
+        let mut guard = Store::lock(&slot, id)?;
+        match &mut *guard {
+            Slot::Live(live) => live.writer.seal_due(),
+            Slot::Cold | Slot::Pending { .. } => Ok(false),
+        }
+    }
+
     /// Seals every closed turn of `id` (the native WAL's format version 2:
     /// docs/FORMAT.md, "Sealing and compaction"), rewriting its log whole
     /// and atomically under the writer lock; a version-1 log becomes

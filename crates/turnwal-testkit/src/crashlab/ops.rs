@@ -43,6 +43,12 @@ pub enum Op {
         /// Which session.
         session: usize,
     },
+    /// The store's idle work on a session (`Store::seal_due`: a seal when
+    /// enough closed turns are plain).
+    SealDue {
+        /// Which session.
+        session: usize,
+    },
     /// Cut the power after this many more disk operations.
     CutPowerAfter(u64),
     /// Arm a fault.
@@ -97,9 +103,16 @@ pub fn decode(bytes: &[u8], limit: usize) -> Vec<Op> {
             }
             13 => Op::ShortWrites(arg(&mut it) % 2 == 1),
             14 => Op::Crash(CrashMode::ALL[arg(&mut it) as usize % CrashMode::ALL.len()]),
-            _ => Op::Compact {
-                session: arg(&mut it) as usize % SESSIONS,
-            },
+            _ => {
+                // One argument byte picks the session and which of the two.
+                let a = arg(&mut it) as usize;
+                let session = a % SESSIONS;
+                if a / SESSIONS % 2 == 0 {
+                    Op::Compact { session }
+                } else {
+                    Op::SealDue { session }
+                }
+            }
         };
         ops.push(op);
     }
@@ -257,6 +270,18 @@ impl Run {
                 }
                 // A compaction first makes every accepted event durable.
                 if self.store.compact(&id(*session)).is_ok()
+                    && let Ok(durable) = self.store.flush(&id(*session))
+                {
+                    self.model.synced(&id(*session), durable);
+                }
+                Ok(())
+            }
+            Op::SealDue { session } => {
+                if self.stale[*session] {
+                    return self.resync(*session);
+                }
+                // A seal first makes every accepted event durable.
+                if matches!(self.store.seal_due(&id(*session)), Ok(true))
                     && let Ok(durable) = self.store.flush(&id(*session))
                 {
                     self.model.synced(&id(*session), durable);

@@ -525,6 +525,16 @@ pub trait LogWriter: Send {
         Ok(None)
     }
 
+    /// Idle work: seals the log's closed turns if enough of them are left
+    /// plain that a seal pays for itself (the native WAL: docs/FORMAT.md,
+    /// "When a writer seals"), off the append path. `true` if it sealed.
+    /// Everything acknowledged stays acknowledged whatever happens; a seal
+    /// that fails after publishing poisons the writer like a failed append.
+    /// The default does nothing (SQLite, JSONL, memory).
+    fn seal_due(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Appends a checked batch (one placement per event). On error nothing
     /// of the batch is acknowledged and the stored log is rolled back to its
     /// last durable length; events accepted earlier but not yet durable are

@@ -18,7 +18,10 @@ use std::sync::Arc;
 
 pub use crate::storage::{decode_file_name, encode_file_name};
 pub use stored::StoredWal;
-pub use writer::{MAX_UNSYNCED_BYTES, WalWriter};
+pub use writer::{
+    AUTO_SEAL_FILE_FRACTION, AUTO_SEAL_MIN_BYTES, IDLE_SEAL_MIN_BYTES, MAX_UNSYNCED_BYTES,
+    WalWriter,
+};
 
 use self::format::TRAILER_LEN;
 use self::record::check_at;

@@ -150,6 +150,9 @@ struct SealState {
 /// A writer seals by itself after a batch that leaves at least this many
 /// bytes of plain closed-turn records…
 pub const AUTO_SEAL_MIN_BYTES: u64 = 1 << 20;
+/// …and at an idle moment ([`LogWriter::seal_due`]) this many: idle work
+/// costs no append its latency, so it seals smaller sessions too.
+pub const IDLE_SEAL_MIN_BYTES: u64 = 256 << 10;
 /// …that are at least 1/this of the file (docs/FORMAT.md, "Sealing and
 /// compaction").
 pub const AUTO_SEAL_FILE_FRACTION: u64 = 4;
@@ -934,6 +937,24 @@ impl LogWriter for WalWriter {
         self.acked_events
     }
 
+    fn seal_due(&mut self) -> Result<bool> {
+        self.check_poison()?;
+        if !self.auto_seal.at_close || !self.packs() || !self.pending.is_empty() {
+            return Ok(false);
+        }
+        let Some(state) = self.seal_state() else {
+            return Ok(false);
+        };
+        if !seal_pays(
+            state.commit_end - state.sealed_end,
+            self.written_len,
+            IDLE_SEAL_MIN_BYTES,
+        ) {
+            return Ok(false);
+        }
+        Ok(self.compact()?.is_some())
+    }
+
     fn close(&mut self) -> Result<()> {
         self.sync()?;
         if self.auto_seal.at_close
@@ -1036,6 +1057,16 @@ fn closer_placements(scan: &Scan) -> Result<Vec<Placement>> {
     Ok(tracker.accept_batch(&scan.closers)?)
 }
 
+/// Whether `plain` bytes of closed turns left plain in a file of `len`
+/// bytes are worth a seal: at least `min` and 1/[`AUTO_SEAL_FILE_FRACTION`]
+/// of the file. A seal rewrites the file, so the fraction makes its cost
+/// proportional to what it seals: the rest it copies is at most
+/// `FRACTION - 1` times the plain bytes it compresses, and every byte is
+/// compressed once.
+fn seal_pays(plain: u64, len: u64, min: u64) -> bool {
+    plain >= min && plain * AUTO_SEAL_FILE_FRACTION >= len
+}
+
 impl WalWriter {
     /// After an accepted batch that started at byte `start` and closed a
     /// turn ending at `start + closing`: moves the commit point the close
@@ -1054,10 +1085,12 @@ impl WalWriter {
         };
         state.commit_end = state.commit_end.max(start + closing);
         self.seal = Some(state);
-        let plain = state.commit_end - state.sealed_end;
         if self.auto_seal.after_batches
-            && plain >= AUTO_SEAL_MIN_BYTES
-            && plain * AUTO_SEAL_FILE_FRACTION >= self.written_len
+            && seal_pays(
+                state.commit_end - state.sealed_end,
+                self.written_len,
+                AUTO_SEAL_MIN_BYTES,
+            )
         {
             let _ = self.compact();
         }
