@@ -107,7 +107,7 @@ pub fn decode(bytes: &[u8], limit: usize) -> Vec<Op> {
                 // One argument byte picks the session and which of the two.
                 let a = arg(&mut it) as usize;
                 let session = a % SESSIONS;
-                if a / SESSIONS % 2 == 0 {
+                if (a / SESSIONS).is_multiple_of(2) {
                     Op::Compact { session }
                 } else {
                     Op::SealDue { session }
