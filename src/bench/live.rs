@@ -116,7 +116,7 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
             sync: SyncMode::Never,
             ..StoreOptions::default()
         };
-        let backend = jsonl::JsonlBackend::open(root.clone(), compression)?;
+        let backend = jsonl::JsonlBackend::open(&root, compression)?;
         let store = Store::with_backend(std::sync::Arc::new(backend), options);
         store.create(SessionHeader::new(id, 1).with_cwd("/work/app"))?;
         for turn in &turns {

@@ -23,7 +23,7 @@ const PER_PROCESS: usize = 10;
 /// The same turns in an upstream zstd JSONL root, one frame per turn: the
 /// file's size after each `PER_PROCESS` turns.
 fn zstd_sizes(root: &Path, turns: &[Vec<Event>]) -> Vec<u64> {
-    let backend = JsonlBackend::open(root.to_path_buf(), Compression::Zstd).unwrap();
+    let backend = JsonlBackend::open(root, Compression::Zstd).unwrap();
     let options = StoreOptions {
         sync: SyncMode::Never,
         ..StoreOptions::default()
