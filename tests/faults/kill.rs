@@ -1987,3 +1987,120 @@ fn jsonl_many_writers_sigkilled_at_once_lose_nothing_acknowledged() {
         "jsonl_many_writers_sigkilled_at_once_lose_nothing_acknowledged",
     );
 }
+
+/// A SIGKILL at random moments of `turnwal append` on a session whose
+/// closed turns left plain are over the idle seal's threshold, so the
+/// process seals at end of input (issue 31, docs/FORMAT.md "When a writer
+/// seals"): killed while appending, while acknowledging, inside the seal's
+/// rewrite or after it, the next open keeps every acknowledged event, every
+/// kept event is byte for byte the one sent, and the log verifies clean
+/// once recovered. Delays spread over twice an unkilled run's duration, so
+/// rounds land before, inside and after the seal.
+#[test]
+fn sigkill_during_an_idle_seal_loses_nothing_acknowledged() {
+    use turnwal_testkit::workload::realistic::Realistic;
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("template");
+    let mut session = Realistic::new(62);
+    let mut sent: Vec<Event> = Vec::new();
+    // A plain log with over a MiB of closed turns: sealing off while it is
+    // written, so the first `append` process is the one that seals.
+    holding_sessions(|| {
+        let backend = WalBackend::open(&template)
+            .unwrap()
+            .sealing_by_itself(false);
+        let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+        store.create(SessionHeader::new("s", 1)).unwrap();
+        while sent.iter().map(|e| e.to_json().len()).sum::<usize>() < 1_500_000 {
+            let turn = session.next_turn();
+            store.append("s", &turn).unwrap();
+            sent.extend(turn);
+        }
+        store.close("s").unwrap();
+    });
+    let next: Vec<Event> = (0..3).flat_map(|_| session.next_turn()).collect();
+    let input: String = next.iter().map(|e| e.to_json() + "\n").collect();
+    let run = |at: &Path| {
+        let mut cmd = crate::support::command(&[
+            "--store",
+            at.to_str().unwrap(),
+            "append",
+            "--sync",
+            "turn",
+            "s",
+        ]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = ChildGuard::spawn(&mut cmd);
+        child
+            .0
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child
+    };
+    // An unkilled run: it seals.
+    let whole = dir.path().join("whole");
+    crate::support::copy_tree(&template, &whole);
+    let plain_len = std::fs::metadata(crate::support::wal_log(&template, "s"))
+        .unwrap()
+        .len();
+    let started = Instant::now();
+    let mut child = run(&whole);
+    assert!(child.0.wait().unwrap().success());
+    let took = started.elapsed();
+    assert!(
+        std::fs::metadata(crate::support::wal_log(&whole, "s"))
+            .unwrap()
+            .len()
+            < plain_len,
+        "the unkilled run sealed"
+    );
+    let mut rng = Rng::new(62);
+    let rounds = env_u64("TURNWAL_IDLE_SEAL_KILL_ROUNDS").unwrap_or(16);
+    let (mut sealed, mut plain) = (0, 0);
+    for round in 0..rounds {
+        let at = dir.path().join(format!("round-{round}"));
+        crate::support::copy_tree(&template, &at);
+        let mut child = run(&at);
+        let stdout = child.0.stdout.take().unwrap();
+        let delay = took.as_micros() as u64 * 2;
+        std::thread::sleep(Duration::from_micros(rng.below(delay.max(1))));
+        child.kill();
+        let mut acks = String::new();
+        BufReader::new(stdout).read_to_string(&mut acks).unwrap();
+        let acked = acks.lines().count() as u64;
+        if std::fs::metadata(crate::support::wal_log(&at, "s"))
+            .unwrap()
+            .len()
+            < plain_len
+        {
+            sealed += 1;
+        } else {
+            plain += 1;
+        }
+        let label = format!("round {round} ({acked} acknowledged)");
+        holding_sessions(|| {
+            let store = Store::open(&at).unwrap();
+            let view = store.inspect("s").unwrap();
+            let all: Vec<&Event> = sent.iter().chain(&next).collect();
+            let kept = view.stored;
+            assert!(
+                kept >= sent.len() as u64 + acked,
+                "{label}: kept {kept} events"
+            );
+            for (i, event) in view.events.iter().enumerate().take(view.stored as usize) {
+                assert_eq!(event.to_json(), all[i].to_json(), "{label}: event {i}");
+            }
+            store.recover("s", false).unwrap();
+            assert_eq!(store.verify("s").unwrap().exit_code(), 0, "{label}");
+            store.close("s").unwrap();
+        });
+    }
+    println!(
+        "idle-seal kills: {rounds} rounds, {sealed} after the seal's rename, {plain} before it"
+    );
+}
