@@ -25,3 +25,4 @@ mod salvage_upstream;
 mod sqlite14_upstream;
 mod sqlite_upstream;
 mod wal_v2;
+mod wal_v3;

@@ -36,6 +36,10 @@ pub const MAGIC: [u8; 8] = [0x89, b'T', b'W', b'A', b'L', b'\r', b'\n', 0x1a];
 pub const FORMAT_VERSION: u16 = 2;
 /// The first format version: no chunk-run records, no sealed units.
 pub const FORMAT_V1: u16 = 1;
+/// Version 3: version 2 whose sealed turns live in an archive file beside
+/// the live one, which starts with an archive reference (docs/FORMAT.md,
+/// "Version 3").
+pub const FORMAT_V3: u16 = 3;
 /// Size of the fixed part of the file header.
 pub const FILE_HEADER_LEN: usize = 24;
 /// Largest session header JSON.
@@ -71,6 +75,13 @@ pub const KIND_REASONING_RUN: u8 = 16;
 pub const KIND_TOOL_CALL_RUN: u8 = 17;
 /// Version 2: a sealed unit, a zstd frame of whole closed turns' records.
 pub const KIND_SEALED: u8 = 18;
+/// Version 3: the archive reference, the first record of a live file
+/// whose sealed turns are in its archive.
+pub const KIND_ARCHIVE: u8 = 19;
+/// The archive reference's payload: archive salt, reserved, archive length.
+pub const ARCHIVE_REF_DATA_LEN: usize = 16;
+/// The archive reference's whole length.
+pub const ARCHIVE_REF_LEN: usize = RECORD_HEADER_LEN + ARCHIVE_REF_DATA_LEN + TRAILER_LEN;
 /// Largest compressed frame, and largest plain length, of a sealed unit.
 pub const MAX_UNIT_LEN: u32 = 64 << 20;
 /// Fewest members of a chunk-run record.
@@ -270,8 +281,109 @@ pub struct FileHeader {
     pub salt: u32,
     /// The session header.
     pub header: SessionHeader,
-    /// Where the first record starts.
+    /// Where the first record starts (version 3: after the archive
+    /// reference, if there is one).
     pub records_start: u64,
+    /// Version 3: the archive this live file stands on, if any.
+    pub archive: Option<ArchiveRef>,
+}
+
+/// What a version-3 live file's archive reference states (docs/FORMAT.md,
+/// "The archive reference").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveRef {
+    /// Events the archive holds (seqs `0..count`): the live file's first
+    /// record has seq `count`.
+    pub count: u64,
+    /// The last turn the archive holds (closed).
+    pub turn: u32,
+    /// The time of the archive's last event.
+    pub time: i64,
+    /// The archive file's salt.
+    pub salt: u32,
+    /// The archive's length this live file stands on.
+    pub len: u64,
+}
+
+impl ArchiveRef {
+    /// Appends the reference record, with `watermark` and the live file's
+    /// `salt`.
+    pub fn encode(&self, out: &mut Vec<u8>, watermark: u64, salt: u32) {
+        let head = RecordHead {
+            kind: KIND_ARCHIVE,
+            flags: 0,
+            type_len: 0,
+            data_len: ARCHIVE_REF_DATA_LEN as u32,
+            sources_len: 0,
+            surface_len: 0,
+            turn: self.turn,
+            seq: self.count,
+            time: self.time,
+            watermark,
+            step: 0,
+        };
+        let mut data = [0u8; ARCHIVE_REF_DATA_LEN];
+        data[..4].copy_from_slice(&self.salt.to_le_bytes());
+        data[8..].copy_from_slice(&self.len.to_le_bytes());
+        let start = out.len();
+        let payload: &[&[u8]] = &[&data];
+        // `RecordHead::record_len` knows no kind 19: the length is fixed.
+        out.reserve(ARCHIVE_REF_LEN);
+        out.extend_from_slice(&head.to_bytes());
+        for piece in payload {
+            out.extend_from_slice(piece);
+        }
+        out.extend_from_slice(&(ARCHIVE_REF_LEN as u32).to_le_bytes());
+        let record = &mut out[start..];
+        let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
+        put(record, REC_CRC_FIELD, crc.to_le_bytes());
+    }
+
+    /// Reads the reference record at the start of `bytes` (a version-3
+    /// file's first record, checksummed with the file's `salt`): `Ok(None)`
+    /// when the first record is not one, an error when it is one that does
+    /// not check.
+    fn parse(bytes: &[u8], salt: u32) -> Result<Option<ArchiveRef>, String> {
+        if bytes.len() <= REC_KIND_FIELD.at || bytes[REC_KIND_FIELD.at] != KIND_ARCHIVE {
+            return Ok(None);
+        }
+        if bytes.len() < ARCHIVE_REF_LEN {
+            return Err(format!(
+                "archive reference truncated: {} of {ARCHIVE_REF_LEN} bytes",
+                bytes.len()
+            ));
+        }
+        let record = &bytes[..ARCHIVE_REF_LEN];
+        if u32_in(record, trailer_field(ARCHIVE_REF_LEN)) != ARCHIVE_REF_LEN as u32 {
+            return Err("archive reference trailer does not state its length".into());
+        }
+        if checksum(salt, &record[REC_CRC_FIELD.end()..]) != u32_in(record, REC_CRC_FIELD) {
+            return Err("archive reference checksum mismatch".into());
+        }
+        let data = &record[RECORD_HEADER_LEN..RECORD_HEADER_LEN + ARCHIVE_REF_DATA_LEN];
+        let fixed = u8::from_le_bytes(get(record, REC_FLAGS_FIELD)) == 0
+            && u16_in(record, REC_TYPE_LEN_FIELD) == 0
+            && u32_in(record, REC_DATA_LEN_FIELD) == ARCHIVE_REF_DATA_LEN as u32
+            && u32_in(record, REC_SOURCES_LEN_FIELD) == 0
+            && u32_in(record, REC_SURFACE_LEN_FIELD) == 0
+            && u32_in(record, REC_STEP_FIELD) == 0
+            && data[4..8] == [0; 4];
+        let reference = ArchiveRef {
+            count: u64_in(record, REC_SEQ_FIELD),
+            turn: u32_in(record, REC_TURN_FIELD),
+            time: i64::from_le_bytes(get(record, REC_TIME_FIELD)),
+            salt: u32::from_le_bytes(data[..4].try_into().expect("4 bytes")),
+            len: u64::from_le_bytes(data[8..].try_into().expect("8 bytes")),
+        };
+        if !fixed
+            || reference.count == 0
+            || reference.count > crate::event::MAX_SAFE_INTEGER
+            || reference.turn == 0
+        {
+            return Err("archive reference with fields out of range".into());
+        }
+        Ok(Some(reference))
+    }
 }
 
 /// Why a file header cannot be read.
@@ -296,7 +408,7 @@ pub fn encode_file_header_version(
     salt: u32,
     version: u16,
 ) {
-    debug_assert!(version == FORMAT_V1 || version == FORMAT_VERSION);
+    debug_assert!(version == FORMAT_V1 || version == FORMAT_VERSION || version == FORMAT_V3);
     let json = header.to_json();
     let flags: u16 = match policy {
         Policy::Strict => 0,
@@ -315,6 +427,13 @@ pub fn encode_file_header_version(
     put(&mut fixed, FH_CRC, crc.finalize().to_le_bytes());
     out.extend_from_slice(&fixed);
     out.extend_from_slice(json.as_bytes());
+}
+
+/// The salt of a file whose first 24 bytes are `fixed`, if they start with
+/// the magic (the rest of the header unchecked).
+pub fn decode_salt(fixed: &[u8]) -> Option<u32> {
+    (fixed.len() >= FILE_HEADER_LEN && fixed[FH_MAGIC.range()] == MAGIC)
+        .then(|| u32_in(fixed, FH_SALT))
 }
 
 /// How many bytes the file header occupies, read from its first 24 bytes
@@ -340,14 +459,14 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         return corrupt("not a turnwal session file (bad magic)".into());
     }
     let version = u16_in(bytes, FH_VERSION);
-    if version != FORMAT_VERSION && version != FORMAT_V1 {
-        let side = if version > FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_V1 && version != FORMAT_V3 {
+        let side = if version > FORMAT_V3 {
             "a newer turnwal; upgrade turnwal to open it"
         } else {
             "an older turnwal, and this build ships no upgrade path for it"
         };
         return Err(FileHeaderError::Unsupported(format!(
-            "session file format v{version} was written by {side} (this build reads v{FORMAT_V1} and v{FORMAT_VERSION})"
+            "session file format v{version} was written by {side} (this build reads v{FORMAT_V1} to v{FORMAT_V3})"
         )));
     }
     let flags = u16_in(bytes, FH_FLAGS);
@@ -390,12 +509,19 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         FLAG_PERMISSIVE => Policy::Permissive,
         _ => Policy::Strict,
     };
+    let archive = if version == FORMAT_V3 {
+        ArchiveRef::parse(&bytes[end..], salt).map_err(FileHeaderError::Corrupt)?
+    } else {
+        None
+    };
+    let records_start = end as u64 + archive.map_or(0, |_| ARCHIVE_REF_LEN as u64);
     Ok(FileHeader {
         version,
         policy,
         salt,
         header,
-        records_start: end as u64,
+        records_start,
+        archive,
     })
 }
 
@@ -1397,7 +1523,7 @@ mod tests {
         let mut v1 = Vec::new();
         encode_file_header_version(&mut v1, &header, Policy::Lenient, 42, FORMAT_V1);
         assert_eq!(decode_file_header(&v1).unwrap().version, FORMAT_V1);
-        for (version, side) in [(3u16, "newer turnwal"), (0, "older turnwal")] {
+        for (version, side) in [(4u16, "newer turnwal"), (0, "older turnwal")] {
             let mut other = out.clone();
             other[8..10].copy_from_slice(&version.to_le_bytes());
             // (the header CRC covers the version: recompute it)

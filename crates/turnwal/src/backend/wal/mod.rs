@@ -1,6 +1,7 @@
 //! The native append-only WAL backend: one CRC-framed file per session,
 //! scanned through a memory map. Every byte is specified in docs/FORMAT.md.
 
+pub mod archive;
 mod cursor;
 pub mod format;
 pub mod probe;
@@ -136,7 +137,9 @@ impl WalBackend {
     /// version.
     pub fn creating_version(mut self, version: u16) -> WalBackend {
         assert!(
-            version == format::FORMAT_V1 || version == format::FORMAT_VERSION,
+            version == format::FORMAT_V1
+                || version == format::FORMAT_VERSION
+                || version == format::FORMAT_V3,
             "format version {version} is not one this build writes"
         );
         self.create_version = version;
@@ -263,6 +266,50 @@ impl WalBackend {
         let classified = scan(&map, &path, Self::proven(&proof, &map, &path))?;
         check_id(&classified.scan.header, id, &path)?;
         Ok(Some((map, classified, path)))
+    }
+
+    /// The archive the live file at `path` (whose header is `meta`) stands
+    /// on: `None` unless it is a version-3 file with an archive reference.
+    fn archive(&self, path: &Path, meta: &format::FileHeader) -> Result<Option<archive::Archive>> {
+        archive::Archive::open(self.storage.as_ref(), path, meta)
+    }
+
+    /// Every intact record of the first `len` bytes of the archive beside
+    /// the live file at `path` (what the live file stands on; a seal that
+    /// did not finish left the rest), read past damage as a salvage reads
+    /// a log.
+    fn salvage_archive(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> Result<(Vec<Event>, Vec<crate::scan::Gap>)> {
+        let archive = archive::path_of(path);
+        let Some(file) = self.open_file(&archive, OpenMode::Read)? else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let map = file.into_map().map_err(|e| Error::io("map", &archive, e))?;
+        let len = (len as usize).min(map.len());
+        scan::salvage_records(&map[..len], &archive)
+    }
+
+    /// The archived events with seq >= `from_seq` of the live file at
+    /// `path` (none unless `from_seq` is below its archive's count), and
+    /// the seq the live file's read starts at.
+    fn archived_from(
+        &self,
+        path: &Path,
+        meta: &format::FileHeader,
+        from_seq: u64,
+    ) -> Result<(Vec<Event>, u64)> {
+        match meta.archive {
+            Some(reference) if from_seq < reference.count => {
+                let archive = self
+                    .archive(path, meta)?
+                    .expect("a file with a reference has an archive");
+                Ok((archive.events_from(from_seq)?, reference.count))
+            }
+            _ => Ok((Vec::new(), from_seq)),
+        }
     }
 
     /// The bytes of the durability proof beside the log at `path`, read
@@ -397,10 +444,15 @@ impl WalBackend {
             head = read(0, header_len)?;
         }
         let fh = read_file_header(&head, path)?;
+        // A version-3 session's bytes are its archive's too.
+        let bytes = len + fh.archive.map_or(0, |a| a.len);
         let records = len - fh.records_start;
         if records == 0 {
+            let (events, turns, last) = fh
+                .archive
+                .map_or((0, 0, None), |a| (a.count, u64::from(a.turn), Some(a.time)));
             return Ok(Some(SessionSummary::from_tail(
-                fh.header, len, 0, 0, None, false,
+                fh.header, bytes, events, turns, last, false,
             )));
         }
         if records < format::MIN_RECORD_LEN as u64 {
@@ -434,7 +486,7 @@ impl WalBackend {
         };
         Ok(Some(SessionSummary::from_tail(
             fh.header,
-            len,
+            bytes,
             head.next_seq(),
             u64::from(head.turn),
             last_time,
@@ -449,11 +501,13 @@ impl WalBackend {
             .ok_or_else(|| Error::io("open", path, io::ErrorKind::NotFound.into()))?;
         let map = file.map().map_err(|e| Error::io("map", path, e))?;
         let c = scan_log_proven(&map, path, Self::proven(&proof, &map, path))?;
+        // The archive is checked as a listing's full read would meet it.
+        let archived = self.archive(path, &c.frames.file)?.map_or(0, |a| a.len());
         Ok(SessionSummary::scanned(
             c.scan.header.id.clone(),
             &c.scan,
             c.frames.records,
-            c.frames.len,
+            c.frames.len + archived,
             c.scan.cut.as_ref().map(|cut| cut.problem("byte")),
         ))
     }
@@ -516,7 +570,10 @@ fn read_header_of(file: &dyn StorageFile, len: u64, path: &Path) -> Result<forma
     let mut prefix = vec![0; format::FILE_HEADER_LEN.min(len as usize)];
     read(&mut prefix)?;
     // An implausible length is left to the decoder, which names the problem.
-    let header_len = format::file_header_len(&prefix).map_or(prefix.len() as u64, |n| n.min(len));
+    // With a version-3 file's archive reference, if there is room for one.
+    let header_len = format::file_header_len(&prefix).map_or(prefix.len() as u64, |n| {
+        (n + format::ARCHIVE_REF_LEN as u64).min(len)
+    });
     let mut head_bytes = vec![0; header_len as usize];
     read(&mut head_bytes)?;
     read_file_header(&head_bytes, path)
@@ -604,6 +661,25 @@ impl Backend for WalBackend {
         // would cut (torn bytes, debris) is never served.
         let mut events: Vec<Event> = Vec::new();
         let mut tracker = crate::contract::Tracker::new(meta.policy);
+        // A version-3 session's first events are its archive's, checked
+        // whole when it is opened: unit by unit until `n`.
+        if let Some(archive) = self.archive(&path, &meta)? {
+            for (at, head) in archive.units() {
+                if events.len() >= n {
+                    break;
+                }
+                for event in record::decode_at(archive.map(), at, &head, archive.path())? {
+                    tracker.accept(&event).map_err(|v| {
+                        scan::corrupt(archive.path(), at, Some(v.seq), v.to_string())
+                    })?;
+                    events.push(event);
+                }
+            }
+            if events.len() >= n {
+                events.truncate(n);
+                return Ok(Some(events));
+            }
+        }
         let mut at = meta.records_start;
         'records: while events.len() < n && at < map.len() as u64 {
             let next = events.last().map_or(0, |e| e.seq() + 1);
@@ -651,7 +727,11 @@ impl Backend for WalBackend {
         let Some((map, classified, path)) = self.classify(id)? else {
             return Ok(None);
         };
-        let events = writer::decode_kept(&map, &classified, 0, &path)?;
+        let mut events = match self.archive(&path, &classified.frames.file)? {
+            Some(archive) => archive.events_from(0)?,
+            None => Vec::new(),
+        };
+        events.extend(writer::decode_kept(&map, &classified, 0, &path)?);
         Ok(Some(Stored {
             scan: classified.scan,
             events,
@@ -664,13 +744,15 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let start = classified.frames.file.records_start;
+        let archive = self.archive(&path, &classified.frames.file)?;
         let scan = classified.scan;
         let proven = classified.proven;
-        let cursor = cursor::WalCursor::new(map, path, proven, start, classified.kept_end);
-        Ok(Some(crate::view::LogReader::of_scan(
-            scan,
-            Box::new(cursor),
-        )))
+        let live = cursor::WalCursor::new(map, path, proven, start, classified.kept_end);
+        let cursor: Box<dyn crate::view::Cursor> = match archive {
+            Some(archive) => Box::new(archive::Chain::new(archive.cursor(), live)),
+            None => Box::new(live),
+        };
+        Ok(Some(crate::view::LogReader::of_scan(scan, cursor)))
     }
 
     fn view(&self, id: &str) -> Result<Option<crate::view::LogView>> {
@@ -686,6 +768,10 @@ impl Backend for WalBackend {
                 .unwrap_or(0)
                 .min(map.len() / format::MIN_RECORD_LEN),
         );
+        // A version-3 session's archived events come first, decompressed.
+        if let Some(archive) = self.archive(&path, &classified.frames.file)? {
+            entries.hold(archive.events_from(0)?);
+        }
         for (at, head) in record::heads(&map, start, classified.kept_end) {
             if head.is_v2() {
                 // A run's members and a unit's events are rebuilt (or
@@ -738,7 +824,15 @@ impl Backend for WalBackend {
         let Some((map, meta, path)) = self.map_with_header(id)? else {
             return Ok(None);
         };
-        let (events, mut gaps) = scan::salvage_records(&map, &path)?;
+        let (mut events, mut gaps) = match meta.archive {
+            // The archive's intact units (past damage), then the live
+            // file's records: the gaps of either are named in its bytes.
+            Some(reference) => self.salvage_archive(&path, reference.len)?,
+            None => (Vec::new(), Vec::new()),
+        };
+        let (live, live_gaps) = scan::salvage_records(&map, &path)?;
+        events.extend(live);
+        gaps.extend(live_gaps);
         for gap in &mut gaps {
             gap.damaged |= damaged;
         }
@@ -783,7 +877,9 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let proven = Self::proven(&proof, &map, &path);
-        writer::read_from(&map, &meta, from_seq, &path, proven).map(Some)
+        let (mut events, from_seq) = self.archived_from(&path, &meta, from_seq)?;
+        events.extend(writer::read_from(&map, &meta, from_seq, &path, proven)?);
+        Ok(Some(events))
     }
 
     fn inspect_from(&self, id: &str, from_seq: u64) -> Result<Option<(Vec<Event>, Vec<Event>)>> {
@@ -792,7 +888,10 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let proven = Self::proven(&proof, &map, &path);
-        writer::read_from_scanned(&map, &meta, from_seq, &path, proven).map(Some)
+        let (mut events, from_seq) = self.archived_from(&path, &meta, from_seq)?;
+        let (live, closers) = writer::read_from_scanned(&map, &meta, from_seq, &path, proven)?;
+        events.extend(live);
+        Ok(Some((events, closers)))
     }
 
     fn read_suffix(&self, id: &str, from_seq: u64) -> Result<Option<(Option<Policy>, Vec<Event>)>> {
@@ -801,7 +900,8 @@ impl Backend for WalBackend {
             return Ok(None);
         };
         let proven = Self::proven(&proof, &map, &path);
-        let events = writer::read_from(&map, &meta, from_seq, &path, proven)?;
+        let (mut events, from_seq) = self.archived_from(&path, &meta, from_seq)?;
+        events.extend(writer::read_from(&map, &meta, from_seq, &path, proven)?);
         Ok(Some((Some(meta.policy), events)))
     }
 
@@ -904,6 +1004,7 @@ impl Backend for WalBackend {
                         crate::error::excerpt(&header.id)
                     )))
                 })?,
+                archive: None,
             },
             bytes.len() as u64,
             batch.len() as u64,
@@ -1054,6 +1155,7 @@ impl Backend for WalBackend {
         self.storage
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
+        let _ = self.storage.remove_file(&archive::path_of(&path));
         let _ = self.storage.remove_file(&unsynced_mark(&path));
         let _ = self.storage.remove_file(&proof::path_of(&path));
         let _ = self.storage.remove_file(&self.lock_path(id));

@@ -19,6 +19,29 @@
 use super::format::{MIN_RECORD_LEN, RecordHead, TRAILER_LEN};
 use super::record::check_at;
 
+/// Where a file's records are: where the first starts, the seq it has (0,
+/// or a version-3 file's archive count) and the file's salt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Records {
+    /// Where the first record starts.
+    pub start: u64,
+    /// The seq it has.
+    pub first_seq: u64,
+    /// The file's salt.
+    pub salt: u32,
+}
+
+impl Records {
+    /// The records of the file whose header is `meta`.
+    pub fn of(meta: &super::format::FileHeader) -> Records {
+        Records {
+            start: meta.records_start,
+            first_seq: meta.archive.map_or(0, |a| a.count),
+            salt: meta.salt,
+        }
+    }
+}
+
 /// A record found by the backward walk.
 #[derive(Debug, Clone, Copy)]
 pub struct Found {
@@ -43,16 +66,21 @@ pub struct Walk {
 /// record before the stop fails.
 pub fn walk_back(
     bytes: &[u8],
-    records_start: u64,
-    salt: u32,
+    records: Records,
     mut stop: impl FnMut(&Found) -> bool,
 ) -> Option<Walk> {
+    let Records {
+        start: records_start,
+        first_seq,
+        salt,
+    } = records;
     let mut end = bytes.len() as u64;
     let mut found: Vec<Found> = Vec::new();
     loop {
         if end == records_start {
-            // The first record of a file has seq 0.
-            if found.last().is_some_and(|f| f.head.seq != 0) {
+            // The first record of a file has seq 0 (version 3: the count
+            // its archive reference states).
+            if found.last().is_some_and(|f| f.head.seq != first_seq) {
                 return None;
             }
             return Some(Walk {
@@ -132,13 +160,9 @@ impl Coverage {
 /// when every byte from the last record's watermark to the end is valid,
 /// seq-contiguous records. `None` for a file with no records or an end that
 /// is not proven clean.
-pub fn clean_end(
-    bytes: &[u8],
-    records_start: u64,
-    salt: u32,
-) -> Option<(RecordHead, Option<RecordHead>)> {
+pub fn clean_end(bytes: &[u8], records: Records) -> Option<(RecordHead, Option<RecordHead>)> {
     let mut coverage = Coverage::default();
-    let walk = walk_back(bytes, records_start, salt, |f| {
+    let walk = walk_back(bytes, records, |f| {
         // Two records at least, so the caller sees what the last one closes.
         coverage.note(f) && coverage.watermark.is_some()
     })?;
@@ -149,18 +173,18 @@ pub fn clean_end(
     let previous = match walk.found.get(1) {
         Some(f) => Some(f.head),
         // The region was the last record alone: read the one before it.
-        None => walk_back_one(bytes, records_start, salt, walk.found.first()?),
+        None => walk_back_one(bytes, records, walk.found.first()?),
     };
     Some((last, previous))
 }
 
 /// The record just before `f`, checked as its predecessor.
-fn walk_back_one(bytes: &[u8], records_start: u64, salt: u32, f: &Found) -> Option<RecordHead> {
-    if f.offset == records_start {
+fn walk_back_one(bytes: &[u8], records: Records, f: &Found) -> Option<RecordHead> {
+    if f.offset == records.start {
         return None;
     }
     let before = &bytes[..f.offset as usize];
-    let walk = walk_back(before, records_start, salt, |_| true)?;
+    let walk = walk_back(before, records, |_| true)?;
     let prev = walk.found.first()?.head;
     (prev.next_seq() == f.head.seq).then_some(prev)
 }
@@ -172,8 +196,7 @@ fn walk_back_one(bytes: &[u8], records_start: u64, salt: u32, f: &Found) -> Opti
 /// read of a wholly proven log costs the suffix, whatever the watermarks.
 pub fn clean_suffix(
     bytes: &[u8],
-    records_start: u64,
-    salt: u32,
+    records: Records,
     from_seq: u64,
     proven: u64,
 ) -> Option<Vec<Found>> {
@@ -182,7 +205,7 @@ pub fn clean_suffix(
         proven,
         ..Coverage::default()
     };
-    let walk = walk_back(bytes, records_start, salt, |f| {
+    let walk = walk_back(bytes, records, |f| {
         let decided = coverage.note(f);
         // Stop at an unclean boundary, or once clean and back at `from_seq`.
         decided && (!coverage.covered || f.head.seq < from_seq.max(1))
@@ -202,19 +225,15 @@ pub fn clean_suffix(
 /// turn its predecessor left open, as the scan defines it), in order, with
 /// that `turn/end`'s header (`None` when the file has no commit point). A
 /// seq-contiguous chain; `None` if the walk meets an invalid record first.
-pub fn since_commit(
-    bytes: &[u8],
-    records_start: u64,
-    salt: u32,
-) -> Option<(Option<RecordHead>, Vec<Found>)> {
+pub fn since_commit(bytes: &[u8], records: Records) -> Option<(Option<RecordHead>, Vec<Found>)> {
     use crate::event::EventKind;
-    let walk = walk_back(bytes, records_start, salt, |f| {
+    let walk = walk_back(bytes, records, |f| {
         // Only a turn/end that leaves no turn open needs its predecessor.
         f.head.is_sealed()
             || f.head.event_kind() == EventKind::TurnEnd
                 && !f.head.in_turn()
                 && f.head
-                    .commits_after(walk_back_one(bytes, records_start, salt, f).as_ref())
+                    .commits_after(walk_back_one(bytes, records, f).as_ref())
     })?;
     let mut found = walk.found;
     let commit = if walk.stopped {
@@ -232,6 +251,15 @@ mod tests {
     use crate::backend::wal::format::{self, encode_file_header, encode_record};
     use crate::contract::{Placement, Policy};
     use crate::{Event, SessionHeader};
+
+    /// The records of a file from [`file`], which start at `start`.
+    fn recs(start: u64) -> Records {
+        Records {
+            start,
+            first_seq: 0,
+            salt: 9,
+        }
+    }
 
     /// A file of `n` records in batches of `batch`, each batch's records
     /// carrying the length before it as watermark (the first batch 0).
@@ -253,17 +281,21 @@ mod tests {
     #[test]
     fn a_clean_end_is_recognized_from_the_last_batch() {
         let (bytes, start) = file(100, 10);
-        let (last, previous) = clean_end(&bytes, start, 9).unwrap();
+        let (last, previous) = clean_end(&bytes, recs(start)).unwrap();
         assert_eq!((last.seq, previous.map(|p| p.seq)), (99, Some(98)));
-        let suffix = clean_suffix(&bytes, start, 9, 95, 0).unwrap();
+        let suffix = clean_suffix(&bytes, recs(start), 95, 0).unwrap();
         assert_eq!(
             suffix.iter().map(|f| f.head.seq).collect::<Vec<_>>(),
             [95, 96, 97, 98, 99]
         );
-        assert_eq!(clean_suffix(&bytes, start, 9, 0, 0).unwrap().len(), 100);
-        assert!(clean_suffix(&bytes, start, 9, 100, 0).unwrap().is_empty());
+        assert_eq!(clean_suffix(&bytes, recs(start), 0, 0).unwrap().len(), 100);
+        assert!(
+            clean_suffix(&bytes, recs(start), 100, 0)
+                .unwrap()
+                .is_empty()
+        );
         let (first_only, start) = file(5, 10);
-        assert_eq!(clean_end(&first_only, start, 9).unwrap().0.seq, 4);
+        assert_eq!(clean_end(&first_only, recs(start)).unwrap().0.seq, 4);
     }
 
     #[test]
@@ -273,7 +305,7 @@ mod tests {
         let (bytes, start) = file(100, 1000);
         let len = bytes.len() as u64;
         let mut walked = 0;
-        let walk = walk_back(&bytes, start, 9, |_| {
+        let walk = walk_back(&bytes, recs(start), |_| {
             walked += 1;
             false
         })
@@ -281,8 +313,8 @@ mod tests {
         assert_eq!((walked, walk.found.len()), (100, 100));
         // Unproven, the suffix walk must check every record back to the
         // first; proven, it stops below seq 95.
-        assert_eq!(clean_suffix(&bytes, start, 9, 95, 0).unwrap().len(), 5);
-        let suffix = clean_suffix(&bytes, start, 9, 95, len).unwrap();
+        assert_eq!(clean_suffix(&bytes, recs(start), 95, 0).unwrap().len(), 5);
+        let suffix = clean_suffix(&bytes, recs(start), 95, len).unwrap();
         assert_eq!(
             suffix.iter().map(|f| f.head.seq).collect::<Vec<_>>(),
             [95, 96, 97, 98, 99]
@@ -292,18 +324,18 @@ mod tests {
             ..Coverage::default()
         };
         let mut visited = 0;
-        walk_back(&bytes, start, 9, |f| {
+        walk_back(&bytes, recs(start), |f| {
             visited += 1;
             coverage.note(f) && f.head.seq < 95
         })
         .unwrap();
         assert_eq!(visited, 6, "the walk stops at seq 94");
         // A proof that ends inside a record is no boundary: not clean.
-        assert!(clean_suffix(&bytes, start, 9, 95, len - 1).is_none());
+        assert!(clean_suffix(&bytes, recs(start), 95, len - 1).is_none());
         // Damage inside the proven suffix is still found.
         let mut damaged = bytes.clone();
         damaged[bytes.len() - 10] ^= 1;
-        assert!(clean_suffix(&damaged, start, 9, 95, len).is_none());
+        assert!(clean_suffix(&damaged, recs(start), 95, len).is_none());
     }
 
     #[test]
@@ -323,9 +355,9 @@ mod tests {
         for at in last_batch as usize..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x40;
-            assert!(clean_end(&damaged, start, 9).is_none(), "byte {at}");
+            assert!(clean_end(&damaged, recs(start)).is_none(), "byte {at}");
             assert!(
-                clean_suffix(&damaged, start, 9, 99, 0).is_none(),
+                clean_suffix(&damaged, recs(start), 99, 0).is_none(),
                 "byte {at}"
             );
         }
@@ -335,12 +367,12 @@ mod tests {
             .unwrap()
             .record_len() as usize;
         stale.extend_from_slice(&bytes[start as usize..start as usize + first]);
-        assert!(clean_end(&stale, start, 9).is_none());
-        assert!(clean_suffix(&stale, start, 9, 0, 0).is_none());
+        assert!(clean_end(&stale, recs(start)).is_none());
+        assert!(clean_suffix(&stale, recs(start), 0, 0).is_none());
         let torn = &bytes[..bytes.len() - 3];
-        assert!(clean_end(torn, start, 9).is_none());
+        assert!(clean_end(torn, recs(start)).is_none());
         let mut zeros = bytes.clone();
         zeros.extend([0; 100]);
-        assert!(clean_end(&zeros, start, 9).is_none());
+        assert!(clean_end(&zeros, recs(start)).is_none());
     }
 }

@@ -124,14 +124,17 @@ pub fn scan_frames_with(bytes: &[u8], path: &Path, proven: u64, units: Units) ->
     let file = read_file_header(bytes, path)?;
     let len = bytes.len() as u64;
     let mut at = file.records_start;
+    // Version 3: the archive reference is a commit point (its events are
+    // in the archive, every turn of them closed).
+    let base = file.archive;
     let mut frames = Frames {
         len,
-        records: 0,
+        records: base.map_or(0, |a| a.count),
         valid_end: at,
         commit_end: at,
-        committed: 0,
-        committed_turn: 0,
-        committed_time: None,
+        committed: base.map_or(0, |a| a.count),
+        committed_turn: base.map_or(0, |a| u64::from(a.turn)),
+        committed_time: base.map(|a| a.time),
         last: None,
         stated: None,
         invalid: None,
@@ -721,7 +724,9 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
     let mut events = Vec::new();
     let mut gaps = Vec::new();
     let mut at = file.records_start;
-    let mut expected = 0;
+    // Version 3: the events before the archive reference's count are the
+    // archive's (read by the backend).
+    let mut expected = file.archive.map_or(0, |a| a.count);
     while at < len {
         match check_at(bytes, at, Some(expected), file.salt) {
             Ok(head) => {

@@ -221,3 +221,95 @@ fn emit(
     *group_len = 0;
     Ok(1)
 }
+
+/// What [`archive_units`] sealed: units to append to a version-3 archive.
+pub struct ArchivedUnits {
+    /// The units, checksummed with the archive's salt, watermark 0.
+    pub bytes: Vec<u8>,
+    /// How many units.
+    pub units: usize,
+    /// The seq after their last event: the archive's new count.
+    pub next_seq: u64,
+    /// Where in the live file the records they hold end.
+    pub end: u64,
+    /// The last turn they hold.
+    pub last_turn: u32,
+    /// The time of their last event.
+    pub last_time: i64,
+}
+
+/// Seals the closed turns of a version-3 live file's records in `[from,
+/// to)` (`to` a commit point) into units for its archive, with the
+/// archive's `salt`, grouped as [`sealed_copy`] groups them. Only sealed
+/// units go into an archive, so it stops at the first turn too big for a
+/// unit (that turn and every later one stay in the live file). `None` when
+/// nothing is sealed.
+pub fn archive_units(
+    bytes: &[u8],
+    from: u64,
+    to: u64,
+    path: &Path,
+    salt: u32,
+) -> Result<Option<ArchivedUnits>> {
+    let mut out = Vec::new();
+    let mut group: Vec<Plain> = Vec::new();
+    let mut group_len = 0usize;
+    let mut turn: Vec<Plain> = Vec::new();
+    let mut previous: Option<RecordHead> = None;
+    let mut units = 0;
+    let mut end = from;
+    let mut last: Option<(u64, u32, i64)> = None;
+    for (at, head) in heads(bytes, from, to) {
+        if head.is_sealed() {
+            // A version-3 live file holds no units; one found here is left
+            // where it is, and so is everything after it.
+            break;
+        }
+        let placement = head.placement();
+        for event in decode_at(bytes, at, &head, path)? {
+            turn.push(Plain {
+                event,
+                placement,
+                synthetic: head.synthetic(),
+            });
+        }
+        let closes = head.closes_turn_after(previous.as_ref());
+        previous = Some(head);
+        if !closes {
+            continue;
+        }
+        let mut plain = Vec::new();
+        encode_plain(&mut plain, &turn, 0);
+        if plain.len() > format::MAX_UNIT_LEN as usize {
+            // Too big for any unit: it and every later turn stay live.
+            break;
+        }
+        if group_len + plain.len() > format::MAX_UNIT_LEN as usize {
+            units += emit(&mut out, &mut group, &mut group_len, salt)?;
+        }
+        let closing = turn.last().expect("a turn/end closed it");
+        last = Some((
+            closing.event.seq() + 1,
+            closing.placement.turn,
+            closing.event.time(),
+        ));
+        group_len += plain.len();
+        group.append(&mut turn);
+        end = at + head.record_len();
+        if group_len >= UNIT_TARGET_LEN {
+            units += emit(&mut out, &mut group, &mut group_len, salt)?;
+        }
+    }
+    units += emit(&mut out, &mut group, &mut group_len, salt)?;
+    let Some((next_seq, last_turn, last_time)) = last else {
+        return Ok(None);
+    };
+    Ok(Some(ArchivedUnits {
+        bytes: out,
+        units,
+        next_seq,
+        end,
+        last_turn,
+        last_time,
+    }))
+}

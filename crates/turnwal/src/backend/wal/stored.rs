@@ -155,6 +155,16 @@ impl WalBackend {
         };
         let start = classified.frames.file.records_start;
         let mut items = Vec::new();
+        // A version-3 session's archived units first: their runs as stored,
+        // their other events decoded (the archive is not mapped past here).
+        let archive =
+            super::archive::Archive::open(self.storage.as_ref(), &path, &classified.frames.file)?;
+        for (at, head) in archive.iter().flat_map(|a| a.units()) {
+            let archive = archive.as_ref().expect("units come from it");
+            let record = &archive.map()[at as usize..(at + head.record_len()) as usize];
+            read_record(record, &head, &mut items)
+                .map_err(|reason| corrupt(archive.path(), at, Some(head.seq), reason))?;
+        }
         for (at, head) in record::heads(&map, start, classified.kept_end) {
             if !head.is_v2() {
                 items.push(Item::At(at));

@@ -653,7 +653,7 @@ pub(super) fn tail_scan(
     if proven > bytes.len() as u64 {
         return Ok(None); // shorter than proven: the full scan refuses it
     }
-    let Some((last, previous)) = probe::clean_end(bytes, meta.records_start, meta.salt) else {
+    let Some((last, previous)) = probe::clean_end(bytes, probe::Records::of(meta)) else {
         return Ok(None);
     };
     scan_clean_end(bytes, meta, path, last, previous)
@@ -684,8 +684,7 @@ fn scan_clean_end(
         if last.synthetic() && last.in_turn() {
             return Ok(None); // an interrupted repair: the scan cuts it
         }
-        let Some((commit, found)) = probe::since_commit(bytes, meta.records_start, meta.salt)
-        else {
+        let Some((commit, found)) = probe::since_commit(bytes, probe::Records::of(meta)) else {
             return Ok(None);
         };
         let mut tail: Vec<Event> = Vec::new();
@@ -694,8 +693,12 @@ fn scan_clean_end(
         }
         (commit, tail)
     };
-    let committed = commit.map_or(0, |c| c.next_seq());
-    let committed_turn = commit.map_or(0, |c| u64::from(c.turn));
+    // No commit point among the live records: the archive reference's (a
+    // version-3 file), or none.
+    let base = meta.archive;
+    let committed = commit.map_or(base.map_or(0, |a| a.count), |c| c.next_seq());
+    let committed_turn =
+        commit.map_or(base.map_or(0, |a| u64::from(a.turn)), |c| u64::from(c.turn));
     let verdict = crate::scan::classify_tail(meta.policy, committed, committed_turn, &tail);
     if verdict.debris.is_some() {
         return Ok(None);
@@ -707,7 +710,7 @@ fn scan_clean_end(
         bytes: bytes.len() as u64,
         committed,
         committed_turn,
-        committed_time: commit.map(|c| c.time),
+        committed_time: commit.map(|c| c.time).or(base.map(|a| a.time)),
     };
     let scan = Scan::new(
         meta.header.clone(),
@@ -748,8 +751,7 @@ pub(super) fn read_from_scanned(
     proven: u64,
 ) -> Result<(Vec<Event>, Vec<Event>)> {
     if proven <= bytes.len() as u64
-        && let Some(found) =
-            probe::clean_suffix(bytes, meta.records_start, meta.salt, from_seq, proven)
+        && let Some(found) = probe::clean_suffix(bytes, probe::Records::of(meta), from_seq, proven)
     {
         // The suffix walk already proved the end clean: its last two records
         // are what the fast scan would walk back to find.
@@ -828,9 +830,13 @@ impl LogWriter for WalWriter {
         {
             // Right after the full scan that opened the log (`load`): its
             // classification is this file's.
-            return decode_kept(&map, classified, from_seq, &self.path);
+            let (mut events, from_seq) = self.archived_from(from_seq)?;
+            events.extend(decode_kept(&map, classified, from_seq, &self.path)?);
+            return Ok(events);
         }
-        read_from(&map, &self.meta, from_seq, &self.path, proven)
+        let (mut events, from_seq) = self.archived_from(from_seq)?;
+        events.extend(read_from(&map, &self.meta, from_seq, &self.path, proven)?);
+        Ok(events)
     }
 
     fn repair(&mut self, scan: &Scan) -> Result<Option<std::path::PathBuf>> {
@@ -1003,7 +1009,12 @@ impl LogWriter for WalWriter {
                 break salt;
             }
         };
-        let Some(copy) = super::seal::sealed_copy(&map, &classified, &self.path, salt)? else {
+        let copy = if self.meta.version == format::FORMAT_V3 {
+            self.archive_seal(&map, &classified, salt)?
+        } else {
+            super::seal::sealed_copy(&map, &classified, &self.path, salt)?
+        };
+        let Some(copy) = copy else {
             let commit_end = classified.frames.commit_end;
             self.seal = Some(SealState {
                 sealed_end: commit_end,
@@ -1039,6 +1050,11 @@ impl LogWriter for WalWriter {
         self.storage
             .sync_dir(&dir)
             .map_err(|e| Error::io("fsync directory", &dir, e))?;
+        // The live file first: an archive left by a crash here is an
+        // orphan no live file references, replaced by the next first seal.
+        let _ = self
+            .storage
+            .remove_file(&super::archive::path_of(&self.path));
         let _ = self.storage.remove_file(&super::unsynced_mark(&self.path));
         let _ = self.storage.remove_file(&super::proof::path_of(&self.path));
         // Still holding the lock: no writer can be between its lock and its
@@ -1068,6 +1084,172 @@ fn seal_pays(plain: u64, len: u64, min: u64) -> bool {
 }
 
 impl WalWriter {
+    /// A version-3 seal's first steps (docs/FORMAT.md, "A version-3
+    /// seal"): seals the closed turns of the live file into units, appends
+    /// them to the archive (cut back to the length the live file stands on
+    /// first) and makes them durable, or writes a new archive and
+    /// publishes it; returns the new live file for [`WalWriter::publish_copy`]
+    /// to publish (archive reference, then the records after what was
+    /// sealed, with `salt`). `None` when no closed turn can be sealed.
+    fn archive_seal(
+        &mut self,
+        map: &[u8],
+        classified: &super::scan::Classified,
+        salt: u32,
+    ) -> Result<Option<super::seal::SealedCopy>> {
+        let frames = &classified.frames;
+        let file = &frames.file;
+        let reference = file.archive;
+        let archive_salt = match reference {
+            Some(r) => r.salt,
+            None => self.storage.random() as u32,
+        };
+        let Some(units) = super::seal::archive_units(
+            map,
+            file.records_start,
+            frames.commit_end,
+            &self.path,
+            archive_salt,
+        )?
+        else {
+            return Ok(None);
+        };
+        let archive_path = super::archive::path_of(&self.path);
+        let archive_len = match reference {
+            Some(r) => {
+                let io = |op, e| Error::io(op, &archive_path, e);
+                let mut archive = self
+                    .storage
+                    .open(&archive_path, crate::storage::OpenMode::ReadWrite)
+                    .map_err(|e| io("open", e))?;
+                // The archive this live file stands on, as far as a seal
+                // looks without reading it (every read checks it whole):
+                // at least that long, with that salt.
+                let mut fixed = [0u8; format::FILE_HEADER_LEN];
+                let held = archive.len().map_err(|e| io("stat", e))?;
+                if held < r.len
+                    || archive.read_exact_at(&mut fixed, 0).is_err()
+                    || format::decode_salt(&fixed) != Some(r.salt)
+                {
+                    return Err(super::scan::corrupt(
+                        &archive_path,
+                        held.min(r.len),
+                        None,
+                        format!(
+                            "archive-mismatch: {held} bytes and another header than the {} bytes \
+                             of salt {:#010x} the live file stands on; nothing was sealed",
+                            r.len, r.salt
+                        ),
+                    ));
+                }
+                // What a seal that did not finish left past the length the
+                // live file stands on goes; then the new units, durable
+                // before any live file references them.
+                let len = r.len + units.bytes.len() as u64;
+                archive
+                    .write_all_at(&units.bytes, r.len)
+                    .and_then(|()| archive.set_len(len))
+                    .and_then(|()| archive.sync_data())
+                    .map_err(|e| io("write", e))?;
+                len
+            }
+            None => {
+                let mut bytes = Vec::with_capacity(units.bytes.len() + 256);
+                format::encode_file_header_version(
+                    &mut bytes,
+                    &file.header,
+                    file.policy,
+                    archive_salt,
+                    format::FORMAT_V3,
+                );
+                bytes.extend_from_slice(&units.bytes);
+                self.publish_archive(&archive_path, &bytes)?;
+                bytes.len() as u64
+            }
+        };
+        // The new live file: header, reference, the records after the
+        // sealed turns.
+        let mut out = Vec::with_capacity((map.len() as u64 - units.end) as usize + 256);
+        format::encode_file_header_version(
+            &mut out,
+            &file.header,
+            file.policy,
+            salt,
+            format::FORMAT_V3,
+        );
+        let reference_at = out.len();
+        let new_reference = format::ArchiveRef {
+            count: units.next_seq,
+            turn: units.last_turn,
+            time: units.last_time,
+            salt: archive_salt,
+            len: archive_len,
+        };
+        let tail_len = classified.kept_end - units.end;
+        let total = (reference_at + format::ARCHIVE_REF_LEN) as u64 + tail_len;
+        new_reference.encode(&mut out, total, salt);
+        let records_start = out.len();
+        out.extend_from_slice(&map[units.end as usize..classified.kept_end as usize]);
+        format::stamp_published(&mut out, records_start, salt);
+        debug_assert_eq!(out.len() as u64, total);
+        Ok(Some(super::seal::SealedCopy {
+            bytes: out,
+            events: classified.scan.stored_len(),
+            new_units: units.units,
+            commit_end: records_start as u64 + (frames.commit_end - units.end),
+        }))
+    }
+
+    /// Publishes a version-3 session's first archive at `path`: a temp
+    /// file written and fsynced whole, renamed over the name (replacing an
+    /// orphan a crashed first seal left), and the directory fsynced, all
+    /// before any live file references it.
+    fn publish_archive(&self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+        let dir = path.parent().expect("session files live in a directory");
+        let name = super::log_name(&self.path).to_owned();
+        let tmp = dir.join(format!(
+            ".{name}.archive.{:016x}.tmp",
+            self.storage.random()
+        ));
+        let io = |op, e| Error::io(op, &tmp, e);
+        let mut file = self
+            .storage
+            .open(&tmp, crate::storage::OpenMode::CreateNew)
+            .map_err(|e| io("create", e))?;
+        let written = file
+            .write_all_at(bytes, 0)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("write", e))
+            .and_then(|()| {
+                self.storage
+                    .rename(&tmp, path)
+                    .map_err(|e| Error::io("rename", path, e))
+            });
+        if let Err(e) = written {
+            drop(file);
+            let _ = self.storage.remove_file(&tmp);
+            return Err(e);
+        }
+        self.storage
+            .sync_dir(dir)
+            .map_err(|e| Error::io("fsync directory", dir, e))
+    }
+
+    /// The archived events with seq >= `from_seq` (none unless `from_seq`
+    /// is below a version-3 log's archive count), and the seq the live
+    /// file's read starts at.
+    fn archived_from(&self, from_seq: u64) -> Result<(Vec<Event>, u64)> {
+        match self.meta.archive {
+            Some(reference) if from_seq < reference.count => {
+                let archive =
+                    super::archive::Archive::open(self.storage.as_ref(), &self.path, &self.meta)?
+                        .expect("a file with a reference has an archive");
+                Ok((archive.events_from(from_seq)?, reference.count))
+            }
+            _ => Ok((Vec::new(), from_seq)),
+        }
+    }
+
     /// After an accepted batch that started at byte `start` and closed a
     /// turn ending at `start + closing`: moves the commit point the close
     /// will seal up to, and, when asked to seal after batches, seals the log
@@ -1103,7 +1285,8 @@ impl WalWriter {
         if self.seal.is_none() {
             let map = self.file.map().ok()?;
             let start = self.meta.records_start;
-            let walk = probe::walk_back(&map, start, self.salt, |f| f.head.is_sealed())?;
+            let walk =
+                probe::walk_back(&map, probe::Records::of(&self.meta), |f| f.head.is_sealed())?;
             let sealed_end = if walk.stopped {
                 walk.found
                     .last()
@@ -1177,8 +1360,9 @@ impl WalWriter {
         file.renamed(&self.path);
         self.file = file;
         self.salt = salt;
-        self.meta.salt = salt;
-        self.meta.version = format::FORMAT_VERSION;
+        // The copy's header: its salt, version (a compaction makes version
+        // 1 version 2; a version-3 seal keeps 3) and archive reference.
+        self.meta = format::decode_file_header(&copy.bytes).expect("a header just encoded");
         self.prover = Prover::new(&self.path, salt);
         self.proven_len = 0;
         self.rewrite = false;

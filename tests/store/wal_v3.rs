@@ -1,0 +1,239 @@
+//! Format version 3 (issue 31, docs/FORMAT.md "Version 3"): a session's
+//! sealed turns in an append-only archive beside a live file that starts
+//! with an archive reference, so a seal costs what it seals. Every reader
+//! sees the archive's events, then the live file's, byte for byte as
+//! appended; a seal never rewrites what is archived; the states a crash
+//! can leave between a seal's steps read as the old session or the new.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use support::{jsons, wal_log};
+use turnwal::backend::wal::WalBackend;
+use turnwal::backend::wal::archive::path_of as archive_of;
+use turnwal::backend::wal::format::{FORMAT_V3, decode_file_header};
+use turnwal::{Error, Event, SessionHeader, Store, StoreOptions};
+use turnwal_testkit::workload::realistic::Realistic;
+
+fn v3_store(root: &Path) -> Store {
+    let backend = WalBackend::open(root).unwrap().creating_version(FORMAT_V3);
+    Store::with_backend(Arc::new(backend), StoreOptions::default())
+}
+
+fn archive(root: &Path, id: &str) -> PathBuf {
+    archive_of(&wal_log(root, id))
+}
+
+fn len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+/// Every way to read a session, compared with what was appended.
+fn reads_back(root: &Path, id: &str, all: &[Event]) {
+    let store = Store::open(root).unwrap();
+    let expected = jsons(all);
+    assert_eq!(
+        jsons(&store.inspect(id).unwrap().events),
+        expected,
+        "inspect"
+    );
+    let mut reader = store.read(id).unwrap();
+    let mut lent = Vec::new();
+    reader
+        .for_each_stored(|e| -> turnwal::Result<()> {
+            lent.push(e.to_event().to_json());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(lent, expected, "the cursor");
+    for from in [
+        0,
+        1,
+        all.len() as u64 / 3,
+        all.len() as u64 - 1,
+        all.len() as u64,
+    ] {
+        assert_eq!(
+            jsons(&store.read_from(id, from).unwrap()),
+            expected[from as usize..],
+            "read_from {from}"
+        );
+    }
+    assert_eq!(
+        jsons(&store.read_first(id, 7).unwrap()),
+        expected[..7.min(expected.len())],
+        "read_first"
+    );
+    assert_eq!(store.verify(id).unwrap().exit_code(), 0, "verify");
+    let listed = store.list().unwrap();
+    let summary = listed.iter().find(|s| s.id == id).unwrap();
+    assert_eq!(summary.events, all.len() as u64, "listing");
+}
+
+#[test]
+fn a_version_3_session_seals_into_its_archive_and_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wal");
+    let store = v3_store(&root);
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    let mut session = Realistic::new(3);
+    let mut all: Vec<Event> = Vec::new();
+    let mut seals = Vec::new();
+    for _ in 0..80 {
+        let turn = session.next_turn();
+        store.append("s", &turn).unwrap();
+        all.extend(turn);
+        if store.seal_due("s").unwrap() {
+            seals.push((len(&archive(&root, "s")), len(&wal_log(&root, "s"))));
+        }
+    }
+    assert!(seals.len() >= 3, "sealed {} times", seals.len());
+    // The archive only grows; the live file after a seal holds no more than
+    // the open turn (none here): header and reference.
+    for pair in seals.windows(2) {
+        assert!(pair[1].0 > pair[0].0, "{seals:?}");
+    }
+    let live = std::fs::read(wal_log(&root, "s")).unwrap();
+    let meta = decode_file_header(&live).unwrap();
+    assert_eq!(meta.version, FORMAT_V3);
+    let reference = meta.archive.expect("an archive reference");
+    assert_eq!(reference.len, len(&archive(&root, "s")));
+    store.close("s").unwrap();
+    reads_back(&root, "s", &all);
+    // It goes on: more turns, an open one, a reopen, another seal.
+    let store = Store::open(&root).unwrap();
+    for _ in 0..30 {
+        let turn = session.next_turn();
+        store.append("s", &turn).unwrap();
+        all.extend(turn);
+    }
+    let open = session.next_turn();
+    store.append("s", &open[..open.len() / 2]).unwrap();
+    all.extend_from_slice(&open[..open.len() / 2]);
+    let before = len(&archive(&root, "s"));
+    store.compact("s").unwrap();
+    assert!(len(&archive(&root, "s")) > before);
+    let inspected = Store::open(&root).unwrap().inspect("s").unwrap();
+    assert_eq!(
+        jsons(&inspected.events[..inspected.stored as usize]),
+        jsons(&all)
+    );
+    store.close("s").unwrap();
+}
+
+#[test]
+fn a_seal_that_stopped_between_its_steps_reads_as_the_old_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wal");
+    let store = v3_store(&root);
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    let mut session = Realistic::new(4);
+    let mut all: Vec<Event> = Vec::new();
+    for _ in 0..40 {
+        let turn = session.next_turn();
+        store.append("s", &turn).unwrap();
+        all.extend(turn);
+    }
+    store.compact("s").unwrap();
+    let archived = std::fs::read(archive(&root, "s")).unwrap();
+    for _ in 0..20 {
+        let turn = session.next_turn();
+        store.append("s", &turn).unwrap();
+        all.extend(turn);
+    }
+    store.close("s").unwrap();
+    // A second seal appended its units and stopped before publishing the
+    // live file: the archive is longer than the live file's reference says.
+    let live = std::fs::read(wal_log(&root, "s")).unwrap();
+    let copy = dir.path().join("copy");
+    support::copy_tree(&root, &copy);
+    let store = Store::open(&copy).unwrap();
+    store.compact("s").unwrap();
+    store.close("s").unwrap();
+    std::fs::write(wal_log(&copy, "s"), &live).unwrap();
+    assert!(len(&archive(&copy, "s")) > archived.len() as u64);
+    reads_back(&copy, "s", &all);
+    // The next seal cuts what the stopped one left and seals again.
+    let store = Store::open(&copy).unwrap();
+    store.compact("s").unwrap();
+    store.close("s").unwrap();
+    reads_back(&copy, "s", &all);
+    // A first seal that stopped after publishing its archive: an orphan
+    // archive beside a live file with no reference, never read, replaced by
+    // the next first seal.
+    let orphan = dir.path().join("orphan");
+    let backend = WalBackend::open(&orphan)
+        .unwrap()
+        .creating_version(FORMAT_V3)
+        .sealing_by_itself(false);
+    let store = Store::with_backend(Arc::new(backend), StoreOptions::default());
+    store.create(SessionHeader::new("o", 1)).unwrap();
+    let mut first: Vec<Event> = Vec::new();
+    let mut other = Realistic::new(40);
+    for _ in 0..10 {
+        let turn = other.next_turn();
+        store.append("o", &turn).unwrap();
+        first.extend(turn);
+    }
+    store.close("o").unwrap();
+    std::fs::write(archive(&orphan, "o"), b"not an archive at all").unwrap();
+    reads_back(&orphan, "o", &first);
+    let store = Store::open(&orphan).unwrap();
+    store.compact("o").unwrap();
+    store.close("o").unwrap();
+    assert!(
+        decode_file_header(&std::fs::read(wal_log(&orphan, "o")).unwrap())
+            .unwrap()
+            .archive
+            .is_some()
+    );
+    reads_back(&orphan, "o", &first);
+}
+
+#[test]
+fn a_damaged_or_missing_archive_is_corrupt_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wal");
+    let store = v3_store(&root);
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    let mut session = Realistic::new(5);
+    for _ in 0..40 {
+        store.append("s", &session.next_turn()).unwrap();
+    }
+    store.compact("s").unwrap();
+    store.close("s").unwrap();
+    let path = archive(&root, "s");
+    let good = std::fs::read(&path).unwrap();
+    let mut flipped = good.clone();
+    let at = good.len() - 40;
+    flipped[at] ^= 0x40;
+    for (what, bytes) in [
+        ("flipped", Some(flipped)),
+        ("short", Some(good[..good.len() - 1].to_vec())),
+        ("missing", None),
+    ] {
+        match &bytes {
+            Some(b) => std::fs::write(&path, b).unwrap(),
+            None => std::fs::remove_file(&path).unwrap(),
+        }
+        let store = Store::open(&root).unwrap();
+        match store.inspect("s") {
+            Err(Error::Corrupt(c)) => {
+                assert_eq!(c.path, path, "{what}: names the archive");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        assert_eq!(store.verify("s").unwrap().exit_code(), 2, "{what}");
+    }
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(
+        Store::open(&root).unwrap().verify("s").unwrap().exit_code(),
+        0
+    );
+    // Deleting the session removes its archive too.
+    let store = Store::open(&root).unwrap();
+    store.delete("s").unwrap();
+    assert!(!path.exists() && !wal_log(&root, "s").exists());
+}
