@@ -47,7 +47,7 @@ use turnwal::{
     interrupted_turn_closers,
 };
 use turnwal_testkit::crashlab::ops::{self, Op, Run};
-use turnwal_testkit::crashlab::oracle::{self, Model};
+use turnwal_testkit::crashlab::oracle::{self, Model, Target};
 use turnwal_testkit::crashlab::workload::Generator;
 use turnwal_testkit::simdisk::{CrashMode, Fault, FaultError, OpKind, SimDisk};
 
@@ -428,6 +428,20 @@ fn compaction_workload() -> Vec<Op> {
 /// leaves exactly the old file or exactly the new one.
 #[test]
 fn power_cut_at_every_operation_of_a_compaction() {
+    power_cut_at_every_operation_of_seals(Target::Wal, 2);
+}
+
+/// The same for a version-3 session (docs/FORMAT.md, "A version-3 seal"):
+/// its first seal publishes the archive, its second appends to it; a crash
+/// at any disk operation of either leaves the old live file or the new one
+/// (an archive longer than the live file's reference, or an orphan, read
+/// as the old session), and the oracle finds every acknowledged event.
+#[test]
+fn power_cut_at_every_operation_of_a_version_3_seal() {
+    power_cut_at_every_operation_of_seals(Target::WalV3, 3);
+}
+
+fn power_cut_at_every_operation_of_seals(target: Target, version: u8) {
     let started = Instant::now();
     let ops = compaction_workload();
     let mut tally = Tally::default();
@@ -436,7 +450,7 @@ fn power_cut_at_every_operation_of_a_compaction() {
         for seed in ENUMERATION_SEED..ENUMERATION_SEED + scale() {
             // The reference run: where the first compaction's operations
             // lie, and the file before and after it.
-            let mut reference = Run::new(seed, sync);
+            let mut reference = Run::on(target, seed, sync);
             let mut window = (0, 0);
             let (mut old, mut new) = (Vec::new(), Vec::new());
             for (i, op) in ops.iter().enumerate() {
@@ -453,11 +467,12 @@ fn power_cut_at_every_operation_of_a_compaction() {
                 }
             }
             assert!(new.len() < old.len(), "{sync}: the compaction sealed turns");
-            assert_eq!(new[8], 2, "version 2");
+            assert_eq!(new[8], version, "version {version}");
             let n = reference.disk().ops();
             for k in 0..=n {
-                let context = format!("sync {sync}, seed {seed}, power cut at op {k} of {n}");
-                let mut run = Run::new(seed, sync);
+                let context =
+                    format!("{target:?}, sync {sync}, seed {seed}, power cut at op {k} of {n}");
+                let mut run = Run::on(target, seed, sync);
                 run.disk().cut_power_at(k);
                 for op in &ops {
                     run.apply(op)
@@ -491,8 +506,9 @@ fn power_cut_at_every_operation_of_a_compaction() {
         }
     }
     println!(
-        "power_cut_at_every_operation_of_a_compaction: {} crash points, {} simulated crashes, \
-         {} acknowledged events checked, old file kept {} times, new file {} times, {:.1?}",
+        "power cut at every operation of two seals ({target:?}): {} crash points, {} simulated \
+         crashes, {} acknowledged events checked, old file kept {} times, new file {} times, \
+         {:.1?}",
         tally.crash_points,
         tally.crashes,
         tally.acked_events_checked,
@@ -510,6 +526,18 @@ fn power_cut_at_every_operation_of_a_compaction() {
 /// acknowledged (the oracle), with the log the old file or the new one.
 #[test]
 fn every_fault_inside_a_compaction_keeps_old_or_new() {
+    every_fault_inside_seals_keeps_old_or_new(Target::Wal, 2);
+}
+
+/// The same for a version-3 session's seal: faults at the archive's write,
+/// its fsync, its first publication (create, rename, directory fsync) and
+/// the live file's.
+#[test]
+fn every_fault_inside_a_version_3_seal_keeps_old_or_new() {
+    every_fault_inside_seals_keeps_old_or_new(Target::WalV3, 3);
+}
+
+fn every_fault_inside_seals_keeps_old_or_new(target: Target, version: u8) {
     let mut tally = Tally::default();
     let mut failed = 0;
     for sync in SYNC_MODES {
@@ -532,10 +560,10 @@ fn every_fault_inside_a_compaction_keeps_old_or_new() {
                         error,
                         persistent,
                     };
-                    let context = format!("sync {sync}, {fault:?}");
+                    let context = format!("{target:?}, sync {sync}, {fault:?}");
                     let mut ops = compaction_workload();
                     ops.insert(4, Op::Fault(fault));
-                    let mut run = Run::new(ENUMERATION_SEED, sync);
+                    let mut run = Run::on(target, ENUMERATION_SEED, sync);
                     for op in &ops[..5] {
                         run.apply(op)
                             .unwrap_or_else(|e| panic!("{context}: {op:?}: {e}"));
@@ -553,7 +581,7 @@ fn every_fault_inside_a_compaction_keeps_old_or_new() {
                         let after = run.disk().crash(mode);
                         let bytes = log_bytes_on(&after, &id(0)).expect("the log exists");
                         assert!(
-                            bytes == old || (bytes[8] == 2 && bytes.len() < old.len()),
+                            bytes == old || (bytes[8] == version && bytes.len() < old.len()),
                             "{context}: crash {mode:?}: neither the old file nor a sealed one"
                         );
                         let checked = oracle::check(&after, root(), &mut run.model().clone(), mode)
@@ -2144,7 +2172,6 @@ fn crashes_in(ops: &[Op]) -> u64 {
 #[test]
 fn realistic_sessions_under_random_op_sequences() {
     use turnwal_testkit::crashlab::ops::Workload;
-    use turnwal_testkit::crashlab::oracle::Target;
     let started = Instant::now();
     let sequences = 40 * scale();
     let (mut crashes, mut acked, mut chunks, mut sent) = (0, 0, 0, 0);

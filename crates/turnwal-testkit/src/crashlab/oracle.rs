@@ -115,14 +115,18 @@ pub const SIM_STATE_DIR: &str = "/turnwal-state";
 pub enum Target {
     /// The native WAL.
     Wal,
+    /// The native WAL creating sessions in format version 3 (sealed turns
+    /// in an archive beside the live file).
+    WalV3,
     /// An upstream JSONL root, raw or zstd.
     Jsonl(Compression),
 }
 
 impl Target {
     /// Every kind of store the simulated disk runs.
-    pub const ALL: [Target; 3] = [
+    pub const ALL: [Target; 4] = [
         Target::Wal,
+        Target::WalV3,
         Target::Jsonl(Compression::None),
         Target::Jsonl(Compression::Zstd),
     ];
@@ -135,6 +139,11 @@ impl Target {
         let backend: Arc<dyn turnwal::backend::Backend> = match self {
             Target::Wal => Arc::new(
                 WalBackend::with_storage(root, storage).expect("a simulated store always opens"),
+            ),
+            Target::WalV3 => Arc::new(
+                WalBackend::with_storage(root, storage)
+                    .expect("a simulated store always opens")
+                    .creating_version(turnwal::backend::wal::format::FORMAT_V3),
             ),
             Target::Jsonl(compression) => Arc::new(
                 JsonlBackend::with_storage(root, compression, storage)
@@ -150,7 +159,7 @@ impl Target {
     pub fn header(self, id: &str) -> SessionHeader {
         let header = SessionHeader::new(id, 1);
         match self {
-            Target::Wal => header,
+            Target::Wal | Target::WalV3 => header,
             Target::Jsonl(_) => header.with_cwd("/work/app"),
         }
     }
@@ -158,9 +167,11 @@ impl Target {
     /// The file that holds session `id`'s log.
     pub fn log_path(self, root: &Path, id: &str) -> PathBuf {
         match self {
-            Target::Wal => WalBackend::with_storage(root, Arc::new(SimDisk::new(0)))
-                .expect("opens")
-                .log_path(id),
+            Target::Wal | Target::WalV3 => {
+                WalBackend::with_storage(root, Arc::new(SimDisk::new(0)))
+                    .expect("opens")
+                    .log_path(id)
+            }
             Target::Jsonl(compression) => {
                 turnwal::backend::jsonl::layout::log_path(root, Some("/work/app"), id, compression)
                     .expect("a valid id")

@@ -303,12 +303,16 @@ pub struct ArchiveRef {
     pub salt: u32,
     /// The archive's length this live file stands on.
     pub len: u64,
+    /// The live file's length when the seal published it (the reference's
+    /// watermark): records below it were written with the file.
+    pub published: u64,
 }
 
 impl ArchiveRef {
-    /// Appends the reference record, with `watermark` and the live file's
-    /// `salt`.
-    pub fn encode(&self, out: &mut Vec<u8>, watermark: u64, salt: u32) {
+    /// Appends the reference record, with the live file's `salt` (its
+    /// watermark is [`ArchiveRef::published`]).
+    pub fn encode(&self, out: &mut Vec<u8>, salt: u32) {
+        let watermark = self.published;
         let head = RecordHead {
             kind: KIND_ARCHIVE,
             flags: 0,
@@ -374,6 +378,7 @@ impl ArchiveRef {
             time: i64::from_le_bytes(get(record, REC_TIME_FIELD)),
             salt: u32::from_le_bytes(data[..4].try_into().expect("4 bytes")),
             len: u64::from_le_bytes(data[8..].try_into().expect("8 bytes")),
+            published: u64_in(record, REC_WATERMARK_FIELD),
         };
         if !fixed
             || reference.count == 0

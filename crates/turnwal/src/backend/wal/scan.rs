@@ -366,8 +366,11 @@ fn published(bytes: &[u8], frames: &Frames, p: u64, proven: u64) -> Option<(Proo
     let start = frames.file.records_start;
     let stated = frames.stated.filter(|(_, head)| head.watermark > p);
     let floor = stated.map_or(start + 1, |(_, head)| head.watermark.max(start + 1));
+    // A version-3 live file's first record after its archive reference was
+    // written with the file only if the seal published it there.
+    let first_published = frames.file.archive.is_none_or(|a| p < a.published);
     if proven == 0 || proven >= floor {
-        if p == start {
+        if p == start && first_published {
             return Some((
                 Proof::FirstRecord,
                 "this is the log's first record, written with the file, which is fsynced whole \

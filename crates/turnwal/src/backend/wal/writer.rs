@@ -1184,10 +1184,11 @@ impl WalWriter {
             time: units.last_time,
             salt: archive_salt,
             len: archive_len,
+            published: (reference_at + format::ARCHIVE_REF_LEN) as u64
+                + (classified.kept_end - units.end),
         };
-        let tail_len = classified.kept_end - units.end;
-        let total = (reference_at + format::ARCHIVE_REF_LEN) as u64 + tail_len;
-        new_reference.encode(&mut out, total, salt);
+        let total = new_reference.published;
+        new_reference.encode(&mut out, salt);
         let records_start = out.len();
         out.extend_from_slice(&map[units.end as usize..classified.kept_end as usize]);
         format::stamp_published(&mut out, records_start, salt);
