@@ -35,7 +35,9 @@ use crate::header::SessionHeader;
 use crate::scan::{LogState, SessionSummary};
 use crate::storage::{self, FsStorage, OpenMode, Storage, StorageFile};
 
-/// Decodes every kept record of a classified file (for tools and fuzzing).
+/// Decodes every kept record of a classified file (for tools and fuzzing):
+/// a version-3 live file's own records only (the events before its archive
+/// reference's count are its archive's).
 pub fn decode_kept_events(
     bytes: &[u8],
     classified: &Classified,
