@@ -77,7 +77,7 @@ impl Archive {
 
     /// The archive's events with seq >= `from_seq`.
     pub(super) fn events_from(&self, from_seq: u64) -> Result<Vec<Event>> {
-        super::writer::decode_kept(&self.map, &self.classified, from_seq, &self.path)
+        super::scan::decode_kept(&self.map, &self.classified, from_seq, &self.path)
     }
 
     /// The bytes of the archive this live file stands on.

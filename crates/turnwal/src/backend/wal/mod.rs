@@ -43,7 +43,7 @@ pub fn decode_kept_events(
     classified: &Classified,
     path: &Path,
 ) -> Result<Vec<Event>> {
-    writer::decode_kept(bytes, classified, 0, path)
+    scan::decode_kept(bytes, classified, 0, path)
 }
 
 /// The extension of session files.
@@ -733,7 +733,7 @@ impl Backend for WalBackend {
             Some(archive) => archive.events_from(0)?,
             None => Vec::new(),
         };
-        events.extend(writer::decode_kept(&map, &classified, 0, &path)?);
+        events.extend(scan::decode_kept(&map, &classified, 0, &path)?);
         Ok(Some(Stored {
             scan: classified.scan,
             events,

@@ -790,3 +790,29 @@ pub fn salvage_records(bytes: &[u8], path: &Path) -> Result<(Vec<Event>, Vec<Gap
     }
     Ok((events, gaps))
 }
+
+/// Decodes the kept records with seq >= `from_seq`.
+pub(super) fn decode_kept(
+    bytes: &[u8],
+    classified: &Classified,
+    from_seq: u64,
+    path: &std::path::Path,
+) -> Result<Vec<Event>> {
+    let kept = classified.scan.stored_len();
+    // At most one event per smallest record of the file up front: a count
+    // read from disk never sizes an allocation by itself.
+    let mut events = Vec::with_capacity(
+        (kept.saturating_sub(from_seq) as usize).min(bytes.len() / format::MIN_RECORD_LEN),
+    );
+    let start = classified.frames.file.records_start;
+    for (at, head) in heads(bytes, start, classified.kept_end) {
+        if head.next_seq() > from_seq {
+            events.extend(
+                decode_at(bytes, at, &head, path)?
+                    .into_iter()
+                    .filter(|e| e.seq() >= from_seq),
+            );
+        }
+    }
+    Ok(events)
+}

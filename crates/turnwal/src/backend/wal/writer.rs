@@ -25,8 +25,8 @@ use super::format::{self, FileHeader};
 use super::leave_unsynced_mark;
 use super::probe;
 use super::proof::Prover;
-use super::record::{decode_at, heads};
-use super::scan::{Classified, salvage_log, scan_log_proven};
+use super::record::decode_at;
+use super::scan::{Classified, decode_kept, salvage_log, scan_log_proven};
 use crate::backend::{LogWriter, SyncMode};
 use crate::contract::Placement;
 use crate::error::{Error, Result};
@@ -776,32 +776,6 @@ pub(super) fn read_from_scanned(
     let classified = scan_log_proven(bytes, path, proven)?;
     let events = decode_kept(bytes, &classified, from_seq, path)?;
     Ok((events, classified.scan.closers))
-}
-
-/// Decodes the kept records with seq >= `from_seq`.
-pub(super) fn decode_kept(
-    bytes: &[u8],
-    classified: &Classified,
-    from_seq: u64,
-    path: &std::path::Path,
-) -> Result<Vec<Event>> {
-    let kept = classified.scan.stored_len();
-    // At most one event per smallest record of the file up front: a count
-    // read from disk never sizes an allocation by itself.
-    let mut events = Vec::with_capacity(
-        (kept.saturating_sub(from_seq) as usize).min(bytes.len() / format::MIN_RECORD_LEN),
-    );
-    let start = classified.frames.file.records_start;
-    for (at, head) in heads(bytes, start, classified.kept_end) {
-        if head.next_seq() > from_seq {
-            events.extend(
-                decode_at(bytes, at, &head, path)?
-                    .into_iter()
-                    .filter(|e| e.seq() >= from_seq),
-            );
-        }
-    }
-    Ok(events)
 }
 
 impl LogWriter for WalWriter {
