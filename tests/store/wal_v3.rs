@@ -237,3 +237,43 @@ fn a_damaged_or_missing_archive_is_corrupt_and_named() {
     store.delete("s").unwrap();
     assert!(!path.exists() && !wal_log(&root, "s").exists());
 }
+
+/// A listing reads a file's first 4 KiB for its header: a version-3 live
+/// file whose header ends within an archive reference's length of that
+/// boundary still lists from its two small reads, clean, with every event.
+#[test]
+fn a_header_near_the_listing_read_lists_with_its_archive_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wal");
+    let store = v3_store(&root);
+    // A header whose file header ends 10 bytes before 4096: the archive
+    // reference after it crosses the boundary.
+    let probe = SessionHeader::new("h", 1).with_cwd("/");
+    let json_len = probe.to_json().len();
+    let cwd = format!("/{}", "w".repeat(4096 - 10 - 24 - json_len));
+    let header = SessionHeader::new("h", 1).with_cwd(cwd);
+    assert_eq!(24 + header.to_json().len(), 4086);
+    store.create(header).unwrap();
+    let mut session = Realistic::new(6);
+    let mut all = Vec::new();
+    for _ in 0..20 {
+        let turn = session.next_turn();
+        store.append("h", &turn).unwrap();
+        all.extend(turn);
+    }
+    store.compact("h").unwrap();
+    store.close("h").unwrap();
+    assert!(
+        decode_file_header(&std::fs::read(wal_log(&root, "h")).unwrap())
+            .unwrap()
+            .archive
+            .is_some()
+    );
+    let listed = Store::open(&root).unwrap().list().unwrap();
+    let summary = listed.iter().find(|s| s.id == "h").unwrap();
+    assert_eq!(
+        (summary.events, summary.state, summary.problem.as_deref()),
+        (all.len() as u64, turnwal::LogState::Clean, None)
+    );
+    reads_back(&root, "h", &all);
+}

@@ -441,7 +441,10 @@ impl WalBackend {
         };
         let len = file.len().map_err(|e| io_err("stat", e))?;
         let mut head = read(0, len.min(CHUNK))?;
-        if let Some(header_len) = format::file_header_len(&head).filter(|&n| n > CHUNK && n <= len)
+        // The header, and a version-3 file's archive reference after it.
+        if let Some(header_len) = format::file_header_len(&head)
+            .map(|n| (n + format::ARCHIVE_REF_LEN as u64).min(len))
+            .filter(|&n| n > CHUNK)
         {
             head = read(0, header_len)?;
         }
