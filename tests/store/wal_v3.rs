@@ -277,3 +277,55 @@ fn a_header_near_the_listing_read_lists_with_its_archive_reference() {
     );
     reads_back(&root, "h", &all);
 }
+
+/// A unit of the archive whose checksum holds but whose frame does not
+/// decode (its record re-checksummed after a byte of the frame changed):
+/// the archive's framing checks, so the listing's quick look passes, but
+/// every read that decodes the unit refuses it as corrupt at its offset in
+/// the archive, and `verify` says corrupt.
+#[test]
+fn a_unit_of_the_archive_that_checks_but_does_not_decode_is_refused_by_every_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("wal");
+    let store = v3_store(&root);
+    store.create(SessionHeader::new("s", 1)).unwrap();
+    let mut session = Realistic::new(11);
+    for _ in 0..30 {
+        store.append("s", &session.next_turn()).unwrap();
+    }
+    store.compact("s").unwrap();
+    store.close("s").unwrap();
+    let path = archive(&root, "s");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let salt = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
+    let json_len = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+    let unit = 24 + json_len;
+    assert_eq!(bytes[unit + 4], 18, "a sealed unit");
+    let data_len = u32::from_le_bytes(bytes[unit + 8..unit + 12].try_into().unwrap()) as usize;
+    let record_len = 52 + data_len + 4;
+    bytes[unit + 52 + data_len / 2] ^= 0x5a;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&salt.to_le_bytes());
+    crc.update(&bytes[unit + 4..unit + record_len]);
+    let sum = crc.finalize().to_le_bytes();
+    bytes[unit..unit + 4].copy_from_slice(&sum);
+    std::fs::write(&path, &bytes).unwrap();
+    let store = Store::open(&root).unwrap();
+    for (what, result) in [
+        ("inspect", store.inspect("s").map(drop)),
+        ("load", store.load("s").map(drop)),
+        ("read_from 0", store.read_from("s", 0).map(drop)),
+    ] {
+        match result {
+            Err(Error::Corrupt(c)) => {
+                assert_eq!(
+                    (c.path.as_path(), c.offset),
+                    (path.as_path(), unit as u64),
+                    "{what}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert_eq!(store.verify("s").unwrap().exit_code(), 2);
+}

@@ -6,10 +6,13 @@
 //!
 //! - Only `[0, reference.len)` of the archive is ever read: bytes past it
 //!   are a seal that did not finish.
-//! - That prefix is checked whole before any event of it is lent: its
-//!   header (salt, session), then units only, contiguous from seq 0,
-//!   holding exactly `count` events, the last closing turn `turn` at
-//!   `time`. Anything else is acknowledged data damaged (the live file
+//! - That prefix is checked before any event of it is lent: its header
+//!   (salt, session), then every record's framing and checksum, units
+//!   only, contiguous from seq 0, their heads stating exactly `count`
+//!   events, the last closing turn `turn` at `time`; each unit's inside is
+//!   checked (decompressed, bounded) by the read that decodes it, as a
+//!   version-2 read checks its units, so a whole read decompresses each
+//!   unit once. Anything else is acknowledged data damaged (the live file
 //!   that references it was published whole): `Corrupt`, naming the
 //!   archive's path.
 
@@ -19,7 +22,7 @@ use std::path::{Path, PathBuf};
 use super::cursor::WalCursor;
 use super::format::{self, ArchiveRef, FileHeader};
 use super::record::heads;
-use super::scan::{Classified, corrupt, read_file_header, scan_log_proven};
+use super::scan::{Classified, corrupt, read_file_header, scan_log_for_read};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::storage::{Mapped, OpenMode, Storage};
@@ -141,8 +144,9 @@ fn check(map: &[u8], path: &Path, meta: &FileHeader, reference: &ArchiveRef) -> 
         ));
     }
     // Every byte of the prefix is acknowledged: the live file that
-    // references it was published whole.
-    let classified = scan_log_proven(bytes, path, len)?;
+    // references it was published whole. Units are left to the read that
+    // decodes them (each checked once, as it is decompressed).
+    let classified = scan_log_for_read(bytes, path, len)?;
     let frames = &classified.frames;
     if let Some(unit) = super::record::heads(bytes, header.records_start, frames.valid_end)
         .find(|(_, head)| !head.is_sealed())
