@@ -329,18 +329,8 @@ impl ArchiveRef {
         let mut data = [0u8; ARCHIVE_REF_DATA_LEN];
         data[..4].copy_from_slice(&self.salt.to_le_bytes());
         data[8..].copy_from_slice(&self.len.to_le_bytes());
-        let start = out.len();
-        let payload: &[&[u8]] = &[&data];
-        // `RecordHead::record_len` knows no kind 19: the length is fixed.
-        out.reserve(ARCHIVE_REF_LEN);
-        out.extend_from_slice(&head.to_bytes());
-        for piece in payload {
-            out.extend_from_slice(piece);
-        }
-        out.extend_from_slice(&(ARCHIVE_REF_LEN as u32).to_le_bytes());
-        let record = &mut out[start..];
-        let crc = checksum(salt, &record[REC_CRC_FIELD.end()..]);
-        put(record, REC_CRC_FIELD, crc.to_le_bytes());
+        // 52 + 16 + 4 bytes: `record_len` of a kind-19 head is ARCHIVE_REF_LEN.
+        write_record(out, &head, &[&data], salt);
     }
 
     /// Reads the reference record at the start of `bytes` (a version-3

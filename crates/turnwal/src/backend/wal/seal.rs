@@ -116,54 +116,29 @@ pub fn sealed_copy(
         format::FORMAT_VERSION,
     );
     let records_start = out.len();
-    let mut group: Vec<Plain> = Vec::new();
-    let mut group_len = 0usize;
-    let mut turn: Vec<Plain> = Vec::new();
-    let mut previous: Option<RecordHead> = None;
-    let mut new_units = 0;
+    let mut units = Units::new(salt);
     let mut plain_closed = 0usize;
-    for (at, head) in heads(bytes, file.records_start, frames.commit_end) {
-        let record = &bytes[at as usize..(at + head.record_len()) as usize];
-        if head.is_sealed() {
-            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
-            copy_record(&mut out, record, salt);
-            previous = Some(head);
-            continue;
+    walk_closed(bytes, file.records_start, frames.commit_end, path, |met| {
+        match met {
+            Met::Unit(record) => {
+                units.emit(&mut out)?;
+                copy_record(&mut out, record, salt);
+            }
+            Met::Turn { events, plain, .. } => {
+                plain_closed += plain.len();
+                if plain.len() > format::MAX_UNIT_LEN as usize {
+                    // Too big for any unit: stays plain, in order.
+                    units.emit(&mut out)?;
+                    encode_plain(&mut out, &events, salt);
+                } else {
+                    units.add(&mut out, &events, &plain)?;
+                }
+            }
         }
-        let placement = head.placement();
-        for event in decode_at(bytes, at, &head, path)? {
-            turn.push(Plain {
-                event,
-                placement,
-                synthetic: head.synthetic(),
-            });
-        }
-        let closes = head.closes_turn_after(previous.as_ref());
-        previous = Some(head);
-        if !closes {
-            continue;
-        }
-        let mut plain = Vec::new();
-        encode_plain(&mut plain, &turn, 0);
-        plain_closed += plain.len();
-        if plain.len() > format::MAX_UNIT_LEN as usize {
-            // Too big for any unit: stays plain, in order.
-            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
-            encode_plain(&mut out, &turn, salt);
-            turn.clear();
-            continue;
-        }
-        if group_len + plain.len() > format::MAX_UNIT_LEN as usize {
-            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
-        }
-        group_len += plain.len();
-        group.append(&mut turn);
-        if group_len >= UNIT_TARGET_LEN {
-            new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
-        }
-    }
-    debug_assert!(turn.is_empty(), "the commit point closes a turn");
-    new_units += emit(&mut out, &mut group, &mut group_len, salt)?;
+        Ok(true)
+    })?;
+    units.emit(&mut out)?;
+    let new_units = units.written;
     // Nothing sealed anew (no plain closed turn, or only turns too big for
     // a unit): a version-2 log stays as it is.
     if file.version == format::FORMAT_VERSION && (plain_closed == 0 || new_units == 0) {
@@ -186,6 +161,65 @@ pub fn sealed_copy(
     }))
 }
 
+/// What [`walk_closed`] meets.
+enum Met<'a> {
+    /// A sealed unit, as it is stored.
+    Unit(&'a [u8]),
+    /// A closed turn (with whatever precedes it since the last one): its
+    /// events, their plain records (salt 0, watermark 0: what a unit
+    /// holds), and where its records end in the log.
+    Turn {
+        events: Vec<Plain>,
+        plain: Vec<u8>,
+        end: u64,
+    },
+}
+
+/// Walks the records of `bytes` in `[from, to)` (`to` a commit point),
+/// handing `each` every sealed unit and every closed turn in order, until
+/// `each` says stop (`false`).
+fn walk_closed(
+    bytes: &[u8],
+    from: u64,
+    to: u64,
+    path: &Path,
+    mut each: impl FnMut(Met<'_>) -> Result<bool>,
+) -> Result<()> {
+    let mut turn: Vec<Plain> = Vec::new();
+    let mut previous: Option<RecordHead> = None;
+    for (at, head) in heads(bytes, from, to) {
+        let end = at + head.record_len();
+        if head.is_sealed() {
+            previous = Some(head);
+            if !each(Met::Unit(&bytes[at as usize..end as usize]))? {
+                return Ok(());
+            }
+            continue;
+        }
+        let placement = head.placement();
+        for event in decode_at(bytes, at, &head, path)? {
+            turn.push(Plain {
+                event,
+                placement,
+                synthetic: head.synthetic(),
+            });
+        }
+        let closes = head.closes_turn_after(previous.as_ref());
+        previous = Some(head);
+        if !closes {
+            continue;
+        }
+        let events = std::mem::take(&mut turn);
+        let mut plain = Vec::new();
+        encode_plain(&mut plain, &events, 0);
+        if !each(Met::Turn { events, plain, end })? {
+            return Ok(());
+        }
+    }
+    debug_assert!(turn.is_empty(), "the commit point closes a turn");
+    Ok(())
+}
+
 /// Encodes plain events (packing runs, keeping the synthetic mark).
 fn encode_plain(out: &mut Vec<u8>, events: &[Plain], salt: u32) {
     let batch: Vec<Event> = events.iter().map(|p| p.event.clone()).collect();
@@ -194,32 +228,77 @@ fn encode_plain(out: &mut Vec<u8>, events: &[Plain], salt: u32) {
     format::encode_batch_marked(out, &batch, &placements, &synthetic, 0, salt);
 }
 
-/// Seals `group` into one unit (if it holds anything); returns how many
-/// units it wrote.
-fn emit(
-    out: &mut Vec<u8>,
-    group: &mut Vec<Plain>,
-    group_len: &mut usize,
+/// Closed turns gathered into sealed units. Each turn's plain records are
+/// encoded once, when it closes: a unit's plain bytes are its turns' laid
+/// end to end, which is the encoding of all their events, since no chunk
+/// run crosses a turn's `turn/end`.
+struct Units {
+    /// The group's plain records.
+    plain: Vec<u8>,
+    /// Its first event's seq, its event count, the last event's turn and
+    /// time.
+    first_seq: u64,
+    count: u64,
+    last: (u32, i64),
+    /// The salt the units are checksummed with.
     salt: u32,
-) -> Result<usize> {
-    let Some(last) = group.last() else {
-        return Ok(0);
-    };
-    let mut plain = Vec::with_capacity(*group_len);
-    encode_plain(&mut plain, group, 0);
-    encode_unit(
-        out,
-        &plain,
-        group.len() as u64,
-        group[0].event.seq(),
-        last.placement.turn,
-        last.event.time(),
-        salt,
-    )
-    .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
-    group.clear();
-    *group_len = 0;
-    Ok(1)
+    /// Units written.
+    written: usize,
+}
+
+impl Units {
+    fn new(salt: u32) -> Units {
+        Units {
+            plain: Vec::new(),
+            first_seq: 0,
+            count: 0,
+            last: (0, 0),
+            salt,
+            written: 0,
+        }
+    }
+
+    /// Adds a closed turn (`turn`, its plain records `plain`): the group is
+    /// sealed first if the turn would take it past a unit's limit, and
+    /// after if it reaches [`UNIT_TARGET_LEN`]. `plain` must fit a unit.
+    fn add(&mut self, out: &mut Vec<u8>, turn: &[Plain], plain: &[u8]) -> Result<()> {
+        if self.plain.len() + plain.len() > format::MAX_UNIT_LEN as usize {
+            self.emit(out)?;
+        }
+        let closing = turn.last().expect("a closed turn has events");
+        if self.count == 0 {
+            self.first_seq = turn[0].event.seq();
+        }
+        self.count += turn.len() as u64;
+        self.last = (closing.placement.turn, closing.event.time());
+        self.plain.extend_from_slice(plain);
+        if self.plain.len() >= UNIT_TARGET_LEN {
+            self.emit(out)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the group into one unit, if it holds anything.
+    fn emit(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let (turn, time) = self.last;
+        encode_unit(
+            out,
+            &self.plain,
+            self.count,
+            self.first_seq,
+            turn,
+            time,
+            self.salt,
+        )
+        .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
+        self.plain.clear();
+        self.count = 0;
+        self.written += 1;
+        Ok(())
+    }
 }
 
 /// What [`archive_units`] sealed: units to append to a version-3 archive.
@@ -252,61 +331,37 @@ pub fn archive_units(
     salt: u32,
 ) -> Result<Option<ArchivedUnits>> {
     let mut out = Vec::new();
-    let mut group: Vec<Plain> = Vec::new();
-    let mut group_len = 0usize;
-    let mut turn: Vec<Plain> = Vec::new();
-    let mut previous: Option<RecordHead> = None;
-    let mut units = 0;
+    let mut units = Units::new(salt);
     let mut end = from;
-    let mut last: Option<(u64, u32, i64)> = None;
-    for (at, head) in heads(bytes, from, to) {
-        if head.is_sealed() {
+    let mut next_seq = None;
+    walk_closed(bytes, from, to, path, |met| {
+        let Met::Turn {
+            events,
+            plain,
+            end: turn_end,
+        } = met
+        else {
             // A version-3 live file holds no units; one found here is left
             // where it is, and so is everything after it.
-            break;
-        }
-        let placement = head.placement();
-        for event in decode_at(bytes, at, &head, path)? {
-            turn.push(Plain {
-                event,
-                placement,
-                synthetic: head.synthetic(),
-            });
-        }
-        let closes = head.closes_turn_after(previous.as_ref());
-        previous = Some(head);
-        if !closes {
-            continue;
-        }
-        let mut plain = Vec::new();
-        encode_plain(&mut plain, &turn, 0);
+            return Ok(false);
+        };
         if plain.len() > format::MAX_UNIT_LEN as usize {
             // Too big for any unit: it and every later turn stay live.
-            break;
+            return Ok(false);
         }
-        if group_len + plain.len() > format::MAX_UNIT_LEN as usize {
-            units += emit(&mut out, &mut group, &mut group_len, salt)?;
-        }
-        let closing = turn.last().expect("a turn/end closed it");
-        last = Some((
-            closing.event.seq() + 1,
-            closing.placement.turn,
-            closing.event.time(),
-        ));
-        group_len += plain.len();
-        group.append(&mut turn);
-        end = at + head.record_len();
-        if group_len >= UNIT_TARGET_LEN {
-            units += emit(&mut out, &mut group, &mut group_len, salt)?;
-        }
-    }
-    units += emit(&mut out, &mut group, &mut group_len, salt)?;
-    let Some((next_seq, last_turn, last_time)) = last else {
+        units.add(&mut out, &events, &plain)?;
+        next_seq = events.last().map(|e| e.event.seq() + 1);
+        end = turn_end;
+        Ok(true)
+    })?;
+    let (last_turn, last_time) = units.last;
+    units.emit(&mut out)?;
+    let Some(next_seq) = next_seq else {
         return Ok(None);
     };
     Ok(Some(ArchivedUnits {
         bytes: out,
-        units,
+        units: units.written,
         next_seq,
         end,
         last_turn,
