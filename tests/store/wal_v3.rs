@@ -30,6 +30,19 @@ fn len(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().len()
 }
 
+/// A version-3 session `id` of `turns` realistic turns (seed `seed`) in
+/// the store at `root`, sealed by `compact` and closed.
+fn sealed_session(root: &Path, id: &str, seed: u64, turns: usize) {
+    let store = v3_store(root);
+    store.create(SessionHeader::new(id, 1)).unwrap();
+    let mut session = Realistic::new(seed);
+    for _ in 0..turns {
+        store.append(id, &session.next_turn()).unwrap();
+    }
+    store.compact(id).unwrap();
+    store.close(id).unwrap();
+}
+
 /// Every way to read a session, compared with what was appended.
 fn reads_back(root: &Path, id: &str, all: &[Event]) {
     let store = Store::open(root).unwrap();
@@ -196,14 +209,7 @@ fn a_seal_that_stopped_between_its_steps_reads_as_the_old_session() {
 fn a_damaged_or_missing_archive_is_corrupt_and_named() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("wal");
-    let store = v3_store(&root);
-    store.create(SessionHeader::new("s", 1)).unwrap();
-    let mut session = Realistic::new(5);
-    for _ in 0..40 {
-        store.append("s", &session.next_turn()).unwrap();
-    }
-    store.compact("s").unwrap();
-    store.close("s").unwrap();
+    sealed_session(&root, "s", 5, 40);
     let path = archive(&root, "s");
     let good = std::fs::read(&path).unwrap();
     let mut flipped = good.clone();
@@ -287,14 +293,7 @@ fn a_header_near_the_listing_read_lists_with_its_archive_reference() {
 fn a_unit_of_the_archive_that_checks_but_does_not_decode_is_refused_by_every_read() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("wal");
-    let store = v3_store(&root);
-    store.create(SessionHeader::new("s", 1)).unwrap();
-    let mut session = Realistic::new(11);
-    for _ in 0..30 {
-        store.append("s", &session.next_turn()).unwrap();
-    }
-    store.compact("s").unwrap();
-    store.close("s").unwrap();
+    sealed_session(&root, "s", 11, 30);
     let path = archive(&root, "s");
     let mut bytes = std::fs::read(&path).unwrap();
     let salt = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
