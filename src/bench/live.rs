@@ -129,7 +129,7 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
     Ok(LiveFigure {
         turns: n,
         events: turns.iter().map(|t| t.len() as u64).sum(),
-        wal: std::fs::metadata(WalBackend::open(&wal)?.log_path(id))?.len(),
+        wal: WalBackend::open(&wal)?.session_bytes(id)?,
         jsonl_zstd: jsonl(Compression::Zstd)?,
         jsonl_raw: jsonl(Compression::None)?,
         process: times[times.len() / 2],

@@ -496,7 +496,7 @@ pub fn compact_load_memory(fx: &SessionFixture, scratch: &Path) -> BenchResult<(
     store.compact(&fx.id)?;
     store.close(&fx.id)?;
     drop(store);
-    let compacted = std::fs::metadata(WalBackend::open(&dir)?.log_path(&fx.id))?.len();
+    let compacted = WalBackend::open(&dir)?.session_bytes(&fx.id)?;
     // What compaction freed goes back to the system first, so the load's
     // growth is not hidden in memory the allocator kept.
     // SAFETY: malloc_trim only releases free memory; no pointer is involved.
@@ -794,7 +794,7 @@ impl DiskAtRest {
 /// upstream JSONL roots in zstd and raw, all in `scratch/disk` (removed
 /// after); returns their sizes.
 pub fn disk_at_rest(fx: &AppendFixture, scratch: &Path) -> BenchResult<DiskAtRest> {
-    use turnwal::backend::wal::format::{FORMAT_V1, FORMAT_VERSION};
+    use turnwal::backend::wal::format::{FORMAT_V1, FORMAT_V2, FORMAT_VERSION};
     let dir = scratch.join("disk");
     let wal = |name: &str, version: u16, seal: bool| -> BenchResult<u64> {
         let at = dir.join(name);
@@ -803,7 +803,7 @@ pub fn disk_at_rest(fx: &AppendFixture, scratch: &Path) -> BenchResult<DiskAtRes
             store.append(&fx.id, turn)?;
         }
         store.close(&fx.id)?;
-        Ok(std::fs::metadata(WalBackend::open(&at)?.log_path(&fx.id))?.len())
+        Ok(WalBackend::open(&at)?.session_bytes(&fx.id)?)
     };
     let jsonl = |name: &str, compression: Compression| -> BenchResult<u64> {
         let at = dir.join(name);
@@ -825,7 +825,7 @@ pub fn disk_at_rest(fx: &AppendFixture, scratch: &Path) -> BenchResult<DiskAtRes
         Ok(DiskAtRest {
             events: fx.events + fx.first.len() as u64,
             v1: wal("v1", FORMAT_V1, false)?,
-            v2_plain: wal("v2", FORMAT_VERSION, false)?,
+            v2_plain: wal("v2", FORMAT_V2, false)?,
             compact: wal("compact", FORMAT_VERSION, true)?,
             jsonl_zstd: jsonl("zstd", Compression::Zstd)?,
             jsonl_raw: jsonl("raw", Compression::None)?,

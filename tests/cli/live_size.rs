@@ -11,7 +11,7 @@ use crate::support;
 use std::path::Path;
 use std::sync::Arc;
 
-use support::{cat, lines, on, wal_log};
+use support::{cat, lines, on, wal_bytes};
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
 use turnwal::backend::wal::IDLE_SEAL_MIN_BYTES;
 use turnwal::{Event, SessionHeader, Store, StoreOptions, SyncMode};
@@ -68,7 +68,7 @@ fn a_session_appended_process_by_process_stays_near_its_sealed_size() {
         let input: Vec<String> = chunk.iter().flatten().map(Event::to_json).collect();
         let out = on(&store, &args, &lines(&input));
         assert_eq!((out.status, out.stderr.as_str()), (0, ""), "process {i}");
-        sizes.push(std::fs::metadata(wal_log(&store, "live")).unwrap().len());
+        sizes.push(wal_bytes(&store, "live"));
     }
     // After every process: at most 1.2× upstream's zstd of the same turns,
     // or, while the session is small, plain bytes under the idle seal's

@@ -428,7 +428,7 @@ fn compaction_workload() -> Vec<Op> {
 /// leaves exactly the old file or exactly the new one.
 #[test]
 fn power_cut_at_every_operation_of_a_compaction() {
-    power_cut_at_every_operation_of_seals(Target::Wal, 2);
+    power_cut_at_every_operation_of_seals(Target::WalV2, 2);
 }
 
 /// The same for a version-3 session (docs/FORMAT.md, "A version-3 seal"):
@@ -438,7 +438,7 @@ fn power_cut_at_every_operation_of_a_compaction() {
 /// as the old session), and the oracle finds every acknowledged event.
 #[test]
 fn power_cut_at_every_operation_of_a_version_3_seal() {
-    power_cut_at_every_operation_of_seals(Target::WalV3, 3);
+    power_cut_at_every_operation_of_seals(Target::Wal, 3);
 }
 
 fn power_cut_at_every_operation_of_seals(target: Target, version: u8) {
@@ -526,7 +526,7 @@ fn power_cut_at_every_operation_of_seals(target: Target, version: u8) {
 /// acknowledged (the oracle), with the log the old file or the new one.
 #[test]
 fn every_fault_inside_a_compaction_keeps_old_or_new() {
-    every_fault_inside_seals_keeps_old_or_new(Target::Wal, 2);
+    every_fault_inside_seals_keeps_old_or_new(Target::WalV2, 2);
 }
 
 /// The same for a version-3 session's seal: faults at the archive's write,
@@ -534,7 +534,7 @@ fn every_fault_inside_a_compaction_keeps_old_or_new() {
 /// the live file's.
 #[test]
 fn every_fault_inside_a_version_3_seal_keeps_old_or_new() {
-    every_fault_inside_seals_keeps_old_or_new(Target::WalV3, 3);
+    every_fault_inside_seals_keeps_old_or_new(Target::Wal, 3);
 }
 
 fn every_fault_inside_seals_keeps_old_or_new(target: Target, version: u8) {

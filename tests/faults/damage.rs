@@ -62,7 +62,14 @@ mod wal_damage {
     }
 
     fn store_on(disk: &SimDisk, sync: SyncMode) -> Store {
-        let backend = WalBackend::with_storage(root(), Arc::new(disk.clone())).unwrap();
+        store_in(disk, sync, format::FORMAT_VERSION)
+    }
+
+    /// A store on `disk` creating sessions in format `version`.
+    fn store_in(disk: &SimDisk, sync: SyncMode, version: u16) -> Store {
+        let backend = WalBackend::with_storage(root(), Arc::new(disk.clone()))
+            .unwrap()
+            .creating_version(version);
         Store::with_backend(
             Arc::new(backend),
             StoreOptions {
@@ -313,9 +320,13 @@ mod wal_damage {
     /// and 2 events. Also the proof file's bytes from just before the
     /// second compaction, which a power cut can leave in place of the new
     /// proof.
-    pub fn write_compacted(shape: Shape, sync: SyncMode) -> (Written, Option<Vec<u8>>) {
+    pub fn write_compacted(
+        shape: Shape,
+        sync: SyncMode,
+        version: u16,
+    ) -> (Written, Option<Vec<u8>>) {
         let disk = SimDisk::new(13);
-        let store = store_on(&disk, sync);
+        let store = store_in(&disk, sync, version);
         store.create(header()).unwrap();
         let all = turns();
         let split = |turns: &[Vec<Event>]| match shape {
@@ -425,8 +436,8 @@ mod wal_damage {
         let mut image = image_of(disk);
         image.proof_current = proof == ProofFile::Current;
         assert!(
-            image.bytes[image.starts[0] + 4] == format::KIND_SEALED,
-            "the image starts with a sealed unit"
+            [format::KIND_SEALED, format::KIND_ARCHIVE].contains(&image.bytes[image.starts[0] + 4]),
+            "the image starts with a sealed unit or an archive reference"
         );
         run_image(written, mode, image, full)
     }
@@ -451,6 +462,9 @@ mod wal_damage {
         /// The durable length the proof file on the image states (0: none).
         proven: u64,
         proof_bytes: Option<Vec<u8>>,
+        /// A version-3 log's archive as the image holds it, and the length
+        /// the live file's reference (record 0) stands on.
+        archive: Option<(Vec<u8>, u64)>,
     }
 
     fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -499,9 +513,21 @@ mod wal_damage {
         let mut watermarks = Vec::new();
         let mut seqs = Vec::new();
         let mut total = 0u64;
+        let mut archive_len = None;
         for &at in &starts {
             // The head's lengths agree with the trailer, and the seqs run on
-            // from record to record (a run's or a unit's count at once).
+            // from record to record (a run's or a unit's count at once; an
+            // archive reference, first, stands for the archive's events,
+            // its seq field their count).
+            if bytes[at + 4] == format::KIND_ARCHIVE {
+                assert_eq!(at, records_start, "the reference is the first record");
+                archive_len = Some(u64_at(&bytes, at + 52 + 8));
+                ends.push(at + format::ARCHIVE_REF_LEN);
+                seqs.push(0);
+                total = u64_at(&bytes, at + 24);
+                watermarks.push(u64_at(&bytes, at + 40));
+                continue;
+            }
             let head = format::parse_head(&bytes[at..at + format::RECORD_HEADER_LEN]).unwrap();
             ends.push(at + head.record_len() as usize);
             assert_eq!(u64_at(&bytes, at + 24), total);
@@ -516,6 +542,10 @@ mod wal_damage {
             proven,
             proof_bytes.as_deref().map_or(0, |b| proof::decode(b, salt))
         );
+        let archive = archive_len.map(|len| {
+            let archive = disk.read(&archive_path()).expect("the archive survives");
+            (archive, len)
+        });
         Image {
             disk,
             bytes,
@@ -528,6 +558,7 @@ mod wal_damage {
             proof_current: true,
             proven,
             proof_bytes,
+            archive,
         }
     }
 
@@ -774,6 +805,178 @@ mod wal_damage {
         Ok(file)
     }
 
+    /// The archive of the session [`log_path`] names.
+    fn archive_path() -> PathBuf {
+        WalBackend::with_storage(root(), Arc::new(SimDisk::new(0)))
+            .unwrap()
+            .archive_path(ID)
+    }
+
+    /// Every automatic path refuses `store`'s session as corrupt at
+    /// `offset` (seq `seq`) of `path`, and writes nothing to either file.
+    fn every_read_refuses(
+        store: &Store,
+        disk: &SimDisk,
+        files: [(&PathBuf, &[u8]); 2],
+        (path, offset, seq): (&PathBuf, u64, Option<u64>),
+        ctx: &str,
+    ) -> Result<(), String> {
+        for (what, result) in [
+            ("inspect", store.inspect(ID).map(|v| v.stored)),
+            ("load", store.load(ID).map(|v| v.stored)),
+            ("read_raw", store.read_raw(ID, 0).map(|e| e.len() as u64)),
+            ("recover --dry-run", store.recover(ID, true).map(|r| r.kept)),
+            ("recover", store.recover(ID, false).map(|r| r.kept)),
+        ] {
+            match result {
+                Err(Error::Corrupt(c)) => ensure_eq!(
+                    (c.offset, c.seq, &c.path),
+                    (offset, seq, path),
+                    format!("{ctx}: {what}")
+                ),
+                Ok(kept) => {
+                    return Err(format!(
+                        "{ctx}: {what} accepted the damaged log ({kept} events)"
+                    ));
+                }
+                Err(e) => return Err(format!("{ctx}: {what}: expected corruption, got {e}")),
+            }
+        }
+        let report = store
+            .verify(ID)
+            .map_err(|e| format!("{ctx}: verify: {e}"))?;
+        ensure_eq!(report.state, LogState::Corrupt, ctx);
+        for (file, bytes) in files {
+            ensure_bytes(
+                disk.read(file),
+                bytes,
+                &format!("{ctx}: a refusal wrote {}", file.display()),
+            )?;
+        }
+        ensure_eq!(store.quarantined().unwrap(), Vec::<PathBuf>::new(), ctx);
+        Ok(())
+    }
+
+    /// Damage to a version-3 live file's archive reference: it is read with
+    /// the file header, published with the file and never torn, so every
+    /// read refuses the file as corrupt at byte 0 (no seq: no event is
+    /// reached) and nothing is written.
+    fn check_reference_damage(
+        image: &Image,
+        written: &Written,
+        damaged: &[u8],
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        let (archive, _) = image.archive.as_ref().expect("a version-3 image");
+        let log = log_path();
+        let ctx = format!("{:?}: damage in the archive reference", written.sync);
+        let disk = image.disk.snapshot();
+        disk.write_durable(&log, damaged).unwrap();
+        let store = store_on(&disk, written.sync);
+        let archive_path = archive_path();
+        // Still of kind 19, it is refused with the header (byte 0, no
+        // seq); of another kind, it is no reference, and the first record
+        // is refused where it starts, as the first event.
+        let at = image.starts[0];
+        let refused = if damaged[at + 4] == format::KIND_ARCHIVE {
+            (&log, 0, None)
+        } else {
+            (&log, at as u64, Some(0))
+        };
+        every_read_refuses(
+            &store,
+            &disk,
+            [(&log, damaged), (&archive_path, archive)],
+            refused,
+            &ctx,
+        )?;
+        tally.corrupt += 1;
+        *tally.rules.entry("archive-reference").or_default() += 1;
+        Ok(())
+    }
+
+    /// Damage inside a version-3 session's archive, below the length its
+    /// reference stands on (every byte there was fsynced before the live
+    /// file that names it was published): every read refuses the archive
+    /// as corrupt at the damaged unit's offset in it, nothing is written,
+    /// and salvage returns every event of the live file and of the
+    /// undamaged units, each as it was sent.
+    fn check_archive_damage(
+        image: &Image,
+        written: &Written,
+        at: usize,
+        bit: u8,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        let (archive, len) = image.archive.as_ref().expect("a version-3 image");
+        let len = *len as usize;
+        let mut damaged = archive.clone();
+        damaged[at] ^= 1 << bit;
+        // The unit the byte lies in (the archive's records walked from its
+        // header), or the header itself.
+        let start = 24 + u32_at(archive, 16) as usize;
+        let mut unit = (0usize, 0u64);
+        let mut first_seq = Some(0u64);
+        let mut p = start;
+        while p < len {
+            let end = p + u32_at(archive, p + 8) as usize + 56;
+            if at < p {
+                break;
+            }
+            unit = (p, u64_at(archive, p + 24));
+            p = end;
+        }
+        if at < start {
+            unit = (0, 0);
+            first_seq = None;
+        } else {
+            first_seq = first_seq.map(|_| unit.1);
+        }
+        let ctx = format!("{:?}: archive byte {at} bit {bit}", written.sync);
+        let disk = image.disk.snapshot();
+        let archive_path = archive_path();
+        disk.write_durable(&archive_path, &damaged).unwrap();
+        let store = store_on(&disk, written.sync);
+        let log = log_path();
+        every_read_refuses(
+            &store,
+            &disk,
+            [(&log, &image.bytes), (&archive_path, &damaged)],
+            (&archive_path, unit.0 as u64, first_seq),
+            &ctx,
+        )?;
+        tally.images += 1;
+        tally.corrupt += 1;
+        *tally.rules.entry("archive").or_default() += 1;
+        if at >= start {
+            let salvage = store
+                .salvage(ID)
+                .map_err(|e| format!("{ctx}: salvage: {e}"))?;
+            let live_from = image.seqs.get(1).copied().unwrap_or(image.total);
+            for event in &salvage.events {
+                ensure!(
+                    written.sent.get(event.seq() as usize) == Some(event),
+                    "{ctx}: salvage returned seq {} not as sent",
+                    event.seq()
+                );
+            }
+            let live: Vec<&Event> = salvage
+                .events
+                .iter()
+                .filter(|e| e.seq() >= live_from)
+                .collect();
+            ensure_eq!(live.len() as u64, image.total - live_from, ctx);
+            ensure!(
+                !salvage.events.iter().any(|e| (unit.1
+                    ..unit.1 + u64::from(u32_at(archive, unit.0 + 16)))
+                    .contains(&e.seq())),
+                "{ctx}: salvage returned an event of the damaged unit"
+            );
+            tally.salvaged += salvage.events.len() as u64;
+        }
+        Ok(())
+    }
+
     /// The oracle for one damaged image. `acked` is how many events were
     /// acknowledged, `synced` how many were known fsynced.
     fn check_image(
@@ -806,6 +1009,9 @@ mod wal_damage {
         let p = image.starts[r0];
         let len = damaged.len();
         let (k0, k_after) = (image.seqs[r0], image.end_seq(r1));
+        if r0 == 0 && image.archive.is_some() {
+            return check_reference_damage(image, written, &damaged, tally);
+        }
         // Acknowledged: events, and the records holding them.
         let acked_events = written.acked.min(image.total);
         let acked_records = (0..n).filter(|&r| image.seqs[r] < written.acked).count();
@@ -827,7 +1033,9 @@ mod wal_damage {
         let published = image.proven == 0 || image.proven >= floor;
         let rule = if (p as u64) < image.proven {
             Some("inside-proven-length")
-        } else if published && r0 == 0 {
+        } else if published && r0 == usize::from(image.archive.is_some()) {
+            // The first record after the file header (and after the archive
+            // reference, which is read with the header).
             Some("first-record")
         } else if published && stated > p as u64 {
             Some("inside-published-copy")
@@ -1210,6 +1418,16 @@ mod wal_damage {
                 }
             }
         }
+        if let Some((archive, len)) = &image.archive {
+            let step = if full { 1 } else { 7 };
+            for at in (0..*len as usize).step_by(step) {
+                let bit = (at % 8) as u8;
+                if let Err(failure) = check_archive_damage(&image, written, at, bit, &mut tally) {
+                    tally.failures.push(failure);
+                }
+            }
+            debug_assert!(archive.len() as u64 >= *len);
+        }
         tally
     }
 }
@@ -1283,13 +1501,17 @@ fn wal_sweep(sync: SyncMode) -> (Vec<String>, Vec<String>) {
 /// compaction can be, in the documented window.
 #[test]
 fn wal_damage_compacted_logs() {
+    use turnwal::backend::wal::format::{FORMAT_V2, FORMAT_V3};
     use wal_damage::ProofFile;
     let full = wal_damage::full();
     let mut failures = Vec::new();
     let mut total = wal_damage::Tally::default();
-    for sync in [SyncMode::Turn, SyncMode::Batch, SyncMode::Never] {
+    for (version, sync) in [FORMAT_V2, FORMAT_V3]
+        .into_iter()
+        .flat_map(|v| [SyncMode::Turn, SyncMode::Batch, SyncMode::Never].map(|s| (v, s)))
+    {
         for shape in wal_damage::SHAPES {
-            let (written, before) = wal_damage::write_compacted(shape, sync);
+            let (written, before) = wal_damage::write_compacted(shape, sync, version);
             for mode in [CrashMode::KeepAll, CrashMode::LoseUnsynced] {
                 for (proof, legacy) in [
                     (ProofFile::Current, false),
@@ -1297,6 +1519,11 @@ fn wal_damage_compacted_logs() {
                     (ProofFile::Missing, false),
                     (ProofFile::Missing, true),
                 ] {
+                    // Legacy watermarks are an earlier build's version-2
+                    // compaction.
+                    if legacy && version == FORMAT_V3 {
+                        continue;
+                    }
                     let t = wal_damage::run_compacted(
                         &written,
                         before.as_deref(),
@@ -1317,7 +1544,7 @@ fn wal_damage_compacted_logs() {
                     total.intact += t.intact;
                     failures.extend(t.failures.into_iter().map(|f| {
                         format!(
-                            "{sync:?} {shape:?} {} {proof:?}{}: {f}",
+                            "v{version} {sync:?} {shape:?} {} {proof:?}{}: {f}",
                             crash_name(mode),
                             if legacy { " legacy" } else { "" }
                         )

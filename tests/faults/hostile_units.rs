@@ -14,16 +14,42 @@ use std::path::{Path, PathBuf};
 
 use support::{on, turn};
 
-/// A store with `victim` compacted into one sealed unit and `other` plain.
-fn store_with_a_unit(dir: &Path) -> PathBuf {
-    let store = dir.join("store");
-    for id in ["victim", "other"] {
+/// The format versions whose units these tests forge: version 2 keeps its
+/// units in the log, version 3 (the default) in the session's archive.
+const VERSIONS: [u16; 2] = [2, 3];
+
+/// Writes `batch` as the first turn of a new session `id` in format
+/// `version`: through the CLI (`append --create`) in the default version;
+/// through the library in version 2, as an earlier build left such logs.
+fn write_first(store: &Path, id: &str, version: u16, batch: &[String]) {
+    use turnwal::backend::wal::{WalBackend, format::FORMAT_VERSION};
+    if version == FORMAT_VERSION {
         let out = on(
-            &store,
+            store,
             &["append", id, "--create", "-q"],
-            &support::lines(&turn(1, 0, support::T0)),
+            &support::lines(batch),
         );
         assert_eq!((out.status, out.stderr.as_str()), (0, ""));
+        return;
+    }
+    let backend = WalBackend::open(store).unwrap().creating_version(version);
+    let created = turnwal::Store::with_backend(std::sync::Arc::new(backend), Default::default());
+    created.create(turnwal::SessionHeader::new(id, 1)).unwrap();
+    let events: Vec<turnwal::Event> = batch
+        .iter()
+        .map(|line| turnwal::Event::from_json(line.as_bytes()).unwrap())
+        .collect();
+    created.append(id, &events).unwrap();
+    // Dropped, not closed: a close would seal the turn.
+    drop(created);
+}
+
+/// A store with `victim` compacted into one sealed unit and `other` plain,
+/// both created in format `version`.
+fn store_with_a_unit(dir: &Path, version: u16) -> PathBuf {
+    let store = dir.join("store");
+    for id in ["victim", "other"] {
+        write_first(&store, id, version, &turn(1, 0, support::T0));
     }
     let out = on(&store, &["compact", "victim"], "");
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -32,6 +58,15 @@ fn store_with_a_unit(dir: &Path) -> PathBuf {
 
 fn log(store: &Path, id: &str) -> PathBuf {
     store.join("sessions").join(format!("{id}.twal"))
+}
+
+/// The file that holds `id`'s sealed units: its log in version 2, its
+/// archive in version 3.
+fn units_file(store: &Path, id: &str, version: u16) -> PathBuf {
+    match version {
+        2 => log(store, id),
+        _ => store.join("sessions").join(format!("{id}.twarc")),
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -85,8 +120,8 @@ fn forge_frame(path: &Path, frame: &[u8]) -> Vec<u8> {
 /// a store whose `victim` is corrupt at `offset` for `why`. `ls` judges a
 /// log from its end: a forged count its head cannot give away reads as a
 /// clean end (`clean-end`, which never claims the rest was checked).
-fn every_command_refuses_the_victim_alone(store: &Path, offset: usize, why: &str, listed: &str) {
-    let at = format!("corrupt at byte {offset} (seq 0): {why}");
+fn every_command_refuses_the_victim_alone(store: &Path, at: &str, listed: &str) {
+    let at = at.to_owned();
     // The listing goes on: the other session listed, the victim corrupt.
     let out = on(store, &["ls", "--json"], "");
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -159,23 +194,29 @@ fn every_command_refuses_the_victim_alone(store: &Path, offset: usize, why: &str
 
 #[test]
 fn a_unit_stating_more_events_than_its_bytes_hold_is_refused_by_every_command() {
-    for count in [u32::MAX, 1 << 20] {
+    for (version, count) in VERSIONS
+        .into_iter()
+        .flat_map(|v| [(v, u32::MAX), (v, 1 << 20)])
+    {
         let dir = tempfile::tempdir().unwrap();
-        let store = store_with_a_unit(dir.path());
-        let path = log(&store, "victim");
+        let store = store_with_a_unit(dir.path(), version);
+        let path = units_file(&store, "victim", version);
         let plain = u32_at(
             &fs::read(&path).unwrap(),
             unit_at(&fs::read(&path).unwrap()) + 12,
         );
         let forged = forge_field(&path, 16, count);
         let at = unit_at(&forged);
+        // A version-3 listing reads the live file alone, whose reference
+        // carries the count: it cannot see the archive's unit.
+        let listed = if version == 2 { "corrupt" } else { "clean-end" };
         every_command_refuses_the_victim_alone(
             &store,
-            at,
             &format!(
-                "sealed unit states {count} events, more than its {plain} plain bytes can hold"
+                "corrupt at byte {at} (seq 0): sealed unit states {count} events, more than its \
+                 {plain} plain bytes can hold"
             ),
-            "corrupt",
+            listed,
         );
         assert_eq!(fs::read(&path).unwrap(), forged, "nothing written");
     }
@@ -185,20 +226,36 @@ fn a_unit_stating_more_events_than_its_bytes_hold_is_refused_by_every_command() 
 fn a_unit_whose_count_or_length_is_off_by_one_is_refused_from_its_inside() {
     // Plausible numbers: only decompressing and walking the unit (which
     // every scan now does) can tell.
-    for (field, delta, why) in [
+    for case in [
         (16, 1, "sealed unit holds 6 events, its head states 7"),
         (16, -1, "sealed unit holds 6 events, its head states 5"),
         (12, 1, "sealed-unit-length: the frame decompresses to"),
         (12, -1, "sealed-unit-length: the frame inflates past"),
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|case| VERSIONS.map(|v| (v, case)))
+    {
+        let (version, (field, delta, why)) = case;
         let dir = tempfile::tempdir().unwrap();
-        let store = store_with_a_unit(dir.path());
-        let path = log(&store, "victim");
+        let store = store_with_a_unit(dir.path(), version);
+        let path = units_file(&store, "victim", version);
         let bytes = fs::read(&path).unwrap();
         let at = unit_at(&bytes);
         let value = (i64::from(u32_at(&bytes, at + field)) + delta) as u32;
         forge_field(&path, field, value);
-        every_command_refuses_the_victim_alone(&store, at, why, "clean-end");
+        // A version-3 archive's unit counts are summed against its
+        // reference before any unit is decoded: a count off by one is an
+        // archive mismatch at the end of what the reference stands on.
+        let refusal = if version == 3 && field == 16 {
+            format!(
+                "corrupt at byte {}: archive-mismatch: its units hold {value} events through \
+                 turn 1, the reference states 6 through turn 1",
+                bytes.len()
+            )
+        } else {
+            format!("corrupt at byte {at} (seq 0): {why}")
+        };
+        every_command_refuses_the_victim_alone(&store, &refusal, "clean-end");
     }
 }
 
@@ -206,11 +263,13 @@ fn a_unit_whose_count_or_length_is_off_by_one_is_refused_from_its_inside() {
 /// bytes: `verify`, `recover --dry-run`, `recover` and `append` refuse it
 /// alike (they used to disagree); `recover --salvage` quarantines the unit
 /// with what follows it and keeps what precedes it (nothing: the unit is
-/// the first record), and the session then reads as what was kept.
+/// the first record), and the session then reads as what was kept. In
+/// version 2 (the frame grows the log, which a version-3 archive's
+/// reference would give away by its length first).
 #[test]
 fn a_unit_that_inflates_past_its_length_is_corrupt_for_every_entry_point_and_salvaged() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_a_unit(dir.path());
+    let store = store_with_a_unit(dir.path(), 2);
     let path = log(&store, "victim");
     let bomb = zstd::bulk::compress(&vec![0u8; 100 << 20], 19).unwrap();
     assert!(bomb.len() < 64 << 10);
@@ -272,52 +331,62 @@ fn a_unit_that_inflates_past_its_length_is_corrupt_for_every_entry_point_and_sal
 /// tail and cut (it was, and the next append started again at seq 0).
 #[test]
 fn a_compacted_log_with_a_stale_proof_and_a_flipped_bit_is_corrupt_never_torn() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let mut events = Vec::new();
-    for n in 1..=5 {
-        let batch = turn(n, (n - 1) * 6, support::T0 + n as i64);
-        let args: &[&str] = if n == 1 {
-            &["append", "s", "--create", "-q"]
-        } else {
-            &["append", "s", "-q"]
-        };
-        assert_eq!(on(&store, args, &support::lines(&batch)).status, 0);
-        events.extend(batch);
+    for version in VERSIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let mut events = Vec::new();
+        for n in 1..=5 {
+            let batch = turn(n, (n - 1) * 6, support::T0 + n as i64);
+            if n == 1 {
+                write_first(&store, "s", version, &batch);
+            } else {
+                let out = on(&store, &["append", "s", "-q"], &support::lines(&batch));
+                assert_eq!(out.status, 0, "{}", out.stderr);
+            }
+            events.extend(batch);
+        }
+        let proof = store.join("sessions/.s.durable");
+        let before = fs::read(&proof).unwrap();
+        assert_eq!(on(&store, &["compact", "s"], "").status, 0);
+        fs::write(&proof, &before).unwrap();
+        let path = units_file(&store, "s", version);
+        let mut bytes = fs::read(&path).unwrap();
+        let at = unit_at(&bytes);
+        let middle = bytes.len() / 2;
+        assert!(middle > at + 56);
+        bytes[middle] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        for args in [
+            &["verify", "s"][..],
+            &["cat", "s"],
+            &["recover", "s"],
+            &["recover", "s", "--dry-run"],
+            &["append", "s"],
+        ] {
+            let out = on(&store, args, &support::lines(&turn(6, 30, support::T0 + 9)));
+            assert_eq!(
+                out.status, 2,
+                "v{version} {args:?}: {} {}",
+                out.stdout, out.stderr
+            );
+            let said = format!("{}{}", out.stdout, out.stderr);
+            assert!(
+                said.contains(&format!("corrupt at byte {at} (seq 0)")),
+                "v{version} {args:?}: {said}"
+            );
+            assert!(
+                said.contains(&path.display().to_string()),
+                "v{version} {args:?}: {said}"
+            );
+        }
+        assert_eq!(fs::read(&path).unwrap(), bytes, "nothing cut");
+        assert!(!store.join("quarantine").exists());
+        // Salvage reads every event the damage spared: none inside the
+        // unit, which held them all.
+        let out = on(&store, &["cat", "s", "--salvage"], "");
+        assert_eq!(out.status, 2);
+        assert_eq!(out.stdout, "");
     }
-    let proof = store.join("sessions/.s.durable");
-    let before = fs::read(&proof).unwrap();
-    assert_eq!(on(&store, &["compact", "s"], "").status, 0);
-    fs::write(&proof, &before).unwrap();
-    let path = log(&store, "s");
-    let mut bytes = fs::read(&path).unwrap();
-    let at = unit_at(&bytes);
-    let middle = bytes.len() / 2;
-    assert!(middle > at + 56);
-    bytes[middle] ^= 1;
-    fs::write(&path, &bytes).unwrap();
-    for args in [
-        &["verify", "s"][..],
-        &["cat", "s"],
-        &["recover", "s"],
-        &["recover", "s", "--dry-run"],
-        &["append", "s"],
-    ] {
-        let out = on(&store, args, &support::lines(&turn(6, 30, support::T0 + 9)));
-        assert_eq!(out.status, 2, "{args:?}: {} {}", out.stdout, out.stderr);
-        let said = format!("{}{}", out.stdout, out.stderr);
-        assert!(
-            said.contains(&format!("corrupt at byte {at} (seq 0)")),
-            "{args:?}: {said}"
-        );
-    }
-    assert_eq!(fs::read(&path).unwrap(), bytes, "nothing cut");
-    assert!(!store.join("quarantine").exists());
-    // Salvage reads every event the damage spared: none inside the unit,
-    // which held them all.
-    let out = on(&store, &["cat", "s", "--salvage"], "");
-    assert_eq!(out.status, 2);
-    assert_eq!(out.stdout, "");
 }
 
 /// A record whose seqs pass 2^53 − 1 (checksum recomputed) is invalid at
@@ -326,7 +395,7 @@ fn a_compacted_log_with_a_stale_proof_and_a_flipped_bit_is_corrupt_never_torn() 
 #[test]
 fn a_unit_whose_seqs_pass_the_largest_safe_integer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_a_unit(dir.path());
+    let store = store_with_a_unit(dir.path(), 2);
     let path = log(&store, "victim");
     let mut bytes = fs::read(&path).unwrap();
     let at = unit_at(&bytes);

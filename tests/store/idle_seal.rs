@@ -10,14 +10,14 @@ use crate::support;
 
 use std::path::Path;
 
-use support::{copy_tree, jsons, wal_log};
+use support::{copy_tree, jsons, wal_bytes, wal_log};
 use turnwal::backend::sqlite::SqliteOptions;
 use turnwal::backend::wal::{AUTO_SEAL_FILE_FRACTION, IDLE_SEAL_MIN_BYTES};
 use turnwal::{Event, SessionHeader, Store, StoreOptions};
 use turnwal_testkit::workload::realistic::Realistic;
 
 fn size(store: &Path, id: &str) -> u64 {
-    std::fs::metadata(wal_log(store, id)).unwrap().len()
+    wal_bytes(store, id)
 }
 
 #[test]

@@ -970,7 +970,7 @@ fn single_bit_flips() {
     // as another format version (FORMAT.md checks the version before the
     // header checksum, since another version may lay the header out
     // differently), so it is refused as unsupported, never opened — unless
-    // the flip makes a version this build reads (2 → 3), whose header
+    // the flip makes another version this build reads (3 → 2 or 1), whose header
     // checksum then fails: corrupt at offset 0.
     let header: Vec<usize> = (0..records_start).collect();
     parallel(&header, |dir, &at| {

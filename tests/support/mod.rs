@@ -194,6 +194,14 @@ pub fn jsons(events: &[turnwal::Event]) -> Vec<String> {
 
 /// The log file of session `id` in the WAL store at `store`, named as the
 /// store names it.
+/// The bytes a WAL session occupies: its log and its archive.
+pub fn wal_bytes(store: &Path, id: &str) -> u64 {
+    turnwal::backend::wal::WalBackend::open(store)
+        .unwrap()
+        .session_bytes(id)
+        .unwrap()
+}
+
 pub fn wal_log(store: &Path, id: &str) -> std::path::PathBuf {
     store.join("sessions").join(format!(
         "{}{}",

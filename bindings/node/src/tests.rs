@@ -657,18 +657,41 @@ mod wal {
         V1,
         /// Version 2, never sealed: one run record per batch's run.
         V2,
-        /// Version 2, compacted after writing (every closed turn sealed).
+        /// Version 2, compacted after writing (every closed turn sealed
+        /// into units inside the log).
         Sealed,
+        /// Version 3 (the default), never sealed: plain records, as
+        /// version 1 writes them.
+        V3,
+        /// Version 3, compacted after writing (every closed turn sealed
+        /// into the session's archive).
+        Archived,
     }
 
-    const ALL: [Wal; 3] = [Wal::V1, Wal::V2, Wal::Sealed];
+    const ALL: [Wal; 5] = [Wal::V1, Wal::V2, Wal::Sealed, Wal::V3, Wal::Archived];
+
+    impl Wal {
+        /// Whether appends write chunk-run records.
+        fn packs_at_append(self) -> bool {
+            matches!(self, Wal::V2 | Wal::Sealed)
+        }
+
+        /// Whether `put` seals the log.
+        fn sealed(self) -> bool {
+            matches!(self, Wal::Sealed | Wal::Archived)
+        }
+    }
 
     fn open(dir: &Path, policy: Policy, wal: Wal) -> Store {
         let backend = WalBackend::open(dir).unwrap();
         let backend = match wal {
             Wal::V1 => backend.creating_version(format::FORMAT_V1),
-            Wal::V2 => backend.sealing_by_itself(false),
-            Wal::Sealed => backend,
+            Wal::V2 => backend
+                .creating_version(format::FORMAT_V2)
+                .sealing_by_itself(false),
+            Wal::Sealed => backend.creating_version(format::FORMAT_V2),
+            Wal::V3 => backend.sealing_by_itself(false),
+            Wal::Archived => backend,
         };
         let options = StoreOptions {
             sync: SyncMode::Never,
@@ -679,10 +702,10 @@ mod wal {
     }
 
     /// Stores `log` as session `id` in batches, compacting it (and closing
-    /// it) for [`Wal::Sealed`].
+    /// it) for [`Wal::Sealed`] and [`Wal::Archived`].
     fn put(store: &Store, wal: Wal, log: Log, id: &str, batches: &[usize]) {
         log.store(store, id, batches);
-        if wal == Wal::Sealed {
+        if wal.sealed() {
             store.compact(id).unwrap();
         }
         store.close(id).unwrap();
@@ -707,6 +730,16 @@ mod wal {
         WalBackend::open(Path::new(&store.backend().location()))
             .unwrap()
             .log_path(id)
+    }
+
+    /// The file that holds session `id`'s sealed units under `wal`: its
+    /// archive for [`Wal::Archived`], its log otherwise.
+    fn units_path(store: &Store, wal: Wal, id: &str) -> std::path::PathBuf {
+        let backend = WalBackend::open(Path::new(&store.backend().location())).unwrap();
+        match wal {
+            Wal::Archived => backend.archive_path(id),
+            _ => backend.log_path(id),
+        }
     }
 
     /// Every record of a log: offset, head.
@@ -773,7 +806,13 @@ mod wal {
         for wal in ALL {
             let dir = tempfile::tempdir().unwrap();
             let store = open(dir.path(), Policy::Permissive, wal);
-            let runs = |n: usize| if wal == Wal::V1 { 0 } else { n };
+            let runs = |n: usize| {
+                if wal.packs_at_append() || wal.sealed() {
+                    n
+                } else {
+                    0
+                }
+            };
 
             // Three turns of 17 chunks, a turn in a batch: one run each.
             let mut log = Log::new();
@@ -798,9 +837,9 @@ mod wal {
             log.turn_end(1);
             put(&store, wal, log, "batches", &[7, 2, 10, 1, 30]);
             let expected = match wal {
-                Wal::V1 => 0,
+                Wal::V1 | Wal::V3 => 0,
                 Wal::V2 => 3,
-                Wal::Sealed => 1,
+                Wal::Sealed | Wal::Archived => 1,
             };
             assert_eq!(same_document(&store, "batches"), expected, "{wal:?}");
 
@@ -953,7 +992,7 @@ mod wal {
                 chunks(&mut log, 2, 4);
                 log.turn_end(2);
                 put(&store, wal, log, id, &[6]);
-                damage(&log_path(&store, id));
+                damage(&units_path(&store, wal, id));
                 same_document(&store, id);
                 assert!(load_stored(&store, id).is_err(), "{wal:?} {id}");
             };
@@ -973,7 +1012,7 @@ mod wal {
                     );
                 });
             }
-            if wal == Wal::Sealed {
+            if wal.sealed() {
                 corrupt("unit", &|path| {
                     rewrite(
                         path,
@@ -1062,12 +1101,16 @@ mod wal {
                 put(&store, wal, log, &id, &batches);
                 packed += same_document(&store, &id);
             }
-            assert!(wal == Wal::V1 || packed > 30, "{wal:?}: {packed}");
+            assert!(
+                !(wal.packs_at_append() || wal.sealed()) || packed > 30,
+                "{wal:?}: {packed}"
+            );
         }
     }
 
     /// The binding's `close` closes every session before dropping the
-    /// store: a version-2 log is sealed at rest.
+    /// store: a version-3 log is sealed at rest, its closed turns in its
+    /// archive and its live file left holding the archive's reference.
     #[test]
     fn close_seals_the_sessions() {
         let dir = tempfile::tempdir().unwrap();
@@ -1088,16 +1131,21 @@ mod wal {
         }
         log.store(&store, "s", &[10, 10, 10, 10, 10]);
         let path = log_path(&store, "s");
+        let archive = units_path(&store, Wal::Archived, "s");
         let before = std::fs::read(&path).unwrap();
-        assert!(!heads(&before).iter().any(|(_, h)| h.kind == KIND_SEALED));
+        assert_eq!(heads(&before).len(), 3 * 21, "plain records");
+        assert!(!archive.exists());
         let doc = load_stored(&store, "s").unwrap().unwrap();
         close_store(Some(Arc::new(store))).unwrap();
         let after = std::fs::read(&path).unwrap();
-        assert_eq!(u16::from_le_bytes([after[8], after[9]]), 2);
-        let sealed = heads(&after);
+        assert_eq!(u16::from_le_bytes([after[8], after[9]]), 3);
+        assert_eq!(heads(&after).len(), 0, "every record sealed");
+        let meta = format::decode_file_header(&after).unwrap();
+        assert_eq!(meta.archive.map(|r| r.count), Some(3 * 21));
+        let sealed = heads(&std::fs::read(&archive).unwrap());
         assert_eq!(sealed.len(), 1, "one unit");
         assert_eq!(sealed[0].1.kind, KIND_SEALED);
-        let store = open(dir.path(), Policy::Permissive, Wal::V2);
+        let store = open(dir.path(), Policy::Permissive, Wal::Archived);
         let again = load_stored(&store, "s").unwrap().unwrap();
         let events = |d: &str| d[d.find(r#","packed""#).unwrap()..].to_owned();
         assert_eq!(events(&again), events(&doc));

@@ -113,11 +113,13 @@ pub const SIM_STATE_DIR: &str = "/turnwal-state";
 /// Which kind of store a crash test runs on the simulated disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// The native WAL.
+    /// The native WAL, creating sessions in its default format (version
+    /// 3: sealed turns in an archive beside the live file).
     Wal,
-    /// The native WAL creating sessions in format version 3 (sealed turns
-    /// in an archive beside the live file).
-    WalV3,
+    /// The native WAL creating sessions in format version 2 (sealed units
+    /// inside the log, by a rewrite), as earlier builds did: such logs are
+    /// still appended to and sealed in their own version.
+    WalV2,
     /// An upstream JSONL root, raw or zstd.
     Jsonl(Compression),
 }
@@ -126,7 +128,7 @@ impl Target {
     /// Every kind of store the simulated disk runs.
     pub const ALL: [Target; 4] = [
         Target::Wal,
-        Target::WalV3,
+        Target::WalV2,
         Target::Jsonl(Compression::None),
         Target::Jsonl(Compression::Zstd),
     ];
@@ -140,10 +142,10 @@ impl Target {
             Target::Wal => Arc::new(
                 WalBackend::with_storage(root, storage).expect("a simulated store always opens"),
             ),
-            Target::WalV3 => Arc::new(
+            Target::WalV2 => Arc::new(
                 WalBackend::with_storage(root, storage)
                     .expect("a simulated store always opens")
-                    .creating_version(turnwal::backend::wal::format::FORMAT_V3),
+                    .creating_version(turnwal::backend::wal::format::FORMAT_V2),
             ),
             Target::Jsonl(compression) => Arc::new(
                 JsonlBackend::with_storage(root, compression, storage)
@@ -159,7 +161,7 @@ impl Target {
     pub fn header(self, id: &str) -> SessionHeader {
         let header = SessionHeader::new(id, 1);
         match self {
-            Target::Wal | Target::WalV3 => header,
+            Target::Wal | Target::WalV2 => header,
             Target::Jsonl(_) => header.with_cwd("/work/app"),
         }
     }
@@ -167,7 +169,7 @@ impl Target {
     /// The file that holds session `id`'s log.
     pub fn log_path(self, root: &Path, id: &str) -> PathBuf {
         match self {
-            Target::Wal | Target::WalV3 => {
+            Target::Wal | Target::WalV2 => {
                 WalBackend::with_storage(root, Arc::new(SimDisk::new(0)))
                     .expect("opens")
                     .log_path(id)

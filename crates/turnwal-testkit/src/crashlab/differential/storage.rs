@@ -292,18 +292,23 @@ pub(super) struct WalTail {
 }
 
 /// The [`WalTail`] of the last `events` events of the WAL log of `id`.
+/// Events before the live file's records (a version-3 session's archive,
+/// which its reference stands for) were sealed: published, never torn.
 pub(super) fn wal_tail(root: &Path, id: &str, events: u64) -> WalTail {
-    use turnwal::backend::wal::format::{TRAILER_LEN, parse_head};
+    use turnwal::backend::wal::format::{TRAILER_LEN, decode_file_header, parse_head};
     use turnwal::event::EventKind;
     let path = WalBackend::open(root).expect("the WAL store").log_path(id);
     let bytes = std::fs::read(&path).expect("the WAL log");
+    let records_start = decode_file_header(&bytes)
+        .expect("a valid file header")
+        .records_start as usize;
     let mut heads = Vec::new();
     let mut end = bytes.len();
     // Walk back over the records: each ends with its length. A chunk-run
     // record (or a sealed unit) stands for each of its events.
     let mut counted = 0;
     let mut ends = Vec::new();
-    while counted < events {
+    while counted < events && end > records_start {
         let len =
             u32::from_le_bytes(bytes[end - TRAILER_LEN..end].try_into().expect("4 bytes")) as usize;
         let head = parse_head(&bytes[end - len..end]).expect("a valid record");
@@ -314,18 +319,24 @@ pub(super) fn wal_tail(root: &Path, id: &str, events: u64) -> WalTail {
     }
     heads.reverse();
     ends.reverse();
+    let archived = events.saturating_sub(counted) as usize;
     // The published length: what a record of a published file states (an
     // appended record's watermark never passes its own offset).
     let published_len = heads.iter().map(|h| h.watermark).max().unwrap_or(0);
     let last = heads.last().is_some_and(|h| h.synthetic());
-    let partial = heads
-        .iter()
-        .map(|h| h.synthetic() && h.event_kind() != EventKind::TurnEnd)
+    let partial = std::iter::repeat_n(false, archived)
+        .chain(
+            heads
+                .iter()
+                .map(|h| h.synthetic() && h.event_kind() != EventKind::TurnEnd),
+        )
         .collect();
     WalTail {
         last_synthetic: last,
         partial_repair: partial,
-        published: ends.iter().map(|&e| e <= published_len).collect(),
+        published: std::iter::repeat_n(true, archived)
+            .chain(ends.iter().map(|&e| e <= published_len))
+            .collect(),
     }
 }
 

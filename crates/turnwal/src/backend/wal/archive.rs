@@ -83,6 +83,15 @@ impl Archive {
         super::scan::decode_kept(&self.map, &self.classified, from_seq, &self.path)
     }
 
+    /// Checks every unit inside (decompressed and walked, as a version-2
+    /// scan checks its units), for the reads that decode no event and
+    /// must still refuse what a read would (a dry-run recovery, `verify`'s
+    /// classification).
+    pub(super) fn check_units(&self) -> Result<()> {
+        let len = self.classified.frames.len;
+        super::scan::scan_log_proven(&self.map[..len as usize], &self.path, len).map(|_| ())
+    }
+
     /// The bytes of the archive this live file stands on.
     pub(super) fn len(&self) -> u64 {
         self.classified.frames.len

@@ -32,10 +32,15 @@ use crate::view::EventRef;
 /// `\x89TWAL\r\n\x1a`.
 pub const MAGIC: [u8; 8] = [0x89, b'T', b'W', b'A', b'L', b'\r', b'\n', 0x1a];
 /// The format version this build creates new sessions in (it reads and
-/// appends to [`FORMAT_V1`] logs too).
-pub const FORMAT_VERSION: u16 = 2;
+/// appends to [`FORMAT_V1`] and [`FORMAT_V2`] logs too, each in its own
+/// version).
+pub const FORMAT_VERSION: u16 = FORMAT_V3;
 /// The first format version: no chunk-run records, no sealed units.
 pub const FORMAT_V1: u16 = 1;
+/// Version 2: chunk-run records packed at append, and sealed units written
+/// into the log itself by a rewrite of the file (docs/FORMAT.md,
+/// "Version 2").
+pub const FORMAT_V2: u16 = 2;
 /// Version 3: version 2 whose sealed turns live in an archive file beside
 /// the live one, which starts with an archive reference (docs/FORMAT.md,
 /// "Version 3").
@@ -395,7 +400,7 @@ pub fn encode_file_header(out: &mut Vec<u8>, header: &SessionHeader, policy: Pol
     encode_file_header_version(out, header, policy, salt, FORMAT_VERSION);
 }
 
-/// Encodes a file header of format `version` (1 or 2).
+/// Encodes a file header of format `version` (1, 2 or 3).
 pub fn encode_file_header_version(
     out: &mut Vec<u8>,
     header: &SessionHeader,
@@ -403,7 +408,7 @@ pub fn encode_file_header_version(
     salt: u32,
     version: u16,
 ) {
-    debug_assert!(version == FORMAT_V1 || version == FORMAT_VERSION || version == FORMAT_V3);
+    debug_assert!(version == FORMAT_V1 || version == FORMAT_V2 || version == FORMAT_V3);
     let json = header.to_json();
     let flags: u16 = match policy {
         Policy::Strict => 0,
@@ -454,7 +459,7 @@ pub fn decode_file_header(bytes: &[u8]) -> Result<FileHeader, FileHeaderError> {
         return corrupt("not a turnwal session file (bad magic)".into());
     }
     let version = u16_in(bytes, FH_VERSION);
-    if version != FORMAT_VERSION && version != FORMAT_V1 && version != FORMAT_V3 {
+    if version != FORMAT_V1 && version != FORMAT_V2 && version != FORMAT_V3 {
         let side = if version > FORMAT_V3 {
             "a newer turnwal; upgrade turnwal to open it"
         } else {

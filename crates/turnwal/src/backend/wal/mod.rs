@@ -132,15 +132,15 @@ impl WalBackend {
         self
     }
 
-    /// This store, creating new sessions in format `version` (1 or 2;
-    /// default 2, [`format::FORMAT_VERSION`]). Version 1 is what turnwal
-    /// wrote before version 2 existed (no chunk-run records): tests and
-    /// tools use it to produce such logs. Appends always keep a log's own
-    /// version.
+    /// This store, creating new sessions in format `version` (1, 2 or 3;
+    /// default 3, [`format::FORMAT_VERSION`]). Versions 1 and 2 are what
+    /// turnwal wrote before (no chunk-run records; sealed units inside the
+    /// log): tests and tools use them to produce such logs. Appends always
+    /// keep a log's own version.
     pub fn creating_version(mut self, version: u16) -> WalBackend {
         assert!(
             version == format::FORMAT_V1
-                || version == format::FORMAT_VERSION
+                || version == format::FORMAT_V2
                 || version == format::FORMAT_V3,
             "format version {version} is not one this build writes"
         );
@@ -212,6 +212,26 @@ impl WalBackend {
     pub fn log_path(&self, id: &str) -> PathBuf {
         self.sessions_dir()
             .join(format!("{}{LOG_EXTENSION}", encode_file_name(id)))
+    }
+
+    /// The archive file of session `id` (a version-3 session's sealed
+    /// turns; absent until its first seal, and for older versions).
+    pub fn archive_path(&self, id: &str) -> PathBuf {
+        archive::path_of(&self.log_path(id))
+    }
+
+    /// The bytes session `id` occupies: its log file and its archive, if
+    /// any (a seal that did not finish counts too: it is on the disk).
+    pub fn session_bytes(&self, id: &str) -> Result<u64> {
+        let mut total = 0;
+        for path in [self.log_path(id), self.archive_path(id)] {
+            match std::fs::metadata(&path) {
+                Ok(meta) => total += meta.len(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && total > 0 => {}
+                Err(e) => return Err(Error::io("stat", &path, e)),
+            }
+        }
+        Ok(total)
     }
 
     fn lock_path(&self, id: &str) -> PathBuf {
@@ -725,7 +745,15 @@ impl Backend for WalBackend {
     }
 
     fn scan(&self, id: &str) -> Result<Option<crate::scan::Scan>> {
-        Ok(self.classify(id)?.map(|(_, c, _)| c.scan))
+        let Some((_, classified, path)) = self.classify(id)? else {
+            return Ok(None);
+        };
+        // A version-3 log stands on its archive: damage there is this
+        // log's corruption, as every read of it finds.
+        if let Some(archive) = self.archive(&path, &classified.frames.file)? {
+            archive.check_units()?;
+        }
+        Ok(Some(classified.scan))
     }
 
     fn load(&self, id: &str) -> Result<Option<Stored>> {
@@ -949,7 +977,7 @@ impl Backend for WalBackend {
         let version = self.create_version;
         format::encode_file_header_version(&mut bytes, header, policy, salt, version);
         crate::limits::check_batch(batch)?;
-        let pack = version >= format::FORMAT_VERSION;
+        let pack = version == format::FORMAT_V2;
         let records_start = bytes.len();
         format::encode_batch(&mut bytes, batch, placements, 0, salt, pack);
         // Published whole: every record states the file's length.

@@ -113,7 +113,7 @@ pub fn sealed_copy(
         &file.header,
         file.policy,
         salt,
-        format::FORMAT_VERSION,
+        format::FORMAT_V2,
     );
     let records_start = out.len();
     let mut units = Units::new(salt);
@@ -141,7 +141,7 @@ pub fn sealed_copy(
     let new_units = units.written;
     // Nothing sealed anew (no plain closed turn, or only turns too big for
     // a unit): a version-2 log stays as it is.
-    if file.version == format::FORMAT_VERSION && (plain_closed == 0 || new_units == 0) {
+    if file.version == format::FORMAT_V2 && (plain_closed == 0 || new_units == 0) {
         return Ok(None);
     }
     let commit_end = out.len() as u64;

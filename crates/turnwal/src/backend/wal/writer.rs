@@ -215,7 +215,7 @@ impl WalWriter {
         }
         // A chunk-run record holds up to 1024 events in a few bytes each:
         // every event takes at least one byte.
-        let min = if self.packs() {
+        let min = if self.seals() {
             1
         } else {
             format::MIN_RECORD_LEN as u64
@@ -392,10 +392,19 @@ impl WalWriter {
         self.pending.clear();
     }
 
-    /// Whether appends pack chunk runs: only into a version-2 log (a
-    /// version-1 log is appended to in version 1).
-    fn packs(&self) -> bool {
-        self.meta.version >= format::FORMAT_VERSION
+    /// Whether appends pack chunk runs: only into a version-2 log. A
+    /// version-1 log is appended to in version 1, and a version-3 log's
+    /// appends write plain records, which its seals pack (the append path
+    /// pays for no head scan).
+    fn packs_at_append(&self) -> bool {
+        self.meta.version == format::FORMAT_V2
+    }
+
+    /// Whether the log can be sealed (version 2 by a rewrite, version 3
+    /// into its archive); a version-1 log is sealed only when asked
+    /// (`compact`), which makes it version 2.
+    fn seals(&self) -> bool {
+        self.meta.version >= format::FORMAT_V2
     }
 
     fn io(&self, op: &'static str, e: std::io::Error) -> Error {
@@ -521,7 +530,7 @@ impl WalWriter {
     /// only.
     fn append_unheld(&mut self, batch: &[Event], placements: &[Placement]) -> Result<u64> {
         self.scratch.clear();
-        let pack = self.packs();
+        let pack = self.packs_at_append();
         let encoded = format::encode_batch(
             &mut self.scratch,
             batch,
@@ -788,6 +797,13 @@ impl LogWriter for WalWriter {
     }
 
     fn scan_full(&mut self) -> Result<Scan> {
+        // All of the log: a version-3 log's archive too, whose units a
+        // full scan checks as a version-2 scan checks the units inside.
+        if let Some(archive) =
+            super::archive::Archive::open(self.storage.as_ref(), &self.path, &self.meta)?
+        {
+            archive.check_units()?;
+        }
         self.scan_whole(scan_log_proven)
     }
 
@@ -882,7 +898,7 @@ impl LogWriter for WalWriter {
             placements,
             self.synced_len,
             self.salt,
-            self.packs(),
+            self.packs_at_append(),
         );
         let batch_start = self.held_from + self.pending.len();
         self.pending.push(bytes, batch.len() as u64);
@@ -919,7 +935,7 @@ impl LogWriter for WalWriter {
 
     fn seal_due(&mut self) -> Result<bool> {
         self.check_poison()?;
-        if !self.auto_seal.at_close || !self.packs() || !self.pending.is_empty() {
+        if !self.auto_seal.at_close || !self.seals() || !self.pending.is_empty() {
             return Ok(false);
         }
         let Some(state) = self.seal_state() else {
@@ -938,7 +954,7 @@ impl LogWriter for WalWriter {
     fn close(&mut self) -> Result<()> {
         self.sync()?;
         if self.auto_seal.at_close
-            && self.packs()
+            && self.seals()
             && self
                 .seal_state()
                 .is_some_and(|st| st.commit_end > st.sealed_end)
@@ -1234,7 +1250,7 @@ impl WalWriter {
     /// old file (or poisons the writer, reported by its next call).
     fn after_batch(&mut self, start: u64, closing: Option<u64>) {
         let Some(closing) = closing else { return };
-        if !self.auto_seal.at_close || !self.packs() {
+        if !self.auto_seal.at_close || !self.seals() {
             return;
         }
         let Some(mut state) = self.seal_state() else {
