@@ -223,15 +223,21 @@ for (const kind of KINDS) {
       const written = turns.flat()
       const file = await writeSession(path, id, turns)
       if (kind === 'wal') {
-        // Closed cleanly (dispose closes the store): the log is version 2,
+        // Closed cleanly (dispose closes the store): the log is version 3,
         // its four closed turns sealed into one unit (kind 18) that ends
-        // the file.
+        // its archive, and the live file holds nothing but the archive's
+        // reference (kind 19, stating 24 events).
         const bytes = readFileSync(file)
-        assert.equal(bytes.readUInt16LE(8), 2, 'format version 2')
-        const at = 24 + bytes.readUInt32LE(16)
-        assert.equal(bytes[at + 4], 18, 'a sealed unit')
-        assert.equal(bytes.readUInt32LE(at + 16), 24, 'of the 24 events')
-        assert.equal(at + 56 + bytes.readUInt32LE(at + 8), bytes.length, 'and nothing after it')
+        assert.equal(bytes.readUInt16LE(8), 3, 'format version 3')
+        const ref = 24 + bytes.readUInt32LE(16)
+        assert.equal(bytes[ref + 4], 19, 'an archive reference')
+        assert.equal(Number(bytes.readBigUInt64LE(ref + 24)), 24, 'standing for the 24 events')
+        assert.equal(ref + 72, bytes.length, 'and nothing after it')
+        const archive = readFileSync(file.replace(/\.twal$/, '.twarc'))
+        const at = 24 + archive.readUInt32LE(16)
+        assert.equal(archive[at + 4], 18, 'a sealed unit')
+        assert.equal(archive.readUInt32LE(at + 16), 24, 'of the 24 events')
+        assert.equal(at + 56 + archive.readUInt32LE(at + 8), archive.length, 'and nothing after it')
       }
       const { persistence } = await mount(t, { path })
       const before = image(path, kind, persistence, id)
