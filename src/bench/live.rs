@@ -35,8 +35,12 @@ pub struct LiveFigure {
     pub turns: usize,
     /// Events appended.
     pub events: u64,
-    /// The WAL session's bytes on disk (its log; no other file of it).
+    /// The WAL session's bytes on disk (its log and its archive).
     pub wal: u64,
+    /// The seal's lag: the largest the live file was after any process
+    /// (what is not sealed: closed turns the idle rule left plain, the
+    /// open turn, the archive reference).
+    pub lag: u64,
     /// The same events in an upstream zstd JSONL root (the log file).
     pub jsonl_zstd: u64,
     /// … and in a raw one.
@@ -78,6 +82,7 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
     let id = "live";
     let wal = dir.join("wal");
     let mut times = Vec::new();
+    let mut lag = 0;
     for (i, chunk) in turns.chunks(TURNS_PER_PROCESS).enumerate() {
         let mut args = vec!["append", "--quiet", "--sync", "turn", "--store"];
         let store = wal.to_str().ok_or("a UTF-8 scratch path")?;
@@ -108,6 +113,7 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
             )
             .into());
         }
+        lag = lag.max(std::fs::metadata(WalBackend::open(&wal)?.log_path(id))?.len());
     }
     times.sort();
     let jsonl = |compression: Compression| -> BenchResult<u64> {
@@ -130,6 +136,7 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
         turns: n,
         events: turns.iter().map(|t| t.len() as u64).sum(),
         wal: WalBackend::open(&wal)?.session_bytes(id)?,
+        lag,
         jsonl_zstd: jsonl(Compression::Zstd)?,
         jsonl_raw: jsonl(Compression::None)?,
         process: times[times.len() / 2],
@@ -141,11 +148,11 @@ pub fn table(figures: &[LiveFigure]) -> String {
     let mut out = format!(
         "live session: realistic turns appended by one `turnwal append --sync turn` process per \
          {TURNS_PER_PROCESS} turns, never compacted by hand\n\
-         turns   events    WAL bytes  zstd JSONL   raw JSONL  WAL/zstd  WAL/raw  per process\n"
+         turns   events    WAL bytes  zstd JSONL   raw JSONL  WAL/zstd  WAL/raw  per process  largest live file\n"
     );
     for f in figures {
         out.push_str(&format!(
-            "{:>5}  {:>7}  {:>11}  {:>10}  {:>10}  {:>7.2}×  {:>6.2}×  {:>8.1} ms{}\n",
+            "{:>5}  {:>7}  {:>11}  {:>10}  {:>10}  {:>7.2}×  {:>6.2}×  {:>8.1} ms  {:>11} B{}\n",
             f.turns,
             f.events,
             f.wal,
@@ -154,6 +161,7 @@ pub fn table(figures: &[LiveFigure]) -> String {
             f.vs_zstd(),
             f.wal as f64 / f.jsonl_raw as f64,
             f.process.as_secs_f64() * 1e3,
+            f.lag,
             if f.vs_zstd() <= LIVE_VS_ZSTD_TARGET {
                 ""
             } else {
@@ -177,6 +185,109 @@ pub fn to_json(figures: &[LiveFigure]) -> Value {
             "jsonl_raw_bytes": f.jsonl_raw,
             "wal_vs_zstd": f.vs_zstd(),
             "process_ms": f.process.as_secs_f64() * 1e3,
+            "largest_live_file_bytes": f.lag,
         })).collect::<Vec<_>>(),
+    })
+}
+
+/// What sealing costs: a realistic session of `turns` turns appended into
+/// a version-3 store, then sealed once (every closed turn packed,
+/// compressed and appended to the archive; the open turn copied) — by
+/// `Store::seal_due`, as the idle seal of a live session runs, or by
+/// `Store::compact`.
+#[derive(Debug, Clone)]
+pub struct SealCost {
+    /// The plain bytes sealed (the live file before, less after).
+    pub sealed: u64,
+    /// The process's CPU time (user and system) the seal took.
+    pub cpu: Duration,
+    /// Its wall time.
+    pub wall: Duration,
+}
+
+impl SealCost {
+    /// CPU milliseconds per MiB of plain records sealed.
+    pub fn cpu_ms_per_mib(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e3 / (self.sealed as f64 / (1 << 20) as f64)
+    }
+}
+
+/// Measures [`SealCost`] for `turns` turns (seed 31) in `scratch/seal`,
+/// removed after: the median seal of `reps` fresh sessions, sealed as a
+/// live session's idle seal (`live`) or by `compact`.
+pub fn seal_cost(scratch: &Path, turns: usize, reps: usize, live: bool) -> BenchResult<SealCost> {
+    let dir = scratch.join("seal");
+    let mut session = Realistic::new(31);
+    let all: Vec<Vec<Event>> = (0..turns).map(|_| session.next_turn()).collect();
+    let mut costs = Vec::new();
+    for rep in 0..reps.max(1) {
+        let root = dir.join(rep.to_string());
+        // Sealing by itself (the default) for `seal_due`; never for
+        // `compact`, which is then the only seal.
+        let backend = WalBackend::open(&root)?.sealing_by_itself(live);
+        let log = backend.log_path("s");
+        let options = StoreOptions {
+            sync: SyncMode::Never,
+            ..StoreOptions::default()
+        };
+        let store = Store::with_backend(std::sync::Arc::new(backend), options);
+        store.create(SessionHeader::new("s", 1).with_cwd("/work/app"))?;
+        for turn in &all {
+            store.append("s", turn)?;
+        }
+        store.flush("s")?;
+        let before = std::fs::metadata(&log)?.len();
+        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        let sealed = if live {
+            store.seal_due("s")?
+        } else {
+            store.compact("s")?.is_some()
+        };
+        if !sealed {
+            return Err("the session was not sealed".into());
+        }
+        let (cpu, wall) = (cpu_time().saturating_sub(cpu0), wall0.elapsed());
+        let after = std::fs::metadata(&log)?.len();
+        costs.push(SealCost {
+            sealed: before.saturating_sub(after),
+            cpu,
+            wall,
+        });
+        drop(store);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    costs.sort_by_key(|c| c.cpu);
+    Ok(costs.swap_remove(costs.len() / 2))
+}
+
+/// This process's CPU time so far (user and system).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The seal's cost as one line of the table.
+pub fn seal_line(turns: usize, seal: &SealCost, how: &str) -> String {
+    format!(
+        "seal ({how}): {turns} realistic turns ({} bytes of plain records) sealed at once: \
+         {:.1} ms CPU, {:.1} ms wall, {:.1} ms CPU per MiB sealed\n",
+        seal.sealed,
+        seal.cpu.as_secs_f64() * 1e3,
+        seal.wall.as_secs_f64() * 1e3,
+        seal.cpu_ms_per_mib()
+    )
+}
+
+/// The seal's cost as JSON.
+pub fn seal_json(turns: usize, seal: &SealCost) -> Value {
+    json!({
+        "turns": turns,
+        "sealed_bytes": seal.sealed,
+        "cpu_ms": seal.cpu.as_secs_f64() * 1e3,
+        "wall_ms": seal.wall.as_secs_f64() * 1e3,
+        "cpu_ms_per_mib": seal.cpu_ms_per_mib(),
     })
 }

@@ -20,6 +20,7 @@
 
 pub mod baselines;
 pub mod cli;
+pub mod concurrent;
 pub mod fixtures;
 pub mod live;
 pub mod measure;

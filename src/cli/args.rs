@@ -355,6 +355,21 @@ pub struct BenchArgs {
     /// events, as a table or, with --json, one object.
     #[arg(long, value_name = "TURNS", value_delimiter = ',', conflicts_with_all = ["postgres", "realistic_mb"])]
     pub live_turns: Option<Vec<usize>>,
+    /// Measure only this many sessions written at once, each by its own
+    /// `turnwal append --sync turn` process (all started together) into
+    /// one WAL store, against plain writers (a write and an fdatasync per
+    /// turn) and the same processes into one SQLite store; median of 3
+    /// runs (1 with --quick).
+    #[arg(long, value_name = "SESSIONS", conflicts_with_all = ["postgres", "realistic_mb", "live_turns"])]
+    pub concurrent: Option<usize>,
+    /// Realistic turns each concurrent session appends (with --concurrent).
+    #[arg(
+        long,
+        value_name = "TURNS",
+        default_value_t = 20,
+        requires = "concurrent"
+    )]
+    pub concurrent_turns: usize,
 }
 
 /// `turnwal convert`.

@@ -51,15 +51,52 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
     let exe = std::env::current_exe().ok();
     if let Some(turns) = &args.live_turns {
         let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
-        let figures = crate::bench::live::run(scratch.path(), &exe, turns, &mut progress)
-            .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        let failed = |e| Failure::Other(format!("bench failed: {e}"));
+        let figures =
+            crate::bench::live::run(scratch.path(), &exe, turns, &mut progress).map_err(failed)?;
+        let longest = turns.iter().copied().max().unwrap_or(0).max(100);
+        progress(&format!("seal cost: {longest} turns sealed at once"));
+        let idle =
+            crate::bench::live::seal_cost(scratch.path(), longest, 3, true).map_err(failed)?;
+        let compact =
+            crate::bench::live::seal_cost(scratch.path(), longest, 3, false).map_err(failed)?;
         drop(scratch);
         if args.json {
-            serde_json::to_writer(&mut *out, &crate::bench::live::to_json(&figures))
-                .map_err(std::io::Error::from)?;
+            let mut json = crate::bench::live::to_json(&figures);
+            json["seal_idle"] = crate::bench::live::seal_json(longest, &idle);
+            json["seal_compact"] = crate::bench::live::seal_json(longest, &compact);
+            serde_json::to_writer(&mut *out, &json).map_err(std::io::Error::from)?;
             out.write_all(b"\n")?;
         } else {
             out.write_all(crate::bench::live::table(&figures).as_bytes())?;
+            for (seal, how) in [
+                (&idle, "idle, zstd level 3"),
+                (&compact, "compact, level 9"),
+            ] {
+                out.write_all(crate::bench::live::seal_line(longest, seal, how).as_bytes())?;
+            }
+        }
+        return Ok(exit::SUCCESS);
+    }
+    if let Some(sessions) = args.concurrent {
+        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
+        let reps = if args.quick { 1 } else { 3 };
+        let figure = crate::bench::concurrent::run(
+            scratch.path(),
+            &exe,
+            sessions,
+            args.concurrent_turns,
+            reps,
+            &mut progress,
+        )
+        .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        drop(scratch);
+        if args.json {
+            serde_json::to_writer(&mut *out, &crate::bench::concurrent::to_json(&figure))
+                .map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        } else {
+            out.write_all(crate::bench::concurrent::table(&figure).as_bytes())?;
         }
         return Ok(exit::SUCCESS);
     }

@@ -305,3 +305,85 @@ fn bench_help_names_its_flags() {
         assert!(help.contains(flag), "{flag} in {help}");
     }
 }
+
+/// Runs `turnwal bench` with `args` and a scratch store under a fresh
+/// directory; returns its one JSON object, after checking the scratch is
+/// gone.
+fn bench_json(args: &[&str]) -> Value {
+    let parent = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .env_remove("TURNWAL_STORE")
+        .arg("bench")
+        .args(args)
+        .args(["--json", "--store"])
+        .arg(parent.path())
+        .output()
+        .expect("run turnwal bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON object on one line");
+    let leftovers: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
+    assert!(leftovers.is_empty(), "scratch left behind: {leftovers:?}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// Events in the first `turns` turns of the realistic session `seed`.
+fn realistic_events(seed: u64, turns: usize) -> u64 {
+    let mut session = turnwal_testkit::workload::realistic::Realistic::new(seed);
+    (0..turns).map(|_| session.next_turn().len() as u64).sum()
+}
+
+/// `--live-turns`: the session's exact event count, its bytes (log and
+/// archive) at least its largest live file, and both seals' costs.
+#[test]
+fn bench_live_turns_json_reports_bytes_lag_and_seal_costs() {
+    let report = bench_json(&["--live-turns", "30"]);
+    let session = &report["sessions"][0];
+    assert_eq!(session["turns"], 30);
+    assert_eq!(session["events"], realistic_events(31, 30));
+    let wal = session["wal_bytes"].as_u64().unwrap();
+    let lag = session["largest_live_file_bytes"].as_u64().unwrap();
+    assert!(lag > 0 && lag <= wal, "lag {lag}, session {wal}");
+    for key in ["jsonl_zstd_bytes", "jsonl_raw_bytes", "process_ms"] {
+        positive_finite(&session[key], key);
+    }
+    let ratio = session["wal_vs_zstd"].as_f64().unwrap();
+    let zstd = session["jsonl_zstd_bytes"].as_f64().unwrap();
+    assert!((ratio - wal as f64 / zstd).abs() < 1e-9);
+    // The sessions measured for the seals have 100 turns (the least).
+    for seal in ["seal_idle", "seal_compact"] {
+        assert_eq!(report[seal]["turns"], 100, "{seal}");
+        for key in ["sealed_bytes", "cpu_ms_per_mib", "wall_ms"] {
+            positive_finite(&report[seal][key], &format!("{seal} {key}"));
+        }
+    }
+    // Both seal the same closed turns of the same session.
+    assert_eq!(
+        report["seal_idle"]["sealed_bytes"],
+        report["seal_compact"]["sealed_bytes"]
+    );
+}
+
+/// `--concurrent`: every session's events counted, the three sides timed,
+/// and each ratio the quotient of its two times.
+#[test]
+fn bench_concurrent_json_times_three_sides() {
+    let report = bench_json(&["--concurrent", "3", "--concurrent-turns", "2", "--quick"]);
+    assert_eq!(report["sessions"], 3);
+    assert_eq!(report["turns_per_session"], 2);
+    let events: u64 = (100..103).map(|seed| realistic_events(seed, 2)).sum();
+    assert_eq!(report["events"], events);
+    let ms = |key: &str| positive_finite(&report[key], key);
+    let (wal, plain, sqlite) = (ms("wal_ms"), ms("plain_ms"), ms("sqlite_ms"));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
+    assert!(close(report["wal_vs_plain"].as_f64().unwrap(), plain / wal));
+    assert!(close(
+        report["wal_vs_sqlite"].as_f64().unwrap(),
+        sqlite / wal
+    ));
+    assert!(close(
+        report["wal_turns_per_s"].as_f64().unwrap(),
+        6.0 / (wal / 1e3)
+    ));
+}

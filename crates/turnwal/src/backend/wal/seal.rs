@@ -25,12 +25,18 @@ use crate::contract::Placement;
 use crate::error::{Error, Result};
 use crate::event::Event;
 
-/// The zstd level of sealed units. Sealing runs at a close or a
-/// compaction, never in the append path, so it can afford a level that
-/// compresses better than upstream's per-batch frames (level 3 gave 1.08×
-/// their bytes on the bench workload, level 9 0.96×; `turnwal bench`,
-/// docs/PERFORMANCE.md).
+/// The zstd level of units sealed at a close or by a compaction, which
+/// nothing waits on, so they afford a level that compresses better than
+/// upstream's per-batch frames (level 3 gave 1.08× their bytes on the bench
+/// workload, level 9 0.96×; `turnwal bench`, docs/PERFORMANCE.md).
 pub const UNIT_ZSTD_LEVEL: i32 = 9;
+/// The zstd level of units sealed while the session lives (an idle seal,
+/// or one after a batch): such a seal runs between a harness's turns, in
+/// the process that appends, so it spends 6 ms of CPU per MiB sealed
+/// instead of level 9's 14 (`turnwal bench --live-turns`), for 8% more
+/// bytes (0.92× upstream's zstd on a live realistic session against
+/// 0.85×; docs/PERFORMANCE.md, "Live sessions").
+pub const LIVE_ZSTD_LEVEL: i32 = 3;
 /// A unit closes at the first turn boundary after this many plain bytes.
 pub const UNIT_TARGET_LEN: usize = 4 << 20;
 
@@ -45,8 +51,9 @@ fn encode_unit(
     last_turn: u32,
     last_time: i64,
     salt: u32,
+    level: i32,
 ) -> std::io::Result<()> {
-    let frame = zstd::bulk::compress(plain, UNIT_ZSTD_LEVEL)?;
+    let frame = zstd::bulk::compress(plain, level)?;
     let head = RecordHead {
         kind: KIND_SEALED,
         flags: 0,
@@ -98,12 +105,14 @@ pub struct SealedCopy {
 /// alone exceed 64 MiB stays plain), the open tail copied record for
 /// record. Every record of the copy states the copy's length as its
 /// watermark ([`format::stamp_published`]) and has `salt`'s checksum.
-/// `None` when there is nothing to seal in a version-2 log.
+/// `None` when there is nothing to seal in a version-2 log. Units are
+/// compressed at zstd `level`.
 pub fn sealed_copy(
     bytes: &[u8],
     classified: &Classified,
     path: &Path,
     salt: u32,
+    level: i32,
 ) -> Result<Option<SealedCopy>> {
     let frames = &classified.frames;
     let file: &FileHeader = &frames.file;
@@ -116,7 +125,7 @@ pub fn sealed_copy(
         format::FORMAT_V2,
     );
     let records_start = out.len();
-    let mut units = Units::new(salt);
+    let mut units = Units::new(salt, level);
     let mut plain_closed = 0usize;
     walk_closed(bytes, file.records_start, frames.commit_end, path, |met| {
         match met {
@@ -240,20 +249,22 @@ struct Units {
     first_seq: u64,
     count: u64,
     last: (u32, i64),
-    /// The salt the units are checksummed with.
+    /// The salt the units are checksummed with, and their zstd level.
     salt: u32,
+    level: i32,
     /// Units written.
     written: usize,
 }
 
 impl Units {
-    fn new(salt: u32) -> Units {
+    fn new(salt: u32, level: i32) -> Units {
         Units {
             plain: Vec::new(),
             first_seq: 0,
             count: 0,
             last: (0, 0),
             salt,
+            level,
             written: 0,
         }
     }
@@ -292,6 +303,7 @@ impl Units {
             turn,
             time,
             self.salt,
+            self.level,
         )
         .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
         self.plain.clear();
@@ -322,16 +334,16 @@ pub struct ArchivedUnits {
 /// archive's `salt`, grouped as [`sealed_copy`] groups them. Only sealed
 /// units go into an archive, so it stops at the first turn too big for a
 /// unit (that turn and every later one stay in the live file). `None` when
-/// nothing is sealed.
+/// nothing is sealed. Units are compressed at zstd `level`.
 pub fn archive_units(
     bytes: &[u8],
     from: u64,
     to: u64,
     path: &Path,
-    salt: u32,
+    (salt, level): (u32, i32),
 ) -> Result<Option<ArchivedUnits>> {
     let mut out = Vec::new();
-    let mut units = Units::new(salt);
+    let mut units = Units::new(salt, level);
     let mut end = from;
     let mut next_seq = None;
     walk_closed(bytes, from, to, path, |met| {

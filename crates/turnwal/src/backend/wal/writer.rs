@@ -131,6 +131,10 @@ pub struct WalWriter {
     seal: Option<SealState>,
     /// When this writer seals by itself.
     auto_seal: super::AutoSeal,
+    /// The zstd level of the seal under way: [`super::seal::UNIT_ZSTD_LEVEL`],
+    /// or [`super::seal::LIVE_ZSTD_LEVEL`] while an idle seal or one after a
+    /// batch runs ([`WalWriter::seal_live`]).
+    seal_level: i32,
     /// The classification of the whole file the last full scan made, and
     /// the file's length then: `load` decodes the kept records from it
     /// instead of scanning the log a second time. Anything that writes
@@ -196,6 +200,7 @@ impl WalWriter {
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
             seal: None,
+            seal_level: super::seal::UNIT_ZSTD_LEVEL,
             auto_seal: super::AutoSeal {
                 at_close: true,
                 after_batches: false,
@@ -948,7 +953,7 @@ impl LogWriter for WalWriter {
         ) {
             return Ok(false);
         }
-        Ok(self.compact()?.is_some())
+        Ok(self.seal_live()?.is_some())
     }
 
     fn close(&mut self) -> Result<()> {
@@ -1002,7 +1007,7 @@ impl LogWriter for WalWriter {
         let copy = if self.meta.version == format::FORMAT_V3 {
             self.archive_seal(&map, &classified, salt)?
         } else {
-            super::seal::sealed_copy(&map, &classified, &self.path, salt)?
+            super::seal::sealed_copy(&map, &classified, &self.path, salt, self.seal_level)?
         };
         let Some(copy) = copy else {
             let commit_end = classified.frames.commit_end;
@@ -1099,7 +1104,7 @@ impl WalWriter {
             file.records_start,
             frames.commit_end,
             &self.path,
-            archive_salt,
+            (archive_salt, self.seal_level),
         )?
         else {
             return Ok(None);
@@ -1265,8 +1270,17 @@ impl WalWriter {
                 AUTO_SEAL_MIN_BYTES,
             )
         {
-            let _ = self.compact();
+            let _ = self.seal_live();
         }
+    }
+
+    /// A seal while the session lives (idle, or after a batch): the
+    /// compaction, its units at [`super::seal::LIVE_ZSTD_LEVEL`].
+    fn seal_live(&mut self) -> Result<Option<crate::backend::Compaction>> {
+        self.seal_level = super::seal::LIVE_ZSTD_LEVEL;
+        let sealed = self.compact();
+        self.seal_level = super::seal::UNIT_ZSTD_LEVEL;
+        sealed
     }
 
     /// Where the plain closed turns are, learned once by a backward walk
