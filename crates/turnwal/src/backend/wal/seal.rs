@@ -40,37 +40,6 @@ pub const LIVE_ZSTD_LEVEL: i32 = 3;
 /// A unit closes at the first turn boundary after this many plain bytes.
 pub const UNIT_TARGET_LEN: usize = 4 << 20;
 
-/// Appends a sealed unit holding the plain records `plain` (salt 0,
-/// watermark 0) of `count` events from `first_seq`, the last one at
-/// `last_time` in turn `last_turn`.
-fn encode_unit(
-    out: &mut Vec<u8>,
-    plain: &[u8],
-    count: u64,
-    first_seq: u64,
-    last_turn: u32,
-    last_time: i64,
-    salt: u32,
-    level: i32,
-) -> std::io::Result<()> {
-    let frame = zstd::bulk::compress(plain, level)?;
-    let head = RecordHead {
-        kind: KIND_SEALED,
-        flags: 0,
-        type_len: 0,
-        data_len: frame.len() as u32,
-        sources_len: plain.len() as u32,
-        surface_len: count as u32,
-        turn: last_turn,
-        seq: first_seq,
-        time: last_time,
-        watermark: 0,
-        step: 0,
-    };
-    format::write_record(out, &head, &[&frame], salt);
-    Ok(())
-}
-
 /// Appends a copy of a valid record with watermark 0 and `salt`'s checksum
 /// (the copy is stamped with its length once it is whole).
 fn copy_record(out: &mut Vec<u8>, record: &[u8], salt: u32) {
@@ -289,23 +258,36 @@ impl Units {
         Ok(())
     }
 
+    /// Appends the group's sealed unit: its plain records (salt 0,
+    /// watermark 0) compressed at the group's level, its head stating the
+    /// count, the first seq and the last event's turn and time.
+    fn encode(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let frame = zstd::bulk::compress(&self.plain, self.level)?;
+        let (turn, time) = self.last;
+        let head = RecordHead {
+            kind: KIND_SEALED,
+            flags: 0,
+            type_len: 0,
+            data_len: frame.len() as u32,
+            sources_len: self.plain.len() as u32,
+            surface_len: self.count as u32,
+            turn,
+            seq: self.first_seq,
+            time,
+            watermark: 0,
+            step: 0,
+        };
+        format::write_record(out, &head, &[&frame], self.salt);
+        Ok(())
+    }
+
     /// Seals the group into one unit, if it holds anything.
     fn emit(&mut self, out: &mut Vec<u8>) -> Result<()> {
         if self.count == 0 {
             return Ok(());
         }
-        let (turn, time) = self.last;
-        encode_unit(
-            out,
-            &self.plain,
-            self.count,
-            self.first_seq,
-            turn,
-            time,
-            self.salt,
-            self.level,
-        )
-        .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
+        self.encode(out)
+            .map_err(|e| Error::io("compress", Path::new("sealed unit"), e))?;
         self.plain.clear();
         self.count = 0;
         self.written += 1;
