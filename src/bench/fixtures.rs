@@ -86,7 +86,21 @@ pub struct AppendFixture {
 impl AppendFixture {
     /// The first `turns + 1` turns of the workload from `seed`.
     pub fn new(seed: u64, turns: usize) -> AppendFixture {
-        let mut all = workload::session(seed, turns + 1).into_iter();
+        AppendFixture::of_turns(workload::session(seed, turns + 1))
+    }
+
+    /// The first `turns + 1` turns of the realistic session from `seed`
+    /// (upstream's event shapes, mostly streamed deltas:
+    /// `turnwal_testkit::workload::realistic`).
+    pub fn realistic(seed: u64, turns: usize) -> AppendFixture {
+        let mut session = turnwal_testkit::workload::realistic::Realistic::new(seed);
+        AppendFixture::of_turns((0..=turns).map(|_| session.next_turn()).collect())
+    }
+
+    /// The fixture of `all`: its first turn materializes the session, the
+    /// rest are appended.
+    fn of_turns(all: Vec<Vec<Event>>) -> AppendFixture {
+        let mut all = all.into_iter();
         let first = all.next().expect("at least one turn");
         let turns: Vec<Vec<Event>> = all.collect();
         let mut tracker = Tracker::new(Policy::Strict);
