@@ -32,8 +32,8 @@ use crate::event::Event;
 pub const UNIT_ZSTD_LEVEL: i32 = 9;
 /// The zstd level of units sealed while the session lives (an idle seal,
 /// or one after a batch): such a seal runs between a harness's turns, in
-/// the process that appends, so it spends 6 ms of CPU per MiB sealed
-/// instead of level 9's 14 (`turnwal bench --live-turns`), for 8% more
+/// the process that appends, so it spends 6–7 ms of CPU per MiB sealed
+/// instead of level 9's 14–15 (`turnwal bench --live-turns`), for 8% more
 /// bytes (0.92× upstream's zstd on a live realistic session against
 /// 0.85×; docs/PERFORMANCE.md, "Live sessions").
 pub const LIVE_ZSTD_LEVEL: i32 = 3;
