@@ -8,7 +8,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -116,20 +115,10 @@ fn jsonl_of(turn: &[Event]) -> Vec<u8> {
 /// the store at `store`, all spawned before any is fed; the time until
 /// the last one exits.
 fn processes(exe: &Path, store: &Path, work: &[Vec<Vec<u8>>]) -> BenchResult<Duration> {
-    let store = store.to_str().ok_or("a UTF-8 scratch path")?;
     let start = Instant::now();
-    let mut children = Vec::new();
-    for (i, _) in work.iter().enumerate() {
-        let id = format!("s{i}");
-        let child = Command::new(exe)
-            .args(["append", "--quiet", "--sync", "turn", "--store", store])
-            .args(["--create", "--cwd", "/work/app", &id])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        children.push(child);
-    }
+    let mut children = (0..work.len())
+        .map(|i| super::live::append_process(exe, store, &format!("s{i}"), true))
+        .collect::<BenchResult<Vec<_>>>()?;
     // Each child's input from its own thread: a pipe holds 64 KiB, and a
     // child blocks on nothing but its own stdin.
     let feeders: Vec<_> = children
@@ -145,14 +134,7 @@ fn processes(exe: &Path, store: &Path, work: &[Vec<Vec<u8>>]) -> BenchResult<Dur
         feeder.join().map_err(|_| "a feeder thread panicked")??;
     }
     for child in children {
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            return Err(format!(
-                "turnwal append into {store} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
+        super::live::succeeded(child)?;
     }
     Ok(start.elapsed())
 }

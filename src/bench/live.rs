@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::BenchResult;
 use turnwal::backend::jsonl::{self, layout::Compression};
 use turnwal::backend::wal::WalBackend;
+use turnwal::backend::wal::seal::{LIVE_ZSTD_LEVEL, UNIT_ZSTD_LEVEL};
 use turnwal::{Event, SessionHeader, Store, StoreOptions, SyncMode};
 use turnwal_testkit::workload::realistic::Realistic;
 
@@ -56,9 +57,71 @@ impl LiveFigure {
     }
 }
 
+/// What `turnwal bench --live-turns` reports: each length's figures, and
+/// what sealing costs on the longest (at least [`SEAL_MIN_TURNS`] turns),
+/// sealed as an idle seal and by `compact`.
+#[derive(Debug, Clone)]
+pub struct LiveReport {
+    pub figures: Vec<LiveFigure>,
+    /// Turns of the session whose seals were timed.
+    pub seal_turns: usize,
+    pub seal_idle: SealCost,
+    pub seal_compact: SealCost,
+}
+
+/// The fewest turns the seals are timed on.
+pub const SEAL_MIN_TURNS: usize = 100;
+
+/// Measures each length in `turns` (seeded realistic sessions), then the
+/// seals (median of 3 each), in `scratch`; removes what it wrote.
+pub fn run(
+    scratch: &Path,
+    exe: &Path,
+    turns: &[usize],
+    progress: &mut dyn FnMut(&str),
+) -> BenchResult<LiveReport> {
+    let figures = sessions(scratch, exe, turns, progress)?;
+    let seal_turns = turns.iter().copied().max().unwrap_or(0).max(SEAL_MIN_TURNS);
+    progress(&format!("seal cost: {seal_turns} turns sealed at once"));
+    Ok(LiveReport {
+        figures,
+        seal_turns,
+        seal_idle: seal_cost(scratch, seal_turns, 3, true)?,
+        seal_compact: seal_cost(scratch, seal_turns, 3, false)?,
+    })
+}
+
+impl LiveReport {
+    /// The report as tables.
+    pub fn table(&self) -> String {
+        let mut out = table(&self.figures);
+        for (seal, how) in [
+            (
+                &self.seal_idle,
+                format!("idle, zstd level {LIVE_ZSTD_LEVEL}"),
+            ),
+            (
+                &self.seal_compact,
+                format!("compact, level {UNIT_ZSTD_LEVEL}"),
+            ),
+        ] {
+            out.push_str(&seal_line(self.seal_turns, seal, &how));
+        }
+        out
+    }
+
+    /// The report as JSON (`--json`).
+    pub fn to_json(&self) -> Value {
+        let mut json = to_json(&self.figures);
+        json["seal_idle"] = seal_json(self.seal_turns, &self.seal_idle);
+        json["seal_compact"] = seal_json(self.seal_turns, &self.seal_compact);
+        json
+    }
+}
+
 /// Measures each length in `turns` (seeded realistic sessions) in
 /// `scratch/live`, removed after.
-pub fn run(
+fn sessions(
     scratch: &Path,
     exe: &Path,
     turns: &[usize],
@@ -84,35 +147,16 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
     let mut times = Vec::new();
     let mut lag = 0;
     for (i, chunk) in turns.chunks(TURNS_PER_PROCESS).enumerate() {
-        let mut args = vec!["append", "--quiet", "--sync", "turn", "--store"];
-        let store = wal.to_str().ok_or("a UTF-8 scratch path")?;
-        args.push(store);
-        if i == 0 {
-            args.extend(["--create", "--cwd", "/work/app"]);
-        }
-        args.push(id);
         let mut input = Vec::new();
         for event in chunk.iter().flatten() {
             input.extend_from_slice(event.to_json().as_bytes());
             input.push(b'\n');
         }
         let start = Instant::now();
-        let mut child = Command::new(exe)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        let mut child = append_process(exe, &wal, id, i == 0)?;
         child.stdin.take().ok_or("stdin")?.write_all(&input)?;
-        let out = child.wait_with_output()?;
+        succeeded(child)?;
         times.push(start.elapsed());
-        if !out.status.success() {
-            return Err(format!(
-                "turnwal append failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
         lag = lag.max(std::fs::metadata(WalBackend::open(&wal)?.log_path(id))?.len());
     }
     times.sort();
@@ -143,8 +187,44 @@ fn one(dir: &Path, exe: &Path, n: usize) -> BenchResult<LiveFigure> {
     })
 }
 
+/// A `turnwal append --quiet --sync turn` process into the store at
+/// `store` for session `id` (created, with cwd `/work/app`, if `create`),
+/// its input piped, as a harness's pipeline runs it.
+pub(super) fn append_process(
+    exe: &Path,
+    store: &Path,
+    id: &str,
+    create: bool,
+) -> BenchResult<std::process::Child> {
+    let store = store.to_str().ok_or("a UTF-8 scratch path")?;
+    let mut command = Command::new(exe);
+    command.args(["append", "--quiet", "--sync", "turn", "--store", store]);
+    if create {
+        command.args(["--create", "--cwd", "/work/app"]);
+    }
+    Ok(command
+        .arg(id)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?)
+}
+
+/// Waits for an [`append_process`]; its stderr is the error if it failed.
+pub(super) fn succeeded(child: std::process::Child) -> BenchResult<()> {
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "turnwal append failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// The figures as a table.
-pub fn table(figures: &[LiveFigure]) -> String {
+fn table(figures: &[LiveFigure]) -> String {
     let mut out = format!(
         "live session: realistic turns appended by one `turnwal append --sync turn` process per \
          {TURNS_PER_PROCESS} turns, never compacted by hand\n\
@@ -172,8 +252,8 @@ pub fn table(figures: &[LiveFigure]) -> String {
     out
 }
 
-/// The figures as JSON (`turnwal bench --live-turns … --json`).
-pub fn to_json(figures: &[LiveFigure]) -> Value {
+/// The figures as JSON.
+fn to_json(figures: &[LiveFigure]) -> Value {
     json!({
         "turns_per_process": TURNS_PER_PROCESS,
         "target_vs_zstd": LIVE_VS_ZSTD_TARGET,
@@ -215,7 +295,7 @@ impl SealCost {
 /// Measures [`SealCost`] for `turns` turns (seed 31) in `scratch/seal`,
 /// removed after: the median seal of `reps` fresh sessions, sealed as a
 /// live session's idle seal (`live`) or by `compact`.
-pub fn seal_cost(scratch: &Path, turns: usize, reps: usize, live: bool) -> BenchResult<SealCost> {
+fn seal_cost(scratch: &Path, turns: usize, reps: usize, live: bool) -> BenchResult<SealCost> {
     let dir = scratch.join("seal");
     let mut session = Realistic::new(31);
     let all: Vec<Vec<Event>> = (0..turns).map(|_| session.next_turn()).collect();
@@ -270,7 +350,7 @@ fn cpu_time() -> Duration {
 }
 
 /// The seal's cost as one line of the table.
-pub fn seal_line(turns: usize, seal: &SealCost, how: &str) -> String {
+fn seal_line(turns: usize, seal: &SealCost, how: &str) -> String {
     format!(
         "seal ({how}): {turns} realistic turns ({} bytes of plain records) sealed at once: \
          {:.1} ms CPU, {:.1} ms wall, {:.1} ms CPU per MiB sealed\n",
@@ -282,7 +362,7 @@ pub fn seal_line(turns: usize, seal: &SealCost, how: &str) -> String {
 }
 
 /// The seal's cost as JSON.
-pub fn seal_json(turns: usize, seal: &SealCost) -> Value {
+fn seal_json(turns: usize, seal: &SealCost) -> Value {
     json!({
         "turns": turns,
         "sealed_bytes": seal.sealed,

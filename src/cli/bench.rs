@@ -36,93 +36,73 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
             );
         }
     };
+    let reps = if args.quick { 1 } else { 3 };
     if let Some(url) = &args.postgres {
         let report = crate::bench::postgres::run(url, args.quick, scratch.path(), &mut progress)
-            .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+            .map_err(failed)?;
         drop(scratch);
-        if args.json {
-            serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
-            out.write_all(b"\n")?;
-        } else {
-            out.write_all(report.table().as_bytes())?;
-        }
-        return Ok(exit::SUCCESS);
+        return print(out, args.json, || report.to_json(), || report.table());
     }
     let exe = std::env::current_exe().ok();
+    let exe = || {
+        exe.clone()
+            .ok_or_else(|| Failure::Other("cannot find this executable".into()))
+    };
     if let Some(turns) = &args.live_turns {
-        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
-        let failed = |e| Failure::Other(format!("bench failed: {e}"));
-        let figures =
-            crate::bench::live::run(scratch.path(), &exe, turns, &mut progress).map_err(failed)?;
-        let longest = turns.iter().copied().max().unwrap_or(0).max(100);
-        progress(&format!("seal cost: {longest} turns sealed at once"));
-        let idle =
-            crate::bench::live::seal_cost(scratch.path(), longest, 3, true).map_err(failed)?;
-        let compact =
-            crate::bench::live::seal_cost(scratch.path(), longest, 3, false).map_err(failed)?;
+        let report = crate::bench::live::run(scratch.path(), &exe()?, turns, &mut progress)
+            .map_err(failed)?;
         drop(scratch);
-        if args.json {
-            let mut json = crate::bench::live::to_json(&figures);
-            json["seal_idle"] = crate::bench::live::seal_json(longest, &idle);
-            json["seal_compact"] = crate::bench::live::seal_json(longest, &compact);
-            serde_json::to_writer(&mut *out, &json).map_err(std::io::Error::from)?;
-            out.write_all(b"\n")?;
-        } else {
-            out.write_all(crate::bench::live::table(&figures).as_bytes())?;
-            for (seal, how) in [
-                (&idle, "idle, zstd level 3"),
-                (&compact, "compact, level 9"),
-            ] {
-                out.write_all(crate::bench::live::seal_line(longest, seal, how).as_bytes())?;
-            }
-        }
-        return Ok(exit::SUCCESS);
+        return print(out, args.json, || report.to_json(), || report.table());
     }
     if let Some(sessions) = args.concurrent {
-        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
-        let reps = if args.quick { 1 } else { 3 };
+        let turns = args.concurrent_turns;
         let figure = crate::bench::concurrent::run(
             scratch.path(),
-            &exe,
+            &exe()?,
             sessions,
-            args.concurrent_turns,
+            turns,
             reps,
             &mut progress,
         )
-        .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+        .map_err(failed)?;
         drop(scratch);
-        if args.json {
-            serde_json::to_writer(&mut *out, &crate::bench::concurrent::to_json(&figure))
-                .map_err(std::io::Error::from)?;
-            out.write_all(b"\n")?;
-        } else {
-            out.write_all(crate::bench::concurrent::table(&figure).as_bytes())?;
-        }
-        return Ok(exit::SUCCESS);
+        return print(
+            out,
+            args.json,
+            || crate::bench::concurrent::to_json(&figure),
+            || crate::bench::concurrent::table(&figure),
+        );
     }
     if let Some(mb) = args.realistic_mb {
-        let exe = exe.ok_or_else(|| Failure::Other("cannot find this executable".into()))?;
-        let reps = if args.quick { 1 } else { 3 };
         let report =
-            crate::bench::reads::run(scratch.path(), mb * 1_000_000, reps, &exe, &mut progress)
-                .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+            crate::bench::reads::run(scratch.path(), mb * 1_000_000, reps, &exe()?, &mut progress)
+                .map_err(failed)?;
         drop(scratch);
-        if args.json {
-            serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
-            out.write_all(b"\n")?;
-        } else {
-            out.write_all(report.table().as_bytes())?;
-        }
-        return Ok(exit::SUCCESS);
+        return print(out, args.json, || report.to_json(), || report.table());
     }
-    let report = suite::run(scratch.path(), config, exe.as_deref(), &mut progress)
-        .map_err(|e| Failure::Other(format!("bench failed: {e}")))?;
+    let report =
+        suite::run(scratch.path(), config, exe().ok().as_deref(), &mut progress).map_err(failed)?;
     drop(scratch);
-    if args.json {
-        serde_json::to_writer(&mut *out, &report.to_json()).map_err(std::io::Error::from)?;
+    print(out, args.json, || report.to_json(), || report.table())
+}
+
+/// A bench that could not run, as the command says it.
+fn failed(e: impl std::fmt::Display) -> Failure {
+    Failure::Other(format!("bench failed: {e}"))
+}
+
+/// Prints a report as one line of JSON (`--json`) or as its table.
+fn print(
+    out: &mut dyn Write,
+    json: bool,
+    to_json: impl FnOnce() -> serde_json::Value,
+    table: impl FnOnce() -> String,
+) -> Outcome {
+    if json {
+        serde_json::to_writer(&mut *out, &to_json()).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;
     } else {
-        out.write_all(report.table().as_bytes())?;
+        out.write_all(table().as_bytes())?;
     }
     Ok(exit::SUCCESS)
 }

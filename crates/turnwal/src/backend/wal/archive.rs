@@ -83,15 +83,6 @@ impl Archive {
         super::scan::decode_kept(&self.map, &self.classified, from_seq, &self.path)
     }
 
-    /// Checks every unit inside (decompressed and walked, as a version-2
-    /// scan checks its units), for the reads that decode no event and
-    /// must still refuse what a read would (a dry-run recovery, `verify`'s
-    /// classification).
-    pub(super) fn check_units(&self) -> Result<()> {
-        let len = self.classified.frames.len;
-        super::scan::scan_log_proven(&self.map[..len as usize], &self.path, len).map(|_| ())
-    }
-
     /// The bytes of the archive this live file stands on.
     pub(super) fn len(&self) -> u64 {
         self.classified.frames.len
@@ -123,6 +114,20 @@ impl Archive {
         let len = self.classified.frames.len;
         WalCursor::new(self.map, self.path, len, start, end)
     }
+}
+
+/// Checks the archive the live file at `path` (whose header is `meta`)
+/// stands on, if any, with every unit inside decompressed and walked, as a
+/// full scan of a version-2 log checks the units in it: what a full scan
+/// of a version-3 log checks beyond the live file, for the scans that
+/// decode no event and must still refuse what a read would (a dry-run
+/// recovery, the full open of `load` and `recover`).
+pub(super) fn check_whole(storage: &dyn Storage, path: &Path, meta: &FileHeader) -> Result<()> {
+    let Some(archive) = Archive::open(storage, path, meta)? else {
+        return Ok(());
+    };
+    let len = archive.len();
+    super::scan::scan_log_proven(&archive.map[..len as usize], &archive.path, len).map(|_| ())
 }
 
 /// Checks the archive's first `reference.len` bytes against the live

@@ -220,18 +220,18 @@ impl WalBackend {
         archive::path_of(&self.log_path(id))
     }
 
-    /// The bytes session `id` occupies: its log file and its archive, if
-    /// any (a seal that did not finish counts too: it is on the disk).
+    /// The bytes session `id` occupies on a real file system: its log
+    /// file and its archive, if any (a seal that did not finish counts
+    /// too: it is on the disk). A missing log is an error.
     pub fn session_bytes(&self, id: &str) -> Result<u64> {
-        let mut total = 0;
-        for path in [self.log_path(id), self.archive_path(id)] {
-            match std::fs::metadata(&path) {
-                Ok(meta) => total += meta.len(),
-                Err(e) if e.kind() == io::ErrorKind::NotFound && total > 0 => {}
-                Err(e) => return Err(Error::io("stat", &path, e)),
-            }
-        }
-        Ok(total)
+        let (log, archive) = (self.log_path(id), self.archive_path(id));
+        let log_len = std::fs::metadata(&log).map_err(|e| Error::io("stat", &log, e))?;
+        let archive_len = match std::fs::metadata(&archive) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(Error::io("stat", &archive, e)),
+        };
+        Ok(log_len.len() + archive_len)
     }
 
     fn lock_path(&self, id: &str) -> PathBuf {
@@ -750,9 +750,7 @@ impl Backend for WalBackend {
         };
         // A version-3 log stands on its archive: damage there is this
         // log's corruption, as every read of it finds.
-        if let Some(archive) = self.archive(&path, &classified.frames.file)? {
-            archive.check_units()?;
-        }
+        archive::check_whole(self.storage.as_ref(), &path, &classified.frames.file)?;
         Ok(Some(classified.scan))
     }
 

@@ -322,7 +322,8 @@ pub fn archive_units(
     from: u64,
     to: u64,
     path: &Path,
-    (salt, level): (u32, i32),
+    salt: u32,
+    level: i32,
 ) -> Result<Option<ArchivedUnits>> {
     let mut out = Vec::new();
     let mut units = Units::new(salt, level);

@@ -131,10 +131,6 @@ pub struct WalWriter {
     seal: Option<SealState>,
     /// When this writer seals by itself.
     auto_seal: super::AutoSeal,
-    /// The zstd level of the seal under way: [`super::seal::UNIT_ZSTD_LEVEL`],
-    /// or [`super::seal::LIVE_ZSTD_LEVEL`] while an idle seal or one after a
-    /// batch runs ([`WalWriter::seal_live`]).
-    seal_level: i32,
     /// The classification of the whole file the last full scan made, and
     /// the file's length then: `load` decodes the kept records from it
     /// instead of scanning the log a second time. Anything that writes
@@ -200,7 +196,6 @@ impl WalWriter {
             prover: Prover::new(&path_for_prover, meta_salt),
             proven_len: 0,
             seal: None,
-            seal_level: super::seal::UNIT_ZSTD_LEVEL,
             auto_seal: super::AutoSeal {
                 at_close: true,
                 after_batches: false,
@@ -218,7 +213,8 @@ impl WalWriter {
         if !cfg!(debug_assertions) {
             return;
         }
-        // A chunk-run record holds up to 1024 events in a few bytes each:
+        // A chunk-run record holds up to 1024 events in a few bytes each,
+        // and a version-3 archive reference stands for all the archive's:
         // every event takes at least one byte.
         let min = if self.seals() {
             1
@@ -802,13 +798,8 @@ impl LogWriter for WalWriter {
     }
 
     fn scan_full(&mut self) -> Result<Scan> {
-        // All of the log: a version-3 log's archive too, whose units a
-        // full scan checks as a version-2 scan checks the units inside.
-        if let Some(archive) =
-            super::archive::Archive::open(self.storage.as_ref(), &self.path, &self.meta)?
-        {
-            archive.check_units()?;
-        }
+        // All of the log: a version-3 log's archive too.
+        super::archive::check_whole(self.storage.as_ref(), &self.path, &self.meta)?;
         self.scan_whole(scan_log_proven)
     }
 
@@ -973,64 +964,7 @@ impl LogWriter for WalWriter {
     }
 
     fn compact(&mut self) -> Result<Option<crate::backend::Compaction>> {
-        self.scanned = None;
-        self.check_poison()?;
-        // Accepted events become durable first. Only those: a writer just
-        // opened on a log nobody scanned yet (`WalBackend::compact`) holds
-        // nothing, and a sync would prove whatever the file holds, a torn
-        // tail included, before the scan below has judged it.
-        if (!self.pending.is_empty() || self.rewrite)
-            && let Err(failure) = self.flush_pending(true)
-        {
-            return Err(self.restore(failure));
-        }
-        let before = self.written_len;
-        let proven = self.proven()?;
-        let map = self.file.map().map_err(|e| self.io("map", e))?;
-        let classified = scan_log_proven(&map, &self.path, proven)?;
-        if let Some(cut) = &classified.scan.cut {
-            return Err(Error::InvalidArgument(format!(
-                "session {:?} needs recovery before it can be compacted: {} (`turnwal \
-                 recover` repairs it; compaction only seals, it never cuts)",
-                self.id,
-                cut.problem("byte")
-            )));
-        }
-        // A fresh salt: the durability proof names it, so a proof written
-        // for one of the two files never states anything about the other.
-        let salt = loop {
-            let salt = self.storage.random() as u32;
-            if salt != self.salt {
-                break salt;
-            }
-        };
-        let copy = if self.meta.version == format::FORMAT_V3 {
-            self.archive_seal(&map, &classified, salt)?
-        } else {
-            super::seal::sealed_copy(&map, &classified, &self.path, salt, self.seal_level)?
-        };
-        let Some(copy) = copy else {
-            let commit_end = classified.frames.commit_end;
-            self.seal = Some(SealState {
-                sealed_end: commit_end,
-                commit_end,
-            });
-            return Ok(Some(crate::backend::Compaction {
-                before,
-                after: before,
-            }));
-        };
-        drop(map);
-        let commit_end = copy.commit_end;
-        self.publish_copy(copy, salt)?;
-        self.seal = Some(SealState {
-            sealed_end: commit_end,
-            commit_end,
-        });
-        Ok(Some(crate::backend::Compaction {
-            before,
-            after: self.written_len,
-        }))
+        self.seal_at(super::seal::UNIT_ZSTD_LEVEL)
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
@@ -1091,6 +1025,7 @@ impl WalWriter {
         map: &[u8],
         classified: &super::scan::Classified,
         salt: u32,
+        level: i32,
     ) -> Result<Option<super::seal::SealedCopy>> {
         let frames = &classified.frames;
         let file = &frames.file;
@@ -1104,7 +1039,8 @@ impl WalWriter {
             file.records_start,
             frames.commit_end,
             &self.path,
-            (archive_salt, self.seal_level),
+            archive_salt,
+            level,
         )?
         else {
             return Ok(None);
@@ -1277,10 +1213,70 @@ impl WalWriter {
     /// A seal while the session lives (idle, or after a batch): the
     /// compaction, its units at [`super::seal::LIVE_ZSTD_LEVEL`].
     fn seal_live(&mut self) -> Result<Option<crate::backend::Compaction>> {
-        self.seal_level = super::seal::LIVE_ZSTD_LEVEL;
-        let sealed = self.compact();
-        self.seal_level = super::seal::UNIT_ZSTD_LEVEL;
-        sealed
+        self.seal_at(super::seal::LIVE_ZSTD_LEVEL)
+    }
+
+    /// Seals every closed turn (the compaction), its units compressed at
+    /// zstd `level`.
+    fn seal_at(&mut self, level: i32) -> Result<Option<crate::backend::Compaction>> {
+        self.scanned = None;
+        self.check_poison()?;
+        // Accepted events become durable first. Only those: a writer just
+        // opened on a log nobody scanned yet (`WalBackend::compact`) holds
+        // nothing, and a sync would prove whatever the file holds, a torn
+        // tail included, before the scan below has judged it.
+        if (!self.pending.is_empty() || self.rewrite)
+            && let Err(failure) = self.flush_pending(true)
+        {
+            return Err(self.restore(failure));
+        }
+        let before = self.written_len;
+        let proven = self.proven()?;
+        let map = self.file.map().map_err(|e| self.io("map", e))?;
+        let classified = scan_log_proven(&map, &self.path, proven)?;
+        if let Some(cut) = &classified.scan.cut {
+            return Err(Error::InvalidArgument(format!(
+                "session {:?} needs recovery before it can be compacted: {} (`turnwal \
+                 recover` repairs it; compaction only seals, it never cuts)",
+                self.id,
+                cut.problem("byte")
+            )));
+        }
+        // A fresh salt: the durability proof names it, so a proof written
+        // for one of the two files never states anything about the other.
+        let salt = loop {
+            let salt = self.storage.random() as u32;
+            if salt != self.salt {
+                break salt;
+            }
+        };
+        let copy = if self.meta.version == format::FORMAT_V3 {
+            self.archive_seal(&map, &classified, salt, level)?
+        } else {
+            super::seal::sealed_copy(&map, &classified, &self.path, salt, level)?
+        };
+        let Some(copy) = copy else {
+            let commit_end = classified.frames.commit_end;
+            self.seal = Some(SealState {
+                sealed_end: commit_end,
+                commit_end,
+            });
+            return Ok(Some(crate::backend::Compaction {
+                before,
+                after: before,
+            }));
+        };
+        drop(map);
+        let commit_end = copy.commit_end;
+        self.publish_copy(copy, salt)?;
+        self.seal = Some(SealState {
+            sealed_end: commit_end,
+            commit_end,
+        });
+        Ok(Some(crate::backend::Compaction {
+            before,
+            after: self.written_len,
+        }))
     }
 
     /// Where the plain closed turns are, learned once by a backward walk
