@@ -216,8 +216,13 @@ fn a_damaged_or_missing_archive_is_corrupt_and_named() {
     let mut flipped = good.clone();
     let at = good.len() - 40;
     flipped[at] ^= 0x40;
+    // The version field (bytes 8-9) flipped to a version no build writes:
+    // damage to the archive, not a file for a newer turnwal.
+    let mut versioned = good.clone();
+    versioned[9] ^= 0x02;
     for (what, bytes) in [
         ("flipped", Some(flipped)),
+        ("another version", Some(versioned)),
         ("short", Some(good[..good.len() - 1].to_vec())),
         ("missing", None),
     ] {
@@ -229,6 +234,16 @@ fn a_damaged_or_missing_archive_is_corrupt_and_named() {
         match store.inspect("s") {
             Err(Error::Corrupt(c)) => {
                 assert_eq!(c.path, path, "{what}: names the archive");
+                if what == "another version" {
+                    assert_eq!((c.offset, c.seq), (0, None));
+                    assert!(
+                        c.reason.starts_with(
+                            "archive-mismatch: its file header states a format version other than 3"
+                        ),
+                        "{}",
+                        c.reason
+                    );
+                }
             }
             other => panic!("{what}: {other:?}"),
         }

@@ -143,7 +143,20 @@ fn check(map: &[u8], path: &Path, meta: &FileHeader, reference: &ArchiveRef) -> 
         ));
     }
     let bytes = &map[..len as usize];
-    let header = read_file_header(bytes, path)?;
+    // The live file wrote this archive in version 3: a header stating any
+    // other version is damage to it, never a file for another build.
+    let header = match read_file_header(bytes, path) {
+        Err(Error::Unsupported { .. }) => None,
+        other => Some(other?),
+    };
+    let Some(header) = header else {
+        return Err(mismatch(
+            path,
+            0,
+            reference,
+            "its file header states a format version other than 3",
+        ));
+    };
     if header.version != format::FORMAT_V3
         || header.salt != reference.salt
         || header.header != meta.header
