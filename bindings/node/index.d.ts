@@ -17,6 +17,7 @@ import {
   type SessionLocation,
   type SessionPersistenceRevision,
   type SessionPersistenceSnapshot,
+  type SessionRawArtifact,
   type StoredPrefix,
   type StoredSuffix,
 } from '@deepseek-ai/dsh-session-persistence'
@@ -37,8 +38,11 @@ export interface Config {
    * by every harness host (turnwal creates its tables; a writer holds a
    * renewed lease on its session, so another host cannot take it while it
    * lives); any other path is a native
-   * turnwal WAL directory. Created on first materialization. Relative paths
-   * are resolved against the working directory at load.
+   * turnwal WAL directory. Created on first materialization. A leading `~`
+   * or `~/` is the home directory ({@link expandHome}); relative paths are
+   * resolved against the process's working directory when the plugin loads
+   * (in the dsh app, the directory dsh was started from: prefer
+   * `!!js dshHomePath('sessions.turnwal')` or an absolute path).
    */
   path?: string
   /** Alias of {@link path}: a JSONL backend's `root` line works unchanged. */
@@ -161,6 +165,13 @@ export declare class TurnwalError extends Error {
  * `'postgres'`; anything else is a WAL directory, `'wal'`. A `jsonl:` root is
  * refused (`INVALID_ARGUMENT`): the harness's own JSONL backend mounts it.
  */
+/**
+ * A store path with a leading `~` or `~/` replaced by the home directory
+ * (the plugin's `path` is not read by a shell); `~user/…` throws. Relative
+ * paths are left to resolve against the process's working directory.
+ */
+export declare function expandHome(path: string): string
+
 export declare function storeKind(path: string): 'wal' | 'sqlite' | 'postgres'
 /** Whether a store path names a SQLite database rather than a WAL directory. */
 export declare function isSqlitePath(path: string): boolean
@@ -181,7 +192,8 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   static inject: string[]
   static Config: z<Config>
   readonly name = 'session-persistence-turnwal'
-  readonly supportsRawArtifacts = false
+  /** True on every store: {@link readRaw} renders the upstream JSONL text. */
+  readonly supportsRawArtifacts = true
   /** The absolute store path. */
   readonly path: string
   /** Which store the path names. */
@@ -192,6 +204,11 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   locate(meta: SessionHeader): SessionLocation | undefined
   create(meta: SessionHeader): Promise<void>
   append(id: SessionId, events: readonly SessionEvent[]): Promise<void>
+  /**
+   * Prepare a session to resume it, taking its writer lock first as
+   * {@link load} does: a session another process holds live is refused with
+   * a `LOCKED` {@link TurnwalError} before the app accepts a prompt.
+   */
   prepare(id: SessionId, signal?: AbortSignal): Promise<SessionPreparation>
   /**
    * Load a session to write it, taking its writer lock (a PostgreSQL lease)
@@ -222,6 +239,13 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   appendBatch(meta: SessionHeader, events: readonly SessionEvent[], isMaterialized: boolean): Promise<void>
   /** Cut the torn tail and append the closers in one crash-safe step; a stale marker is refused. */
   commitRepair(meta: SessionHeader, tornMarker: TurnwalTornMarker | undefined, closers: readonly SessionEvent[]): Promise<void>
+  /**
+   * The session as the upstream JSONL backend would hold it (the app's
+   * session export): the header line and the stored events' records, chunk
+   * runs packed, as one append of them writes; `filename` is
+   * `session.jsonl`. Undefined when nothing is stored. Takes no lock.
+   */
+  readRaw(id: SessionId, signal?: AbortSignal): Promise<SessionRawArtifact | undefined>
   list(signal?: AbortSignal): Promise<SessionHeader[]>
   listSnapshots(signal?: AbortSignal): Promise<SessionPersistenceSnapshot[]>
   /**

@@ -12,6 +12,7 @@
  */
 import { createRequire } from 'node:module'
 import { existsSync, readFileSync, statSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import z from '@deepseek-ai/schemastery'
@@ -141,6 +142,25 @@ function withoutPassword(url) {
     .replace(/([?&])password=[^&]*(&|$)/i, (_, before, after) => (after === '&' ? before : ''))
 }
 
+/**
+ * A store path with a leading `~` (alone or before a `/`) replaced by the
+ * user's home directory, as a shell would: a plugin configuration is not
+ * read by a shell, and `~` would otherwise name a directory called `~` in
+ * the process's working directory. `~user/…` is refused, not guessed. A
+ * relative path that remains resolves against the process's working
+ * directory (where the app was started), as the JSONL backend's `root` does.
+ */
+export function expandHome(path) {
+  if (path === '~') return homedir()
+  if (path.startsWith('~/') || (process.platform === 'win32' && path.startsWith('~\\'))) {
+    return join(homedir(), path.slice(2))
+  }
+  if (path.startsWith('~')) {
+    throw new TypeError(`turnwal-dsh: store path ${path}: only ~ and ~/… are expanded (to ${homedir()}); give ~user paths in full`)
+  }
+  return path
+}
+
 /** An error from turnwal itself, with a stable `code` (e.g. `SEQ_MISMATCH`). */
 export class TurnwalError extends Error {
   /**
@@ -256,8 +276,11 @@ export class TurnwalSessionPersistence extends SessionPersistence {
 
   /** Backend label for coordinator diagnostics (shadows `Service.name`, not the service key). */
   name = 'session-persistence-turnwal'
-  /** The WAL's files are binary and SQLite keeps no file per session: no raw text artifact. */
-  supportsRawArtifacts = false
+  /**
+   * Every session has a raw artifact, on every store: {@link readRaw} gives
+   * it as the upstream JSONL backend's text (the app's session export).
+   */
+  supportsRawArtifacts = true
 
   config
   /** The absolute store path. */
@@ -278,12 +301,13 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     if (typeof path !== 'string' || path === '') {
       throw new TypeError('turnwal-dsh: config.path (the store: a directory, or a .sqlite/.db file) is required')
     }
-    if (config.path !== undefined && config.root !== undefined && resolve(config.path) !== resolve(config.root)) {
+    if (config.path !== undefined && config.root !== undefined
+      && resolve(expandHome(config.path)) !== resolve(expandHome(config.root))) {
       throw new TypeError('turnwal-dsh: config.path and config.root name different stores; give one')
     }
     // A PostgreSQL URL is taken as given (it names a server, not a file).
     this.kind = storeKind(path)
-    this.path = this.kind === 'postgres' ? path : resolve(path)
+    this.path = this.kind === 'postgres' ? path : resolve(expandHome(path))
     this.shown = this.kind === 'postgres' ? withoutPassword(path) : this.path
     this.durability = config.durability ?? 'batch'
     if (!DURABILITY_MODES.includes(this.durability)) {
@@ -367,21 +391,37 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   }
 
   /**
+   * Prepare a session to resume it (the app's resume: the Session it
+   * publishes will append): the writer lock is taken first, as
+   * {@link load} takes it, so a session another process holds live is
+   * refused here — before the app accepts a prompt it could not store —
+   * with a `LOCKED` TurnwalError naming the holder.
+   */
+  async prepare(id, signal) {
+    await this.hold(id, signal)
+    return this.coordinator.prepare(id, signal)
+  }
+
+  /**
    * Load a session to write it: its writer lock (a PostgreSQL lease) is
    * taken first, so a session another harness process or host holds live
    * is refused here with a `LOCKED` TurnwalError naming the holder, and
    * its live turn is never closed as interrupted. The harness can wait and
-   * retry, read it (`inspect`, `readFrom`, `loadStored` take no lock), or
-   * take it with {@link steal}.
+   * retry, read it (`inspect`, `readFrom`, `loadStored`, `readRaw` take no
+   * lock), or take it with {@link steal}.
    */
   async load(id) {
+    await this.hold(id)
+    return this.coordinator.load(id)
+  }
+
+  /** Takes the writer lock of a stored session; nothing stored is the coordinator's to answer. */
+  async hold(id, signal) {
     try {
-      await this.call((store) => store.hold(id, false), undefined, this.locate({ id }))
+      await this.call((store) => store.hold(id, false), signal, this.locate({ id }))
     } catch (error) {
-      // Nothing stored: the coordinator answers for an absent session.
       if (error?.code !== 'NOT_FOUND') throw error
     }
-    return this.coordinator.load(id)
   }
 
   /**
@@ -504,6 +544,24 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     const text = await this.call((store) => store.salvageRepair(id, dryRun), undefined, this.locate({ id }))
     const { state, kept, cut, committed, quarantine, packed, events } = JSON.parse(text)
     return { state, kept, cut, closers: storedEvents(events, packed), committed, quarantine }
+  }
+
+  /**
+   * The session as the upstream JSONL backend would hold it, for the app's
+   * session export: `content` is the header line and the stored events'
+   * records, runs of chunk deltas packed, as that backend writes them in one
+   * append (byte for byte what `turnwal convert` writes into a plain JSONL
+   * root); `filename` is `session.jsonl`, as there. The stored events only:
+   * an open turn as stored (no closers), a torn tail left out. Read-only;
+   * undefined when nothing is stored.
+   */
+  async readRaw(id, signal) {
+    const text = await this.call((store) => store.readRaw(id), signal, this.locate({ id }))
+    if (text === null) return undefined
+    // The header parsed from the artifact's own first line, as upstream's
+    // JSONL backend gives it: the line's fields but its `type` tag.
+    const { type: _, ...meta } = JSON.parse(text.slice(0, text.indexOf('\n')))
+    return { meta, filename: 'session.jsonl', content: text }
   }
 
   /** Every materialized session's header (read from headers and log tails, never whole logs). */

@@ -37,8 +37,19 @@ for (const kind of KINDS) {
         assert.match(error.message, /locked by another writer/)
         return true
       })
+      // The app's resume (prepare) is refused the same way, before it could
+      // accept a prompt it cannot store.
+      await assert.rejects(persistence.prepare(id), (error) => {
+        assert.equal(error.name, 'TurnwalError')
+        assert.equal(error.code, 'LOCKED', String(error))
+        assert.match(error.message, /locked by another writer/)
+        return true
+      })
       const before = await persistence.loadStored(id)
       assert.deepEqual(before.events, written, 'the live turn is stored as the holder wrote it')
+      // Its export reads the stored events as they are: the open turn, no closers.
+      const last = JSON.parse((await persistence.readRaw(id)).content.trimEnd().split('\n').at(-1))
+      assert.deepEqual(last, written.at(-1))
       // Reading takes no lock: inspect shows the stored events (and the
       // closers a recovery would add, in memory only).
       const inspected = await persistence.inspect(id)

@@ -970,15 +970,12 @@ impl JsonlBackend {
     /// The bytes of a first batch: the header line and the batch, in one
     /// text (raw) or two frames (zstd).
     fn materialization(&self, header: &SessionHeader, batch: &[Event]) -> Vec<u8> {
-        let mut head = header::header_line(header).into_bytes();
-        head.push(b'\n');
-        let body = records::encode_batch(batch, self.pack_chunks);
         match self.compression {
-            Compression::None => {
-                head.extend_from_slice(&body);
-                head
-            }
+            Compression::None => session_text(header, batch, self.pack_chunks),
             Compression::Zstd => {
+                let mut head = header::header_line(header).into_bytes();
+                head.push(b'\n');
+                let body = records::encode_batch(batch, self.pack_chunks);
                 let mut out = zstd::compress_frame(&head);
                 out.extend_from_slice(&zstd::compress_frame(&body));
                 out
@@ -1593,4 +1590,26 @@ impl Backend for JsonlBackend {
         self.remove_session(&path)?;
         Ok(Deletion::Deleted(summary))
     }
+}
+
+/// A session as the upstream JSONL backend's log holds it when `events`
+/// are appended in one batch: the header line, then the events' storage
+/// records (runs of chunk deltas packed when `pack`, as upstream packs by
+/// default), a line each. This is the text upstream's `readRaw` returns for
+/// such a log, and what `turnwal convert` writes into a plain JSONL root.
+///
+/// ```
+/// use turnwal::{Event, SessionHeader};
+/// use turnwal::backend::jsonl::session_text;
+/// let header = SessionHeader::new("s1", 5).with_cwd("/w");
+/// let start = Event::new("turn/start", 0, 9, r#"{"turn":1}"#).unwrap();
+/// assert_eq!(String::from_utf8(session_text(&header, &[start], true)).unwrap(), concat!(
+///     r#"{"type":"session","version":0,"id":"s1","createdAt":5,"cwd":"/w","delegationDepth":0}"#, "\n",
+///     r#"{"type":"turn/start","seq":0,"time":9,"data":{"turn":1}}"#, "\n"));
+/// ```
+pub fn session_text(header: &SessionHeader, events: &[Event], pack: bool) -> Vec<u8> {
+    let mut out = header::header_line(header).into_bytes();
+    out.push(b'\n');
+    out.extend_from_slice(&records::encode_batch(events, pack));
+    out
 }
