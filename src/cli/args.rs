@@ -589,6 +589,14 @@ pub struct ExportArgs {
     /// Write into this file (whole or not at all) instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
+    /// Write the session as the upstream JSONL backend's log text instead:
+    /// its header line, then the stored events' records (chunk-delta runs
+    /// packed), as one append of them writes it — the stored events only
+    /// (an open turn as stored, no closers). This is what the dsh app's
+    /// session export holds through turnwal-dsh, and what upstream's tools
+    /// read as a session.jsonl.
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 /// `turnwal import`.

@@ -55,6 +55,14 @@ fn policy_named(name: &str) -> Option<Policy> {
 /// `turnwal export SESSION [-o FILE]`.
 pub(crate) fn export(store: &Store, args: &ExportArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
+    if args.jsonl {
+        let text = store.jsonl_text(id)?;
+        match &args.output {
+            None => out.write_all(&text).map_err(Failure::from)?,
+            Some(path) => write_file(path, |w| w.write_all(&text))?,
+        }
+        return Ok(exit::SUCCESS);
+    }
     // A JSONL root records no policy: its sessions read as the scan reads
     // them (upstream's reader's).
     let policy = store.policy(id)?;

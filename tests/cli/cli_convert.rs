@@ -1203,3 +1203,146 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A turn of streamed text: `turn/start`, a step of `deltas` text deltas
+/// (a run upstream's JSONL writer packs into one row), its message, and —
+/// when `close` — `step/end` and `turn/end`; from `seq` on.
+fn text_turn(n: u64, seq: u64, deltas: u64, close: bool) -> Vec<String> {
+    let t = T0 + seq as i64 * 10;
+    let mut out = vec![
+        ev("turn/start", seq, t, &format!(r#"{{"turn":{n}}}"#)),
+        ev(
+            "step/start",
+            seq + 1,
+            t,
+            &format!(r#"{{"turn":{n},"step":1}}"#),
+        ),
+    ];
+    for i in 0..deltas {
+        out.push(ev(
+            "assistant/chunk",
+            seq + 2 + i,
+            t + i as i64,
+            &format!(
+                r#"{{"turn":{n},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"w{i} "}}}}"#
+            ),
+        ));
+    }
+    if close {
+        let s = seq + 2 + deltas;
+        out.push(ev(
+            "step/end",
+            s,
+            t + 50,
+            &format!(r#"{{"turn":{n},"step":1}}"#),
+        ));
+        out.push(ev(
+            "turn/end",
+            s + 1,
+            t + 51,
+            &format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
+        ));
+    }
+    out
+}
+
+#[test]
+fn export_jsonl_is_the_text_convert_writes_into_a_plain_jsonl_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let jsonl = format!("jsonl+none:{}", root.display());
+    let mut closed = text_turn(1, 0, 5, true);
+    closed.extend(text_turn(2, 9, 4, true));
+    // A crashed writer's session: its second turn open mid-stream.
+    let mut open = text_turn(1, 0, 3, true);
+    open.extend(text_turn(2, 7, 6, false));
+    let mut texts = Vec::new();
+    for store in [dir.path().join("wal"), dir.path().join("s.sqlite")] {
+        append(
+            &store,
+            &["append", "closed", "--create", "--cwd", "/w"],
+            &closed,
+        );
+        append(
+            &store,
+            &["append", "open", "--create", "--cwd", "/w"],
+            &open,
+        );
+        let export = |id: &str| {
+            let out = on(&store, &["export", "--jsonl", id], "");
+            assert_eq!((out.status, out.stderr.as_str()), (0, ""), "{id}");
+            out.stdout
+        };
+        texts.push((export("closed"), export("open")));
+    }
+    // `append --create` stamps the creation time: the header lines differ there alone.
+    let body = |text: &str| text.split_once('\n').unwrap().1.to_owned();
+    assert_eq!(
+        (body(&texts[0].0), body(&texts[0].1)),
+        (body(&texts[1].0), body(&texts[1].1)),
+        "the same records from a WAL and a SQLite store"
+    );
+    let (closed_text, open_text) = texts.swap_remove(0);
+    let header = r#"{"type":"session","version":0,"id":"closed","createdAt":"#;
+    assert!(closed_text.starts_with(header), "{closed_text}");
+    let rows: Vec<&str> = closed_text.lines().collect();
+    // Header, and per turn: turn/start, step/start, one packed row of
+    // deltas, step/end, turn/end.
+    assert_eq!(rows.len(), 1 + 2 * 5);
+    assert_eq!(
+        rows[3],
+        format!(
+            r#"{{"type":"text-chunks","seq0":2,"time0":{},"data":{{"turn":1,"step":1,"index":0,"dt":[1,1,1,1],"texts":["w0 ","w1 ","w2 ","w3 ","w4 "]}}}}"#,
+            T0
+        )
+    );
+    // The open turn as stored: its last line is its last delta's row, no closers.
+    assert!(
+        open_text
+            .lines()
+            .last()
+            .unwrap()
+            .contains(r#""texts":["w0 ","w1 ","w2 ","w3 ","w4 ","w5 "]"#)
+    );
+
+    // `convert` into a plain JSONL root writes the closed session's text
+    // byte for byte; the open one's with the closers recovery adds after it.
+    let wal = dir.path().join("wal");
+    let out = turnwal(
+        &["convert", "--from", wal.to_str().unwrap(), "--to", &jsonl],
+        "",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let logs: Vec<(PathBuf, Vec<u8>)> = snapshot(&root)
+        .into_iter()
+        .filter(|(p, _)| p.file_name().is_some_and(|n| n == "session.jsonl"))
+        .collect();
+    let text_of = |id: &str| {
+        let needle = format!(r#""id":"{id}""#);
+        let (_, bytes) = logs
+            .iter()
+            .find(|(_, b)| {
+                String::from_utf8_lossy(b)
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .contains(&needle)
+            })
+            .unwrap();
+        String::from_utf8(bytes.clone()).unwrap()
+    };
+    assert_eq!(text_of("closed"), closed_text);
+    let converted_open = text_of("open");
+    let closers = converted_open.strip_prefix(open_text.as_str()).unwrap();
+    let types: Vec<String> = closers
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(types, ["step/end", "turn/end"]);
+    assert!(closers.contains(r#""reason":{"kind":"interrupted"}"#));
+}

@@ -32,7 +32,6 @@ use napi::bindgen_prelude::{Buffer, Object, Utf16String};
 use napi::{Env, Status};
 use napi_derive::napi;
 use turnwal::backend::jsonl::records::{encode_records, is_row_tag};
-use turnwal::backend::jsonl::session_text;
 use turnwal::backend::postgres::PgOptions;
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
 use turnwal::backend::wal::{LOG_EXTENSION, encode_file_name};
@@ -40,7 +39,7 @@ use turnwal::location::{IfMissing, Location, Opening};
 use turnwal::upstream::chunks::{Record, encode_stored_records};
 use turnwal::view::EventRef;
 use turnwal::{
-    Cut, Error, Event, EventError, LogState, Policy, RecoveryReport, RepairBasis, Salvage, SessionHeader,
+    Cut, Error, Event, LogState, Policy, RecoveryReport, RepairBasis, Salvage, SessionHeader,
     Store, StoreOptions, SyncMode,
 };
 
@@ -450,42 +449,15 @@ impl Op {
             OpKind::SalvageRepair { id, dry_run } => store
                 .recover_salvage(id, *dry_run)
                 .map(|report| Some(report_json(&report))),
-            OpKind::ReadRaw { id } => read_raw(store, id),
+            // `readRaw`: the session as upstream's JSONL backend holds it.
+            OpKind::ReadRaw { id } => match store.jsonl_text(id) {
+                Err(Error::NotFound { .. }) => Ok(None),
+                text => Ok(Some(
+                    String::from_utf8(text?).expect("a header and stored events are UTF-8"),
+                )),
+            },
         }
     }
-}
-
-/// The session as the upstream JSONL backend would hold it (see `readRaw`):
-/// the header line and the stored events' records, runs of chunk deltas
-/// packed, as one append of them writes it (`jsonl::session_text`). The
-/// stored events only: an open turn as stored, no closers, no torn bytes.
-/// None when nothing is stored.
-fn read_raw(store: &Store, id: &str) -> Result<Option<String>, Error> {
-    let header = match store.header(id) {
-        Err(Error::NotFound { .. }) => return Ok(None),
-        other => other?,
-    };
-    let events = match store.read_raw(id, 0) {
-        Err(Error::NotFound { .. }) => return Ok(None),
-        other => other?,
-    };
-    // A JSONL line of such an event reads back as a malformed packed row:
-    // refused as the JSONL store refuses to write it.
-    if let Some(e) = events.iter().find(|e| is_row_tag(e.event_type())) {
-        return Err(Error::Event(
-            EventError::new(format!(
-                "session {id:?} has no upstream JSONL text: its event of type {:?} is a \
-                 packed-row tag, and its line would read back as a malformed packed row",
-                e.event_type()
-            ))
-            .at_seq(e.seq())
-            .of_type(e.event_type()),
-        ));
-    }
-    let text = session_text(&header, &events, true);
-    Ok(Some(
-        String::from_utf8(text).expect("a header and stored events are UTF-8"),
-    ))
 }
 
 /// The stored prefix of a session as one JSON document:
@@ -1049,9 +1021,9 @@ impl NativeStore {
     /// Releases the store: every session this store holds is closed
     /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
     /// lock released. Later calls reject.
-    /// The session as the upstream JSONL backend would hold it (see
-    /// `read_raw`); null when nothing is stored. Read-only: no lock, no
-    /// repair.
+    /// The session as the upstream JSONL backend would hold it
+    /// (`Store::jsonl_text`); null when nothing is stored. Read-only: no
+    /// lock, no repair.
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn read_raw<'env>(&self, env: &'env Env, id: Utf16String) -> napi::Result<Object<'env>> {
         self.op(

@@ -1291,6 +1291,44 @@ impl Store {
             .ok_or_else(|| Error::NotFound { id: id.to_owned() })
     }
 
+    /// Session `id` as the upstream JSONL backend's log would hold its
+    /// stored events after one append of them: the header line, then their
+    /// records, runs of chunk deltas packed
+    /// ([`crate::backend::jsonl::session_text`]). The stored events only
+    /// ([`Store::read_raw`]): an open final turn as stored, no closers, a
+    /// torn tail left out. This is the text the dsh app's session export
+    /// holds (turnwal-dsh's `readRaw`) and `turnwal export --jsonl` prints.
+    /// A session holding an event whose type is a packed-row tag has no
+    /// such text: refused as a JSONL store refuses to write it.
+    ///
+    /// ```
+    /// use turnwal::{Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// assert_eq!(String::from_utf8(store.jsonl_text("s").unwrap()).unwrap(), concat!(
+    ///     r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#, "\n",
+    ///     r#"{"type":"turn/start","seq":0,"time":5,"data":{"turn":1}}"#, "\n"));
+    /// ```
+    #[cfg(feature = "jsonl")]
+    pub fn jsonl_text(&self, id: &str) -> Result<Vec<u8>> {
+        use crate::backend::jsonl::{records::is_row_tag, session_text};
+        let header = self.header(id)?;
+        let events = self.read_raw(id, 0)?;
+        if let Some(e) = events.iter().find(|e| is_row_tag(e.event_type())) {
+            return Err(Error::Event(
+                crate::event::EventError::new(format!(
+                    "session {id:?} has no upstream JSONL text: its event of type {:?} is a \
+                     packed-row tag, and its line would read back as a malformed packed row",
+                    e.event_type()
+                ))
+                .at_seq(e.seq())
+                .of_type(e.event_type()),
+            ));
+        }
+        Ok(session_text(&header, &events, true))
+    }
+
     /// Whether session `id` has anything on disk.
     pub fn exists(&self, id: &str) -> Result<bool> {
         self.backend.exists(id)
