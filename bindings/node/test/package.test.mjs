@@ -172,3 +172,25 @@ it('packs a main and a linux-x64-gnu package that install and run without Rust',
   assert.match(message, new RegExp(`the package ${PLATFORM}@${pkg.version.replaceAll('.', '\\.')} is not installed`))
   assert.match(message, /Prebuilt addons are published for: linux-x64-gnu\./)
 })
+
+it('a dry run publishes both packages with exactly their files', {
+  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'the one published platform is linux-x64-gnu' : false,
+  timeout: 120_000,
+}, () => {
+  // The platform package first (its addon staged), then the main package
+  // (whose prepack stages again), as the README's publishing steps do.
+  execFileSync(process.execPath, [join(here, 'scripts', 'pack.mjs'), '--stage'], { cwd: here })
+  const dryRun = (dir) => {
+    const out = execFileSync(process.execPath, [npmCli(), 'publish', '--dry-run', '--json', '--access', 'public'], {
+      cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    // Lifecycle scripts print before npm's JSON document.
+    return JSON.parse(out.slice(out.search(/^\{/m)))
+  }
+  const platform = dryRun(join(here, 'npm', 'linux-x64-gnu'))[PLATFORM]
+  assert.equal(platform.id, `${PLATFORM}@${pkg.version}`)
+  assert.deepEqual(platform.files.map((f) => f.path).sort(), ['LICENSE', 'README.md', 'package.json', 'turnwal.node'])
+  const main = dryRun(here)['turnwal-dsh']
+  assert.equal(main.id, `turnwal-dsh@${pkg.version}`)
+  assert.deepEqual(main.files.map((f) => f.path).sort(), ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'package.json'])
+})
