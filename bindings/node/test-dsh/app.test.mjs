@@ -189,6 +189,23 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   for (let i = 0; i < 100 && stored(id).at(-1).type !== 'assistant/chunk'; i++) {
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+  // A second `dsh web` on the held session: its prompt is refused, naming
+  // the lock, and nothing of it is stored.
+  const beforeSecond = tw('export', '--jsonl', id)
+  const second = await web()
+  const refused = await fetch(`${second.url}/api/session.prompt`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'client-request', rpcId: 'second', method: 'session.prompt', payload: { sessionId: id, mode: 'queue', content: [{ type: 'text', text: 'from a second process' }] } }),
+  })
+  const refusal = await refused.text()
+  t.diagnostic(`a second dsh web's prompt on the held session: HTTP ${refused.status} ${refusal.slice(0, 300)}`)
+  assert.doesNotMatch(refusal, /"accepted":true/)
+  assert.match(refusal, /locked by another writer/)
+  process.kill(-second.proc.pid, 'SIGTERM')
+  assert.equal((await second.exited).code, 0)
+  processes.delete(second.proc)
+  assert.equal(tw('export', '--jsonl', id), beforeSecond, 'the second process wrote nothing')
   process.kill(-killed.proc.pid, 'SIGKILL')
   const { signal } = await killed.exited
   processes.delete(killed.proc)
