@@ -112,6 +112,11 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   })
   for (const profile of ['headless', 'web']) {
     dsh(['plugin', '--profile', profile, 'add', ...tarballs])
+    // The peers resolve to the app's own copies: the profile holds none.
+    for (const peer of ['cordis', 'dsh-session', 'dsh-session-persistence']) {
+      assert.equal(existsSync(join(home, 'profiles', profile, 'node_modules', '@deepseek-ai', peer)), false, `${profile} has its own ${peer}`)
+    }
+    assert.equal(existsSync(join(home, 'profiles', profile, 'node_modules', 'turnwal-dsh-linux-x64-gnu', 'turnwal.node')), true)
     writeFileSync(join(home, 'profiles', profile, 'cordis.patch.yml'), PATCH)
     const config = dsh(['--profile', profile, '--dump-config'])
     const rows = config.split(/\n(?=- id: )/)
