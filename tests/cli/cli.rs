@@ -1127,9 +1127,11 @@ fn ls_lists_sessions_as_a_table_and_as_json() {
         ]
     );
     let out = run_cmd(
-        Command::new(BIN)
-            .env("TZ", "UTC")
-            .args(["--store", store.to_str().unwrap(), "ls"]),
+        crate::support::native(BIN).env("TZ", "UTC").args([
+            "--store",
+            store.to_str().unwrap(),
+            "ls",
+        ]),
         "",
     );
     let size = |n: u64| match n {
@@ -1202,7 +1204,7 @@ fn head_prints_the_stored_header() {
         serde_json::json!({"version": 0, "id": "s", "createdAt": created, "cwd": "/w"})
     );
     let out = run_cmd(
-        Command::new(BIN).env("TZ", "UTC").args([
+        crate::support::native(BIN).env("TZ", "UTC").args([
             "--store",
             dir.path().to_str().unwrap(),
             "head",
@@ -1249,7 +1251,7 @@ fn ls_of_an_empty_store_and_the_store_environment_variable() {
     assert_eq!((out.status, out.stdout.as_str()), (0, ""));
     session_with_turns(dir.path(), "e", 1);
     let out = run_cmd(
-        Command::new(BIN)
+        crate::support::native(BIN)
             .env("TURNWAL_STORE", dir.path())
             .args(["verify"]),
         "",
@@ -1538,7 +1540,13 @@ fn other_errors_exit_4() {
     );
     let file = dir.path().join("notes.txt");
     fs::write(&file, b"hello").unwrap();
-    let out = run_cmd(Command::new(BIN).arg("--store").arg(&file).arg("ls"), "");
+    let out = run_cmd(
+        crate::support::native(BIN)
+            .arg("--store")
+            .arg(&file)
+            .arg("ls"),
+        "",
+    );
     assert_eq!(
         (out.status, out.stderr),
         (
@@ -1553,7 +1561,10 @@ fn other_errors_exit_4() {
             )
         )
     );
-    let out = run_cmd(Command::new(BIN).args(["--store", "jsonl:", "ls"]), "");
+    let out = run_cmd(
+        crate::support::native(BIN).args(["--store", "jsonl:", "ls"]),
+        "",
+    );
     assert_eq!(out.status, 64, "{}", out.stderr);
 }
 
@@ -1617,7 +1628,13 @@ fn broken_pipe_exits_0_quietly() {
 fn demo_crashes_a_writer_and_recovers_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("demo");
-    let out = run_cmd(Command::new(BIN).arg("--store").arg(&store).arg("demo"), "");
+    let out = run_cmd(
+        crate::support::native(BIN)
+            .arg("--store")
+            .arg(&store)
+            .arg("demo"),
+        "",
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     for text in [
         "Killed the writer with SIGKILL in the middle of that turn",
@@ -1643,7 +1660,13 @@ fn demo_crashes_a_writer_and_recovers_it() {
         Some("4 sessions: 4 clean, 0 open-turn, 0 torn, 0 corrupt")
     );
     // A store that is not empty is left alone.
-    let again = run_cmd(Command::new(BIN).arg("--store").arg(&store).arg("demo"), "");
+    let again = run_cmd(
+        crate::support::native(BIN)
+            .arg("--store")
+            .arg(&store)
+            .arg("demo"),
+        "",
+    );
     assert_eq!(again.status, 0);
     assert!(
         again

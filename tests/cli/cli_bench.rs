@@ -1,8 +1,6 @@
 //! `turnwal bench`, run once as a real binary: the JSON shape scripts rely
 //! on, never the figures (the machine is shared and noisy).
 
-use std::process::Command;
-
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
@@ -94,7 +92,7 @@ fn positive_finite(v: &Value, what: &str) -> f64 {
 #[test]
 fn bench_quick_json_has_every_ratio_and_cleans_up() {
     let parent = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let out = crate::support::native(BIN)
         .env_remove("TURNWAL_STORE")
         .args(["bench", "--quick", "--json", "--store"])
         .arg(parent.path())
@@ -320,7 +318,7 @@ fn bench_quick_json_has_every_ratio_and_cleans_up() {
 #[test]
 fn bench_help_names_its_flags() {
     // The help is enough to check the flags exist without a second run.
-    let out = Command::new(BIN)
+    let out = crate::support::native(BIN)
         .args(["bench", "--help"])
         .output()
         .unwrap();
@@ -336,7 +334,7 @@ fn bench_help_names_its_flags() {
 /// gone.
 fn bench_json(args: &[&str]) -> Value {
     let parent = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let out = crate::support::native(BIN)
         .env_remove("TURNWAL_STORE")
         .arg("bench")
         .args(args)

@@ -9,7 +9,7 @@
 use crate::support;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use support::{BIN, T0, ev, turn};
 
@@ -19,7 +19,7 @@ use support::{BIN, T0, ev, turn};
 // The child is reaped by `wait4` (for its own rusage), not `Child::wait`.
 #[allow(clippy::zombie_processes)]
 fn run_fed(args: &[&str], head: &[u8], filler: usize, tail: &[u8]) -> (i32, String, String, u64) {
-    let mut child = Command::new(BIN)
+    let mut child = crate::support::native(BIN)
         .env_remove("TURNWAL_STORE")
         .args(args)
         .stdin(Stdio::piped())

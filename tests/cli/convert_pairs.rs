@@ -9,7 +9,7 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
 use std::sync::Arc;
 
 use turnwal::backend::jsonl::{Compression, JsonlBackend};
@@ -19,7 +19,7 @@ use turnwal::{SessionHeader, Store, StoreOptions};
 const IDS: [&str; 3] = ["open-turn", "rich", "torn"];
 
 fn turnwal(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_turnwal"))
+    let out = crate::support::native(env!("CARGO_BIN_EXE_turnwal"))
         .args(args)
         .env_remove("TURNWAL_STORE")
         .output()

@@ -15,7 +15,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use support::{T0, acks, ev, lines, pg, turn, turnwal};
 use turnwal::location::{IfMissing, Location, Opening};
@@ -127,7 +127,7 @@ fn acked(stdout: &str) -> Vec<u64> {
 }
 
 fn spawn(store: &str, args: &[&str]) -> Child {
-    Command::new(support::BIN)
+    support::native(support::BIN)
         .env_remove("TURNWAL_STORE")
         .arg("--store")
         .arg(store)

@@ -48,7 +48,7 @@ fn create(store: &Path, id: &str) -> Output {
 /// `turnwal --store STORE ARGS` with no stdin, killed and failed if it has
 /// not finished within [`BOUND`]: proves it did not block.
 fn bounded(store: &Path, args: &[&str]) -> Output {
-    let child = Command::new(BIN)
+    let child = crate::support::native(BIN)
         .env_remove("TURNWAL_STORE")
         .arg("--store")
         .arg(store)

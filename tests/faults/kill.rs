@@ -240,7 +240,7 @@ impl Target {
 
     /// `turnwal --store PATH` (with the SQLite options spelled out).
     fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
+        let mut command = crate::support::native(BIN);
         match self.backend {
             Backend::Jsonl(compression) => command.arg("--store").arg(format!(
                 "jsonl+{}:{}",
@@ -951,7 +951,7 @@ struct Checkpointer {
 impl Checkpointer {
     fn start(db: &Path, seed: u64) -> Checkpointer {
         let mut child = ChildGuard::spawn(
-            Command::new(std::env::current_exe().unwrap())
+            crate::support::native(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
                     "kill::checkpointer_process",

@@ -13,7 +13,7 @@ use crate::support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Barrier};
 
 use support::{BIN, T0, ev, lines, turn};
@@ -109,7 +109,7 @@ impl Place {
 
     /// `turnwal ARGS` with this place's state directory.
     fn cli_bare(&self, args: &[&str], stdin: &str) -> support::Output {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = crate::support::native(BIN);
         cmd.env_remove("TURNWAL_STORE")
             .env("TURNWAL_STATE_DIR", &self.state)
             .args(args);
@@ -424,7 +424,7 @@ fn a_writer_process_holds_the_session_against_this_one() {
     let transcript = place.root.join("--w--/s/session.jsonl");
     assert!(!ofd_held(&transcript));
     // A CLI writer waiting on its stdin holds the session.
-    let mut child = Command::new(BIN)
+    let mut child = crate::support::native(BIN)
         .env_remove("TURNWAL_STORE")
         .env("TURNWAL_STATE_DIR", &place.state)
         .args(["--store", &spec, "append", "s"])
@@ -748,7 +748,7 @@ fn a_proof_from_an_earlier_boot_licenses_no_cut_of_turns_appended_since() {
     fs::set_permissions(&other_state, fs::Permissions::from_mode(0o700)).unwrap();
     let spec = format!("jsonl+none:{}", place.root.display());
     let cli = |state: &Path, args: &[&str], input: &str| {
-        let mut child = Command::new(BIN)
+        let mut child = crate::support::native(BIN)
             .env_remove("TURNWAL_STORE")
             .env("TURNWAL_STATE_DIR", state)
             .args(["--store", &spec])
@@ -822,7 +822,7 @@ fn a_failed_creation_leaves_the_root_as_it_was_and_says_why() {
     let spec = format!("jsonl+none:{}", place.root.display());
     let input = lines(&turn(1, 0, T0));
     let run = |state: &str| {
-        let mut child = Command::new(BIN)
+        let mut child = crate::support::native(BIN)
             .env_remove("TURNWAL_STORE")
             .env("TURNWAL_STATE_DIR", state)
             .args(["--store", &spec, "append", "s", "--create", "--cwd", "/w/p"])

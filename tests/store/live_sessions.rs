@@ -8,7 +8,7 @@
 use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ struct Writer {
 
 impl Writer {
     fn start(store: &str, args: &[&str], env: &[(&str, &str)]) -> Writer {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = crate::support::native(BIN);
         cmd.env_remove("TURNWAL_STORE")
             .arg("--store")
             .arg(store)
@@ -87,7 +87,7 @@ impl Drop for Writer {
 }
 
 fn cli(store: &str, args: &[&str], env: &[(&str, &str)]) -> support::Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = crate::support::native(BIN);
     cmd.env_remove("TURNWAL_STORE")
         .arg("--store")
         .arg(store)
@@ -174,7 +174,7 @@ fn a_live_turn_is_left_to_its_writer(store: &str, env: &[(&str, &str)], holder_w
     );
     // A second writer continuing at the next seq is refused.
     let out = support::run_cmd(
-        Command::new(BIN)
+        crate::support::native(BIN)
             .env_remove("TURNWAL_STORE")
             .envs(env.iter().copied())
             .args(["--store", store, "append", "s"]),
@@ -358,7 +358,7 @@ fn postgres_a_paused_holder_is_taken_over_after_its_lease_and_refused_when_it_re
     assert_eq!(closers.len(), 2);
     let turn3 = turn(3, 11, T0 + 20_000);
     let out = support::run_cmd(
-        Command::new(BIN)
+        crate::support::native(BIN)
             .env_remove("TURNWAL_STORE")
             .envs(LEASE.iter().copied())
             .args(["--store", &store, "append", "s"]),

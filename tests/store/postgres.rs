@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use support::pg::Cluster;
 
@@ -640,7 +640,7 @@ fn writer_host() {
 
 /// Starts a writer host process.
 fn spawn_host(url: &str, host: &str, batches: u32) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
+    crate::support::native(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "postgres::writer_host",

@@ -14,7 +14,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -1466,7 +1466,7 @@ fn a_writer_process_holds_the_lock_until_it_dies() {
     store.append(ID, &first).unwrap();
     drop(store);
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_turnwal"))
+    let mut child = crate::support::native(env!("CARGO_BIN_EXE_turnwal"))
         .arg("--store")
         .arg(dir.path())
         .args(["append", ID])

@@ -25,9 +25,27 @@ pub struct Output {
     pub stderr: String,
 }
 
+/// A command running `program`, a binary this build made (the `turnwal`
+/// CLI, or this test binary re-executed as a child): directly, or through
+/// the emulator named by `TURNWAL_TEST_RUNNER` (an executable and its
+/// arguments, split at spaces) when the tests themselves run under one —
+/// `scripts/cross-test` sets it to `qemu-aarch64 -L /usr/aarch64-linux-gnu`:
+/// without binfmt_misc the kernel cannot start a foreign binary itself.
+pub fn native(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match std::env::var("TURNWAL_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut cmd = Command::new(words.next().expect("a non-empty runner"));
+            cmd.args(words).arg(program);
+            cmd
+        }
+        _ => Command::new(program),
+    }
+}
+
 /// `turnwal ARGS` without `$TURNWAL_STORE`.
 pub fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = native(BIN);
     cmd.env_remove("TURNWAL_STORE").args(args);
     cmd
 }

@@ -46,7 +46,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use turnwal::backend::sqlite::{JournalMode, SqliteOptions, Synchronous};
@@ -626,7 +626,7 @@ fn run_child_after(
     base: Option<&Report>,
     context: &str,
 ) -> (Report, std::process::ExitStatus) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut child = crate::support::native(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "crashlab::sqlite::child_process",

@@ -350,17 +350,6 @@ fn ensure_turn_ends_index(client: &mut postgres::Client, location: &str) -> Resu
     Ok(())
 }
 
-/// A random 64-bit value from the OS.
-pub(crate) fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    // SAFETY: `bytes` is valid for 8 bytes of writes.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != 8 {
-        // getrandom cannot fail for 8 bytes once the pool is ready; fall
-        // back to the clock rather than abort.
-        return std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-    }
-    u64::from_le_bytes(bytes)
-}
+/// A random 64-bit value (store ids, lease tokens): the one every store
+/// uses, seeded by the standard library from the OS on every platform.
+pub(crate) use crate::storage::random_u64;
