@@ -159,19 +159,19 @@ export declare class TurnwalError extends Error {
 }
 
 /**
- * The kind of store a path names, read as every turnwal tool reads a store
- * string: a `.sqlite` or `.db` path, or a file that starts with SQLite's
- * header, is `'sqlite'`; `postgres://…` and `postgresql://…` are
- * `'postgres'`; anything else is a WAL directory, `'wal'`. A `jsonl:` root is
- * refused (`INVALID_ARGUMENT`): the harness's own JSONL backend mounts it.
- */
-/**
  * A store path with a leading `~` or `~/` replaced by the home directory
  * (the plugin's `path` is not read by a shell); `~user/…` throws. Relative
  * paths are left to resolve against the process's working directory.
  */
 export declare function expandHome(path: string): string
 
+/**
+ * The kind of store a path names, read as every turnwal tool reads a store
+ * string: a `.sqlite` or `.db` path, or a file that starts with SQLite's
+ * header, is `'sqlite'`; `postgres://…` and `postgresql://…` are
+ * `'postgres'`; anything else is a WAL directory, `'wal'`. A `jsonl:` root is
+ * refused (`INVALID_ARGUMENT`): the harness's own JSONL backend mounts it.
+ */
 export declare function storeKind(path: string): 'wal' | 'sqlite' | 'postgres'
 /** Whether a store path names a SQLite database rather than a WAL directory. */
 export declare function isSqlitePath(path: string): boolean

@@ -386,10 +386,6 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     return this.coordinator.append(id, events)
   }
 
-  prepare(id, signal) {
-    return this.coordinator.prepare(id, signal)
-  }
-
   /**
    * Prepare a session to resume it (the app's resume: the Session it
    * publishes will append): the writer lock is taken first, as
@@ -398,8 +394,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
    * with a `LOCKED` TurnwalError naming the holder.
    */
   async prepare(id, signal) {
-    await this.hold(id, signal)
-    return this.coordinator.prepare(id, signal)
+    return this.holding(id, signal, () => this.coordinator.prepare(id, signal))
   }
 
   /**
@@ -411,16 +406,28 @@ export class TurnwalSessionPersistence extends SessionPersistence {
    * lock), or take it with {@link steal}.
    */
   async load(id) {
-    await this.hold(id)
-    return this.coordinator.load(id)
+    return this.holding(id, undefined, () => this.coordinator.load(id))
   }
 
-  /** Takes the writer lock of a stored session; nothing stored is the coordinator's to answer. */
-  async hold(id, signal) {
+  /**
+   * Runs `op` (a load or a resume) with the session's writer lock taken
+   * first. When `op` fails — a corrupt or foreign log, an aborted signal —
+   * and this process held nothing of the session before, the lock is let
+   * go again, so another process (or `turnwal recover`) can take it while
+   * this one lives on. Nothing stored is the coordinator's to answer.
+   */
+  async holding(id, signal, op) {
+    const heldBefore = this.ctx.sessions?.get?.(id) !== undefined || this.coordinator.states?.has?.(id) === true
     try {
       await this.call((store) => store.hold(id, false), signal, this.locate({ id }))
     } catch (error) {
       if (error?.code !== 'NOT_FOUND') throw error
+    }
+    try {
+      return await op()
+    } catch (error) {
+      if (!heldBefore) await this.store().then((store) => store.release(id)).catch(() => {})
+      throw error
     }
   }
 

@@ -1346,3 +1346,33 @@ fn export_jsonl_is_the_text_convert_writes_into_a_plain_jsonl_root() {
     assert_eq!(types, ["step/end", "turn/end"]);
     assert!(closers.contains(r#""reason":{"kind":"interrupted"}"#));
 }
+
+#[test]
+fn export_jsonl_refuses_a_session_no_jsonl_log_can_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("wal");
+    // A lenient session may hold an ignorable event whose type is a
+    // packed-row tag; its JSONL line would read back as a malformed row.
+    let events = vec![
+        ev("turn/start", 0, T0, r#"{"turn":1}"#),
+        r#"{"type":"text-chunks","seq":1,"time":1,"data":{},"ignorable":true}"#.to_owned(),
+        ev(
+            "turn/end",
+            2,
+            T0,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    append(&store, &["append", "r", "--create", "--lenient"], &events);
+    let out = on(&store, &["export", "--jsonl", "r"], "");
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            4,
+            "",
+            "turnwal: invalid event at seq 1, type \"text-chunks\": a JSONL store cannot hold an \
+             event of type \"text-chunks\": that is a packed-row tag, and its line would read back \
+             as a malformed packed row\n"
+        )
+    );
+}

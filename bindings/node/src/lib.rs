@@ -302,6 +302,9 @@ enum OpKind {
     ReadRaw {
         id: String,
     },
+    Release {
+        id: String,
+    },
 }
 
 impl Op {
@@ -376,6 +379,7 @@ impl OpKind {
             OpKind::Salvage { .. } => "salvage",
             OpKind::SalvageRepair { .. } => "salvageRepair",
             OpKind::ReadRaw { .. } => "readRaw",
+            OpKind::Release { .. } => "release",
         }
     }
 }
@@ -449,6 +453,7 @@ impl Op {
             OpKind::SalvageRepair { id, dry_run } => store
                 .recover_salvage(id, *dry_run)
                 .map(|report| Some(report_json(&report))),
+            OpKind::Release { id } => store.close(id).map(|()| None),
             // `readRaw`: the session as upstream's JSONL backend holds it.
             OpKind::ReadRaw { id } => match store.jsonl_text(id) {
                 Err(Error::NotFound { .. }) => Ok(None),
@@ -1018,9 +1023,19 @@ impl NativeStore {
         )
     }
 
-    /// Releases the store: every session this store holds is closed
-    /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
-    /// lock released. Later calls reject.
+    /// Closes the session's writer if this store holds one (flushed, its
+    /// lock let go; the next append or hold takes it again): after a load
+    /// or resume that took the lock and then failed. Resolves null.
+    #[napi(catch_unwind, ts_return_type = "Promise<null>")]
+    pub fn release<'env>(&self, env: &'env Env, id: Utf16String) -> napi::Result<Object<'env>> {
+        self.op(
+            env,
+            OpKind::Release {
+                id: session_id(&id)?,
+            },
+        )
+    }
+
     /// The session as the upstream JSONL backend would hold it
     /// (`Store::jsonl_text`); null when nothing is stored. Read-only: no
     /// lock, no repair.
@@ -1034,6 +1049,9 @@ impl NativeStore {
         )
     }
 
+    /// Releases the store: every session this store holds is closed
+    /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
+    /// lock released. Later calls reject.
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         fault_point("close.call");

@@ -63,7 +63,9 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
     steps.push(`${name}: ${seconds(start)}`)
     t.diagnostic(steps.at(-1))
   }
-  const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund'], { cwd, stdio: ['ignore', 'pipe', 'inherit'] })
+  // Every synchronous step is bounded: it blocks the event loop, so the
+  // test's own timeout could not end a stalled one.
+  const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund'], { cwd, stdio: ['ignore', 'pipe', 'inherit'], timeout: 300_000 })
   const turnwal = turnwalBinary()
 
   // 1. The app and pnpm (which `dsh plugin` runs), as a user installs them.
@@ -78,7 +80,7 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
 
   // 2. turnwal-dsh packed and added to two profiles, each switched by the patch.
   start = performance.now()
-  const tarballs = execFileSync(process.execPath, [join(binding, 'scripts', 'pack.mjs'), join(work, 'tarballs')], { cwd: binding, encoding: 'utf8' })
+  const tarballs = execFileSync(process.execPath, [join(binding, 'scripts', 'pack.mjs'), join(work, 'tarballs')], { cwd: binding, encoding: 'utf8', timeout: 300_000 })
     .trim().split('\n').slice(-2)
   const home = join(work, 'dsh-home')
   const ws = join(work, 'workspace')
@@ -94,7 +96,7 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
     npm_config_cache_dir: join(work, 'pnpm-cache'),
     npm_config_state_dir: join(work, 'pnpm-state'),
   }
-  const dsh = (args) => execFileSync(process.execPath, [dshBin, ...args], { cwd: ws, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  const dsh = (args) => execFileSync(process.execPath, [dshBin, ...args], { cwd: ws, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 })
   // A run that talks to the model server, which lives in this process: not
   // synchronous. Resolves with its stdout; rejects on a non-zero exit.
   const dshRun = (args) => new Promise((resolve, reject) => {
@@ -131,7 +133,7 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   env.DEEPSEEK_BASE_URL = model.url
   env.DEEPSEEK_API_KEY = 'sk-not-a-real-key'
   const store = join(home, 'sessions.turnwal')
-  const tw = (...args) => execFileSync(turnwal, ['--store', store, ...args], { encoding: 'utf8' })
+  const tw = (...args) => execFileSync(turnwal, ['--store', store, ...args], { encoding: 'utf8', timeout: 60_000 })
   const lines = (text) => text.trimEnd().split('\n').map((line) => JSON.parse(line))
   // What a reader sees (a live or crashed turn with its closers), and what is stored.
   const events = (id) => lines(tw('cat', id))
@@ -190,9 +192,14 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   const killed = await web()
   await prompt(killed.url, 'again [hang]')
   await model.hung
-  // The streamed words reach the store through the write-behind batch.
-  for (let i = 0; i < 100 && stored(id).at(-1).type !== 'assistant/chunk'; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50))
+  // The streamed words reach the store through the write-behind batch:
+  // wait until they are there and the store stops changing.
+  let settled = ''
+  for (let i = 0; i < 100; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const now = tw('export', '--jsonl', id)
+    if (now === settled && stored(id).at(-1).type === 'assistant/chunk') break
+    settled = now
   }
   // A second `dsh web` on the held session: its prompt is refused, naming
   // the lock, and nothing of it is stored.
@@ -206,11 +213,12 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   const refusal = await refused.text()
   t.diagnostic(`a second dsh web's prompt on the held session: HTTP ${refused.status} ${refusal.slice(0, 300)}`)
   assert.doesNotMatch(refusal, /"accepted":true/)
-  assert.match(refusal, /locked by another writer/)
+  assert.match(refusal, new RegExp(`locked by another writer \\(pid ${killed.proc.pid}\\)`))
   process.kill(-second.proc.pid, 'SIGTERM')
   assert.equal((await second.exited).code, 0)
   processes.delete(second.proc)
   assert.equal(tw('export', '--jsonl', id), beforeSecond, 'the second process wrote nothing')
+  assert.doesNotMatch(beforeSecond, /from a second process/)
   process.kill(-killed.proc.pid, 'SIGKILL')
   const { signal } = await killed.exited
   processes.delete(killed.proc)
@@ -245,6 +253,7 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
   assert.ok(after.startsWith(prefix), 'the stored prefix is kept byte for byte')
   const rest = lines(after.slice(prefix.length))
   const closed = rest.findIndex((e) => e.type === 'turn/end')
+  assert.deepEqual(rest.slice(0, closed + 1).map((e) => e.type), ['step/end', 'turn/end'], 'the killed step and turn closed')
   assert.deepEqual(rest[closed].data, { turn: 2, reason: { kind: 'interrupted' } }, 'the killed turn closed as interrupted')
   t.diagnostic(`after the prefix: ${rest.map((e) => e.type).join(' ')}`)
   const third = rest.slice(rest.findIndex((e, i) => i > closed && e.type === 'turn/start'))

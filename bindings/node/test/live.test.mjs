@@ -6,7 +6,8 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { fileURLToPath } from 'node:url'
-import { KINDS, child, mount, storePath } from './support.mjs'
+import { SessionFormatUnsupportedError } from '@deepseek-ai/dsh-session-persistence'
+import { KINDS, child, meta, mount, plainTurn, storePath } from './support.mjs'
 
 const fixture = (name) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
 
@@ -90,6 +91,39 @@ for (const kind of KINDS) {
       const stored = await b.persistence.loadStored('s')
       assert.deepEqual(stored.events.map((e) => e.seq), [0, 1, 2, 3, 4, 5, 6, 7])
       assert.deepEqual(stored.events.slice(6), turn(4, 6))
+    })
+  })
+}
+
+for (const kind of KINDS) {
+  describe(`a load or resume that fails lets the writer lock go, ${kind} store`, () => {
+    it('a second store takes the session the first failed to resume', async (t) => {
+      const path = storePath(t, kind)
+      // A log of a format this harness does not read: stored as handed
+      // over, refused when read — after the writer lock was taken.
+      const writer = await mount(t, { path })
+      await writer.persistence.create({ ...meta('future', '/w'), version: 99 })
+      await writer.persistence.append('future', plainTurn(0, 1))
+      await writer.dispose()
+
+      const first = await mount(t, { path })
+      const second = await mount(t, { path })
+      for (const attempt of [() => first.persistence.prepare('future'), () => first.persistence.load('future')]) {
+        await assert.rejects(attempt(), (error) => {
+          assert.ok(error instanceof SessionFormatUnsupportedError, `${error.name}: ${error.message}`)
+          return true
+        })
+        // The first store no longer holds it: the second is refused for
+        // the format, not LOCKED by the first.
+        await assert.rejects(second.persistence.load('future'), (error) => {
+          assert.ok(error instanceof SessionFormatUnsupportedError, `${error.name}: ${error.message}`)
+          return true
+        })
+      }
+      // What the first store writes stays its own.
+      await first.persistence.create(meta('mine', '/w'))
+      await first.persistence.append('mine', plainTurn(0, 1))
+      await assert.rejects(second.persistence.load('mine'), { code: 'LOCKED' })
     })
   })
 }

@@ -108,7 +108,10 @@ describe('the store path', () => {
     const home = tempDir(t)
     const saved = process.env.HOME
     process.env.HOME = home
-    t.after(() => { process.env.HOME = saved })
+    t.after(() => {
+      if (saved === undefined) delete process.env.HOME
+      else process.env.HOME = saved
+    })
     const { persistence } = await mount(t, { path: '~/.dsh/sessions.turnwal' })
     assert.equal(persistence.path, join(home, '.dsh/sessions.turnwal'))
     await persistence.create(meta('s', CWD))

@@ -1312,19 +1312,11 @@ impl Store {
     /// ```
     #[cfg(feature = "jsonl")]
     pub fn jsonl_text(&self, id: &str) -> Result<Vec<u8>> {
-        use crate::backend::jsonl::{records::is_row_tag, session_text};
+        use crate::backend::jsonl::{records::row_tag_refusal, session_text};
         let header = self.header(id)?;
         let events = self.read_raw(id, 0)?;
-        if let Some(e) = events.iter().find(|e| is_row_tag(e.event_type())) {
-            return Err(Error::Event(
-                crate::event::EventError::new(format!(
-                    "session {id:?} has no upstream JSONL text: its event of type {:?} is a \
-                     packed-row tag, and its line would read back as a malformed packed row",
-                    e.event_type()
-                ))
-                .at_seq(e.seq())
-                .of_type(e.event_type()),
-            ));
+        if let Some(refusal) = row_tag_refusal(&events) {
+            return Err(Error::Event(refusal));
         }
         Ok(session_text(&header, &events, true))
     }

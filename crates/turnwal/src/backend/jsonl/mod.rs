@@ -1330,17 +1330,9 @@ impl Backend for JsonlBackend {
         if self.compression == Compression::Zstd {
             self.admit_frame(batch)?;
         }
-        match batch.iter().find(|e| records::is_row_tag(e.event_type())) {
+        match records::row_tag_refusal(batch) {
             None => Ok(()),
-            Some(e) => Err(Error::Event(
-                EventError::new(format!(
-                    "a JSONL store cannot hold an event of type {:?}: that is a packed-row tag, \
-                     and its line would read back as a malformed packed row",
-                    e.event_type()
-                ))
-                .at_seq(e.seq())
-                .of_type(e.event_type()),
-            )),
+            Some(refusal) => Err(Error::Event(refusal)),
         }
     }
 

@@ -26,6 +26,23 @@ pub fn is_row_tag(tag: &str) -> bool {
     DeltaKind::of_tag(tag).is_some()
 }
 
+/// The refusal of the first event of `events` whose type is a packed-row
+/// tag: a JSONL line of it would read back as a malformed packed row, so
+/// no JSONL log can hold it (a JSONL store refuses to write it, and a
+/// session holding it has no upstream JSONL text).
+pub fn row_tag_refusal(events: &[Event]) -> Option<crate::event::EventError> {
+    let e = events.iter().find(|e| is_row_tag(e.event_type()))?;
+    Some(
+        crate::event::EventError::new(format!(
+            "a JSONL store cannot hold an event of type {:?}: that is a packed-row tag, \
+             and its line would read back as a malformed packed row",
+            e.event_type()
+        ))
+        .at_seq(e.seq())
+        .of_type(e.event_type()),
+    )
+}
+
 // ---------------------------------------------------------------------------
 // JavaScript number semantics
 // ---------------------------------------------------------------------------
