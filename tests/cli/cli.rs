@@ -1540,13 +1540,7 @@ fn other_errors_exit_4() {
     );
     let file = dir.path().join("notes.txt");
     fs::write(&file, b"hello").unwrap();
-    let out = run_cmd(
-        crate::support::native(BIN)
-            .arg("--store")
-            .arg(&file)
-            .arg("ls"),
-        "",
-    );
+    let out = run_cmd(&mut command(&["--store", file.to_str().unwrap(), "ls"]), "");
     assert_eq!(
         (out.status, out.stderr),
         (
@@ -1561,10 +1555,7 @@ fn other_errors_exit_4() {
             )
         )
     );
-    let out = run_cmd(
-        crate::support::native(BIN).args(["--store", "jsonl:", "ls"]),
-        "",
-    );
+    let out = run_cmd(&mut command(&["--store", "jsonl:", "ls"]), "");
     assert_eq!(out.status, 64, "{}", out.stderr);
 }
 
@@ -1629,10 +1620,7 @@ fn demo_crashes_a_writer_and_recovers_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("demo");
     let out = run_cmd(
-        crate::support::native(BIN)
-            .arg("--store")
-            .arg(&store)
-            .arg("demo"),
+        &mut command(&["--store", store.to_str().unwrap(), "demo"]),
         "",
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -1661,10 +1649,7 @@ fn demo_crashes_a_writer_and_recovers_it() {
     );
     // A store that is not empty is left alone.
     let again = run_cmd(
-        crate::support::native(BIN)
-            .arg("--store")
-            .arg(&store)
-            .arg("demo"),
+        &mut command(&["--store", store.to_str().unwrap(), "demo"]),
         "",
     );
     assert_eq!(again.status, 0);

@@ -1205,8 +1205,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A turn of streamed text: `turn/start`, a step of `deltas` text deltas
-/// (a run upstream's JSONL writer packs into one row), its message, and —
-/// when `close` — `step/end` and `turn/end`; from `seq` on.
+/// (a run upstream's JSONL writer packs into one row) and — when `close` —
+/// `step/end` and `turn/end`; from `seq` on.
 fn text_turn(n: u64, seq: u64, deltas: u64, close: bool) -> Vec<String> {
     let t = T0 + seq as i64 * 10;
     let mut out = vec![

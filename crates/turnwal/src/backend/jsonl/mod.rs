@@ -1601,7 +1601,13 @@ impl Backend for JsonlBackend {
 /// ```
 pub fn session_text(header: &SessionHeader, events: &[Event], pack: bool) -> Vec<u8> {
     let mut out = header::header_line(header).into_bytes();
+    out.reserve(events.iter().map(|e| e.data().get().len() + 64).sum());
     out.push(b'\n');
-    out.extend_from_slice(&records::encode_batch(events, pack));
+    // Encoded in place after the header (not encode_batch's own buffer
+    // copied in): a session's text is built once.
+    let refs = events.iter().map(crate::view::EventRef::from);
+    if records::encode_records(refs, pack, b'\n', &mut out) > 0 {
+        out.push(b'\n');
+    }
     out
 }
