@@ -39,6 +39,7 @@ mod salvage;
 mod scan;
 mod source;
 mod tail;
+mod unsynced;
 mod writer;
 pub mod zstd;
 
@@ -88,6 +89,9 @@ pub struct JsonlBackend {
     /// The per-user state directory the durability proofs live in
     /// ([`default_state_dir`] unless injected); `None`: no proof is kept.
     state_dir: Option<PathBuf>,
+    /// Transcripts whose fdatasync failed in this process
+    /// ([`unsynced`]).
+    unsynced: unsynced::Marks,
 }
 
 /// Whether a read needs the header's cwd to be absolute: `inspect`, `load`
@@ -208,6 +212,7 @@ impl JsonlBackend {
             compression,
             pack_chunks: true,
             state_dir,
+            unsynced: unsynced::Marks::default(),
         };
         backend.check_root_encoding()?;
         Ok(backend)
@@ -250,6 +255,7 @@ impl JsonlBackend {
             compression: Compression::Zstd,
             pack_chunks: true,
             state_dir: None,
+            unsynced: unsynced::Marks::default(),
         };
         let mut found = None;
         for project in probe.project_dirs()? {
@@ -1044,6 +1050,7 @@ impl JsonlBackend {
         if let Some(proof) = proof {
             let _ = self.storage.remove_file(&proof);
         }
+        self.clear_unsynced_mark(path);
         self.remove_legacy(dir);
         self.remove_temps(path);
         if self.storage.remove_dir(dir).is_ok()
@@ -1543,8 +1550,15 @@ impl Backend for JsonlBackend {
         // What a crashed writer left in the page cache becomes durable now,
         // and so does the transcript's name: a repair whose directory fsync
         // failed after its rename left a name a power loss could take back.
-        file.sync_data()
-            .map_err(|e| Error::io("fdatasync", &path, e))?;
+        // After a failed fdatasync of this transcript (marked), no
+        // fdatasync can be trusted to: publish a durable copy instead.
+        if self.unsynced_marked(&path)? {
+            file = self.republish(&path)?;
+            self.clear_unsynced_mark(&path);
+        } else if let Err(e) = file.sync_data() {
+            self.leave_unsynced_mark(&path);
+            return Err(Error::io("fdatasync", &path, e));
+        }
         self.sync_dir(path.parent().expect("a transcript has a directory"))?;
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let header = self.read_header(&path)?;

@@ -72,6 +72,9 @@ pub(crate) struct JsonlWriter {
     /// repair rewrote the transcript.
     proof_synced: Option<u64>,
     poisoned: Option<String>,
+    /// This writer left the transcript's unsynced mark: an fdatasync
+    /// failed, and none has returned since.
+    marked: bool,
     /// The classification the last scan made, at the length `len` had
     /// then: `load` lends the events from it instead of classifying the
     /// log a second time. Anything that writes forgets it.
@@ -113,6 +116,7 @@ impl JsonlWriter {
             hashed_len: 0,
             proof_synced: None,
             poisoned: None,
+            marked: false,
             classified: None,
         }
     }
@@ -281,16 +285,26 @@ impl JsonlWriter {
         Ok(())
     }
 
-    /// fdatasync, then the proof; either failing rolls back.
+    /// fdatasync, then the proof; either failing rolls back. A failed
+    /// fdatasync leaves the transcript's unsynced mark (see
+    /// [`super::unsynced`]) until one that follows the rewrite of every
+    /// byte after the last good one returns.
     fn fsync(&mut self) -> Result<()> {
-        let synced = self
-            .file
-            .sync_data()
-            .map_err(|e| Error::io("fdatasync", &self.path, e))
-            .and_then(|()| self.prove(self.len));
+        let synced = match self.file.sync_data() {
+            Ok(()) => self.prove(self.len),
+            Err(e) => {
+                self.backend.leave_unsynced_mark(&self.path);
+                self.marked = true;
+                Err(Error::io("fdatasync", &self.path, e))
+            }
+        };
         if let Err(err) = synced {
             self.roll_back(&err);
             return Err(err);
+        }
+        if self.marked {
+            self.backend.clear_unsynced_mark(&self.path);
+            self.marked = false;
         }
         let (len, events) = (self.len, self.events);
         self.all_durable(len, events);
@@ -404,6 +418,10 @@ impl LogWriter for JsonlWriter {
                     .map_err(|e| io("write", e))
                     .and_then(|()| self.file.sync_data().map_err(|e| io("fdatasync", e)));
                 if let Err(err) = written {
+                    // Whether the write or the fdatasync failed, pages of
+                    // the closers may be dropped.
+                    self.backend.leave_unsynced_mark(&self.path);
+                    self.marked = true;
                     // The closers are recomputed by the next open: take them
                     // back out rather than leave pages a failed fdatasync may
                     // have dropped, which the next open's fdatasync would
