@@ -975,7 +975,12 @@ fn open_stores(
                         Compression::None => "jsonl-raw",
                         Compression::Zstd => "jsonl-zstd",
                     });
-                    let backend = JsonlBackend::open(dir, c).expect("the JSONL store opens");
+                    // Proofs in the scratch directory, never the user's
+                    // state directory (a fuzz binary runs outside cargo's
+                    // environment).
+                    let backend = JsonlBackend::open(dir, c)
+                        .and_then(|b| b.with_state_dir(root.join("state")))
+                        .expect("the JSONL store opens");
                     Store::with_backend(Arc::new(backend), wal)
                 }
                 Kind::Postgres => Store::open_postgres(
