@@ -135,6 +135,13 @@ fn run_once(exe: &Path, store: &Path, args: &[&str]) -> BenchResult<Run> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
+    wait_sampling(child, started, args)
+}
+
+/// Waits for `child`, sampling its memory from `/proc` (Linux) until it
+/// exits.
+#[cfg(unix)]
+fn wait_sampling(child: std::process::Child, started: Instant, args: &[&str]) -> BenchResult<Run> {
     let pid = child.id() as libc::pid_t;
     let status_path = format!("/proc/{pid}/status");
     let (mut max_rss, mut max_anon) = (0, 0);
@@ -169,6 +176,26 @@ fn run_once(exe: &Path, store: &Path, args: &[&str]) -> BenchResult<Run> {
     }
 }
 
+/// Waits for `child`; Windows has no `/proc` to sample, so the memory
+/// figures are 0 (docs/PLATFORMS.md).
+#[cfg(windows)]
+fn wait_sampling(
+    mut child: std::process::Child,
+    started: Instant,
+    args: &[&str],
+) -> BenchResult<Run> {
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(format!("turnwal {} failed ({status})", args.join(" ")).into());
+    }
+    Ok(Run {
+        wall: started.elapsed(),
+        max_rss: 0,
+        max_anon: 0,
+    })
+}
+
+#[cfg(unix)]
 /// `VmHWM` and `RssAnon` of a live `turnwal` process, in bytes.
 fn memory(status_path: &str) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(status_path).ok()?;

@@ -5,7 +5,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -434,10 +433,7 @@ impl ListFixture {
                 format::encode_record(&mut bytes, e, p, 0, SALT ^ i as u32);
             }
             let path = sessions_dir.join(format!("{}.twal", encode_file_name(&id)));
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
+            turnwal::storage::private_file(OpenOptions::new().write(true).create_new(true))
                 .open(&path)?
                 .write_all(&bytes)?;
             total += bytes.len() as u64;

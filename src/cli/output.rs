@@ -289,7 +289,18 @@ pub(crate) fn local_time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     // SAFETY: an all-zero `tm` is a valid value for localtime_r to fill;
     // both pointers are valid for the call.
-    let offset = unsafe {
+    let offset = utc_offset(secs);
+    let local = iso_utc((secs + offset) * 1000);
+    format!("{} {}", &local[..10], &local[11..16])
+}
+
+/// This machine's offset from UTC at Unix time `secs`, in seconds, from the
+/// C library's time zone rules (`TZ`); 0 when unknown.
+#[cfg(unix)]
+fn utc_offset(secs: i64) -> i64 {
+    // SAFETY: an all-zero `tm` is a valid value for localtime_r to fill;
+    // both pointers are valid for the call.
+    unsafe {
         let mut tm: libc::tm = std::mem::zeroed();
         let t: libc::time_t = secs as libc::time_t;
         if libc::localtime_r(&t, &mut tm).is_null() {
@@ -297,9 +308,38 @@ pub(crate) fn local_time(ms: i64) -> String {
         } else {
             tm.tm_gmtoff as i64
         }
+    }
+}
+
+/// This machine's offset from UTC at Unix time `secs`, in seconds, from
+/// Windows's time zone settings; 0 when unknown.
+#[cfg(windows)]
+fn utc_offset(secs: i64) -> i64 {
+    use windows_sys::Win32::Foundation::{FILETIME, SYSTEMTIME};
+    use windows_sys::Win32::System::Time::{
+        FileTimeToSystemTime, SystemTimeToFileTime, SystemTimeToTzSpecificLocalTime,
     };
-    let local = iso_utc((secs + offset) * 1000);
-    format!("{} {}", &local[..10], &local[11..16])
+    // 100 ns ticks since 1601-01-01.
+    let ticks = (secs + 11_644_473_600) as u64 * 10_000_000;
+    let utc = FILETIME {
+        dwLowDateTime: ticks as u32,
+        dwHighDateTime: (ticks >> 32) as u32,
+    };
+    // SAFETY: zeroed SYSTEMTIMEs and FILETIMEs are valid values; every
+    // pointer is to a value we own, valid for the call.
+    unsafe {
+        let (mut st, mut local_st): (SYSTEMTIME, SYSTEMTIME) =
+            (std::mem::zeroed(), std::mem::zeroed());
+        let mut local: FILETIME = std::mem::zeroed();
+        if FileTimeToSystemTime(&utc, &mut st) == 0
+            || SystemTimeToTzSpecificLocalTime(std::ptr::null(), &st, &mut local_st) == 0
+            || SystemTimeToFileTime(&local_st, &mut local) == 0
+        {
+            return 0;
+        }
+        let local = (u64::from(local.dwHighDateTime) << 32) | u64::from(local.dwLowDateTime);
+        (local as i64 - ticks as i64) / 10_000_000
+    }
 }
 
 /// An aligned text table: a header row, then rows; numeric columns are

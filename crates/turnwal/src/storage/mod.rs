@@ -17,14 +17,18 @@
 //!   directory ([`encode_file_name`]).
 
 mod naming;
+mod platform;
 
 pub use naming::{decode_file_name, encode_file_name};
+pub use platform::{
+    byte_held, check_private_dir, identity, identity_of, kind_of, lock_byte, open_existing_rw,
+    path_bytes, private_file, unlock_byte,
+};
 
 use std::fmt;
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Deref;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// How to open a file.
@@ -143,138 +147,10 @@ impl dyn Storage + '_ {
     }
 }
 
-/// What a file type is, for messages; `None` for a regular file.
-pub fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    Some(if file_type.is_file() {
-        return None;
-    } else if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_symlink() {
-        "a symbolic link"
-    } else if file_type.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    })
-}
-
-/// `dev:ino:size:mtimeNs:ctimeNs`, the form of upstream's revisions.
-pub fn revision_of(meta: &std::fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-    format!(
-        "{}:{}:{}:{}:{}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        ns(meta.mtime(), meta.mtime_nsec()),
-        ns(meta.ctime(), meta.ctime_nsec())
-    )
-}
-
-/// The effective uid of this process.
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// A refusal to touch a file or directory another user could have planted
 /// or could tamper with (the message says what to do).
 fn refused(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, message)
-}
-
-/// Upstream's checks of the directory its SQLite database lives in, applied
-/// to every directory turnwal writes its files in (logs, lock files,
-/// sidecars, temp and quarantine files): a real directory (not a symlink),
-/// owned by the current effective user, not writable by group or others.
-/// Anyone else who can write there could plant a symlink or a file of their
-/// own under a name turnwal is about to write.
-pub fn check_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(refused(format!(
-            "its directory {} is not a real directory ({}); turnwal does not follow symlinks \
-             there: use the directory itself",
-            dir.display(),
-            kind_of(meta.file_type()).unwrap_or("a regular file")
-        )));
-    }
-    if meta.uid() != euid() {
-        return Err(refused(format!(
-            "its directory {} is owned by uid {}, not by this user ({}); run as its owner or \
-             chown it",
-            dir.display(),
-            meta.uid(),
-            euid()
-        )));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(refused(format!(
-            "its directory {} is writable by group or others (mode {:o}); chmod go-w it",
-            dir.display(),
-            meta.mode() & 0o7777
-        )));
-    }
-    Ok(())
-}
-
-/// Opens `path` without following a symlink and without blocking (a FIFO
-/// opened for reading would wait for a writer), then checks with fstat that
-/// it is a regular file and, when `write`, that it is owned by the current
-/// effective user. A refusal says what the entry is and what to do.
-fn open_regular(path: &Path, options: &mut OpenOptions, write: bool) -> io::Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let file = match options.open(path) {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(refused(
-                "is a symbolic link, which turnwal never follows for a store's files; remove it"
-                    .into(),
-            ));
-        }
-        Err(e) => {
-            // A socket (ENXIO), a directory opened for writing (EISDIR): say
-            // what the entry is rather than the errno.
-            if !matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
-            ) && let Some(kind) = std::fs::symlink_metadata(path)
-                .ok()
-                .and_then(|m| kind_of(m.file_type()))
-            {
-                return Err(not_regular(kind));
-            }
-            return Err(e);
-        }
-    };
-    let meta = file.metadata()?;
-    if let Some(kind) = kind_of(meta.file_type()) {
-        return Err(not_regular(kind));
-    }
-    if write && meta.uid() != euid() {
-        return Err(refused(format!(
-            "is owned by uid {}, not by this user ({}); turnwal writes only files of its own: \
-             remove it, or run as its owner",
-            meta.uid(),
-            euid()
-        )));
-    }
-    Ok(file)
 }
 
 fn not_regular(kind: &str) -> io::Error {
@@ -357,61 +233,30 @@ pub trait StorageFile: Send + fmt::Debug {
 }
 
 /// Where the writer's hold sits: one byte far past any log's data.
-const WRITER_HOLD_AT: i64 = 1 << 62;
+const WRITER_HOLD_AT: u64 = 1 << 62;
 
-/// Takes the writer's hold on an open log file: an open-file-description
-/// `fcntl` write lock (`F_OFD_SETLK`) on one byte far past its data, held
-/// until the file is closed, released by the kernel when the holder dies.
-/// It lives on the log itself, so deleting or replacing the session's lock
-/// file does not release it: a second writer that got past a deleted lock
-/// file still cannot write. It is the JSONL backend's only writer lock
-/// (nothing is added to an upstream root for it), and being tied to the open
-/// file description, not the process, it also refuses a second open in the
-/// same process. Readers' shared `flock`s are another kind of lock and never
-/// meet it. `false` when another writer holds it.
+/// Takes the writer's hold on an open log file, held until the file is
+/// closed and released by the system when the holder dies: on Linux an
+/// open-file-description `fcntl` write lock (`F_OFD_SETLK`) on the byte at
+/// 2^62, far past any data; on macOS an exclusive `flock`; on Windows
+/// `LockFileEx` of that byte (docs/PLATFORMS.md). It lives on the log
+/// itself, so deleting or replacing the session's lock file does not
+/// release it: a second writer that got past a deleted lock file still
+/// cannot write. It is the JSONL backend's only writer lock (nothing is
+/// added to an upstream root for it), and being tied to the open file, not
+/// the process, it also refuses a second open in the same process. `false`
+/// when another writer holds it.
 pub fn hold_writer(file: &File) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
-    // is set below.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = WRITER_HOLD_AT;
-    lock.l_len = 1;
-    retry_held(|| {
-        // SAFETY: a valid open descriptor and a pointer to an initialized
-        // `flock` that outlives the call.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-            _ => Err(e),
-        }
-    })
+    retry_held(|| platform::hold_writer(file, WRITER_HOLD_AT))
 }
 
-/// Whether another open file description holds the writer's hold on
-/// `file` ([`hold_writer`]), asked with `F_OFD_GETLK`: nothing is taken, so
-/// a listing that probes every session never refuses a writer opening one.
+/// Whether another open of the file holds the writer's hold on `file`
+/// ([`hold_writer`]). On Linux nothing is taken (`F_OFD_GETLK`), so a
+/// listing that probes every session never refuses a writer opening one;
+/// macOS and Windows cannot ask without taking for an instant, which a
+/// writer opening then rides out by trying again.
 pub fn writer_held(file: &File) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
-    // is set below.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = WRITER_HOLD_AT;
-    lock.l_len = 1;
-    // SAFETY: a valid open descriptor and a pointer to an initialized
-    // `flock` the call may write, which outlives it.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
+    platform::writer_held(file, WRITER_HOLD_AT)
 }
 
 /// How long a lock found held is tried again before it is reported held.
@@ -533,7 +378,7 @@ impl Drop for FsLock {
         // process forked (between fork and exec) shares: closing our fd
         // alone would leave the session locked until the child execs.
         // Unlocking releases it for every copy at once.
-        let _ = self.0.unlock();
+        let _ = platform::unlock_file(&self.0);
     }
 }
 
@@ -547,14 +392,14 @@ impl Storage for FsStorage {
                 options.write(true);
             }
             OpenMode::CreateNew => {
-                options.write(true).create_new(true).mode(0o600);
+                platform::private_file(options.write(true).create_new(true));
             }
         }
         let write = mode != OpenMode::Read;
         if write {
             check_private_dir(path.parent().unwrap_or(Path::new(".")))?;
         }
-        let file = open_regular(path, &mut options, write)?;
+        let file = platform::open_regular(path, &mut options, write)?;
         Ok(Box::new(FsFile {
             file,
             path: path.to_owned(),
@@ -566,7 +411,7 @@ impl Storage for FsStorage {
     }
 
     fn revision(&self, path: &Path) -> io::Result<String> {
-        Ok(revision_of(&std::fs::metadata(path)?))
+        platform::revision(path)
     }
 
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
@@ -599,35 +444,19 @@ impl Storage for FsStorage {
         check_private_dir(dir)
     }
 
-    /// Linux's `/proc/sys/kernel/random/boot_id`, hashed.
+    /// The boot identity the platform gives (docs/PLATFORMS.md), read once.
     fn boot_id(&self) -> Option<u64> {
         static BOOT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-        *BOOT.get_or_init(|| {
-            let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-            let text = text.trim();
-            (!text.is_empty()).then(|| {
-                let (a, b) = text.as_bytes().split_at(text.len() / 2);
-                u64::from(crc32fast::hash(a)) << 32 | u64::from(crc32fast::hash(b))
-            })
-        })
+        *BOOT.get_or_init(platform::boot_id)
     }
 
     /// The file's modification time against the moment the machine
-    /// started (now less `CLOCK_BOOTTIME`). A file modified less than a
-    /// second before that counts as modified in this boot: a wrong answer
-    /// that way costs a refusal, the other way a cut.
+    /// started (now less its uptime). A file modified less than a second
+    /// before that counts as modified in this boot: a wrong answer that way
+    /// costs a refusal, the other way a cut.
     fn written_this_boot(&self, path: &Path) -> Option<bool> {
         let modified = std::fs::symlink_metadata(path).ok()?.modified().ok()?;
-        let mut up = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid clock id and a pointer to a timespec we own.
-        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut up) } != 0 {
-            return None;
-        }
-        let uptime = std::time::Duration::new(up.tv_sec as u64, up.tv_nsec as u32);
-        let booted = std::time::SystemTime::now().checked_sub(uptime)?;
+        let booted = std::time::SystemTime::now().checked_sub(platform::uptime()?)?;
         let margin = std::time::Duration::from_secs(1);
         Some(modified + margin >= booted)
     }
@@ -657,10 +486,7 @@ impl Storage for FsStorage {
         }
         // 0700, as upstream creates its directories: the files turnwal
         // writes are refused in a directory others can write to.
-        let created = {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().mode(0o700).create(dir)
-        };
+        let created = platform::create_private_dir(dir);
         match created {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
@@ -675,7 +501,7 @@ impl Storage for FsStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)
+        platform::rename(from, to)
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -683,7 +509,7 @@ impl Storage for FsStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+        platform::sync_dir(dir)
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Result<Box<dyn LockGuard>, Option<u32>>> {
@@ -691,45 +517,54 @@ impl Storage for FsStorage {
         // target), only in a directory no one else can plant one in, and
         // only into a regular file of this user's.
         check_private_dir(path.parent().unwrap_or(Path::new(".")))?;
-        let mut file = open_regular(
+        let mut file = platform::open_regular(
             path,
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600),
+            platform::private_file(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false),
+            ),
             true,
         )?;
         // Tried again for a moment, as `hold_writer` is (a forking process
         // shares the lock file's description until the child's exec).
-        let mut held = Ok(());
-        let _ = retry_held(|| match file.try_lock() {
-            Ok(()) => {
-                held = Ok(());
-                Ok(true)
-            }
-            Err(e) => {
-                held = Err(e);
-                Ok(false)
-            }
-        });
-        match held {
-            Ok(()) => {
+        match retry_held(|| platform::try_lock_file(&file))? {
+            true => {
                 // A fixed-width pid at offset 0: a contender never reads a
                 // half-written number.
-                file.write_all_at(format!("{:>10}\n", std::process::id()).as_bytes(), 0)?;
+                file.seek(SeekFrom::Start(0))?;
+                file.write_all(format!("{:>10}\n", std::process::id()).as_bytes())?;
                 Ok(Ok(Box::new(FsLock(file))))
             }
-            Err(TryLockError::WouldBlock) => {
+            false => {
                 let mut text = String::new();
                 file.seek(SeekFrom::Start(0))?;
                 let _ = file.read_to_string(&mut text);
                 Ok(Err(text.trim().parse().ok()))
             }
-            Err(TryLockError::Error(e)) => Err(e),
         }
     }
+}
+
+/// The whole of `handle` read into memory: the view where no file is mapped
+/// (docs/PLATFORMS.md).
+fn read_whole(handle: File) -> io::Result<Mapped> {
+    let len = usize::try_from(handle.metadata()?.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "file too large to read"))?;
+    let mut bytes = vec![0; len];
+    let mut at = 0;
+    while at < len {
+        match platform::read_at(&handle, &mut bytes[at..], at as u64)? {
+            0 => {
+                bytes.truncate(at);
+                break;
+            }
+            n => at += n,
+        }
+    }
+    Ok(Mapped::owned(bytes))
 }
 
 /// The gate readers pass to take their shared flock on a log: a shared flock
@@ -743,12 +578,15 @@ fn turnstile(path: &Path) -> io::Result<File> {
 /// A second read-only handle on an open log (its own flock), opened the
 /// way every file is: no symlink followed, nothing that could block.
 fn reopen(path: &Path) -> io::Result<File> {
-    open_regular(path, OpenOptions::new().read(true), false)
+    platform::open_regular(path, OpenOptions::new().read(true), false)
 }
 
 /// Maps the whole of `handle` (the file at `path`) read-only, `handle`
 /// holding the shared flock for the mapping's lifetime.
 fn map_holding(handle: File, path: &Path) -> io::Result<Mapped> {
+    if !platform::MAPS {
+        return read_whole(handle);
+    }
     {
         let turnstile = turnstile(path)?;
         turnstile.lock_shared()?;
@@ -777,23 +615,24 @@ impl StorageFile for FsFile {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        FileExt::read_at(&self.file, buf, offset)
+        platform::read_at(&self.file, buf, offset)
     }
 
     fn write_at(&mut self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        FileExt::write_at(&self.file, buf, offset)
+        platform::write_at(&self.file, buf, offset)
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        platform::sync_data(&self.file)
     }
 
     fn sync_all(&mut self) -> io::Result<()> {
-        self.file.sync_all()
+        platform::sync_all(&self.file)
     }
 
     fn set_len(&mut self, len: u64) -> io::Result<()> {
-        if len >= self.len()? {
+        // Without mapped readers there is no one to wait for.
+        if !platform::MAPS || len >= self.len()? {
             return self.file.set_len(len);
         }
         // Readers hold a shared flock on their own handle while mapped. flock

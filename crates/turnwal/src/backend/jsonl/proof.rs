@@ -98,12 +98,9 @@ pub(crate) fn state_dir_from(
 /// The proof file of the transcript whose canonical path is `canonical`:
 /// `<state>/jsonl-proof/<32 hex>` (FNV-1a, 128 bits, of the path's bytes).
 pub(crate) fn proof_file(state: &Path, canonical: &Path) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
     const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
     const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    let hash = canonical
-        .as_os_str()
-        .as_bytes()
+    let hash = crate::storage::path_bytes(canonical)
         .iter()
         .fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME));
     state.join(PROOF_DIR).join(format!("{hash:032x}"))

@@ -51,10 +51,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::storage::{byte_held, identity, identity_of, lock_byte, open_existing_rw, unlock_byte};
 use crate::sync::Table;
 
 use super::Shared;
@@ -82,47 +82,6 @@ pub(super) fn fnv1a64(bytes: &[u8]) -> u64 {
 /// The byte of the database file a writer of session `id` locks.
 pub(super) fn lock_offset(id: &str) -> u64 {
     REGION_START + fnv1a64(id.as_bytes()) % REGION_LEN
-}
-
-/// `fcntl(F_OFD_SETLK)` of one byte at `offset`: `F_WRLCK` or `F_UNLCK`.
-/// `Ok(false)` when another open file description holds it.
-fn set_lock(file: &File, offset: u64, kind: libc::c_int) -> std::io::Result<bool> {
-    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
-    // is set below (`l_pid` must be 0 for the OFD commands).
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = kind as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = offset as libc::off_t;
-    lock.l_len = 1;
-    // SAFETY: a valid open descriptor and a pointer to an initialized
-    // `flock` that outlives the call.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-        _ => Err(e),
-    }
-}
-
-/// Whether another open file description holds the byte at `offset`
-/// (`F_OFD_GETLK`: asked, nothing taken).
-fn byte_held(file: &File, offset: u64) -> std::io::Result<bool> {
-    // SAFETY: as in `set_lock`.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = offset as libc::off_t;
-    lock.l_len = 1;
-    // SAFETY: a valid open descriptor and a pointer to an initialized
-    // `flock` the call may write, which outlives it.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
 }
 
 /// Who holds session `id`'s writer lock now, asked without taking it: a
@@ -196,25 +155,17 @@ impl LockFile {
     /// reading and writing (`fcntl` write locks need a descriptor open for
     /// writing), following no symlink and waiting on nothing.
     pub(super) fn open(path: &Path) -> Result<LockFile> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let mut files = open_files();
         // Opening a second descriptor of a file this process has open is
         // harmless; closing one is not: look before opening.
-        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))?;
-        if let Some(entry) = files.get_mut(&(meta.dev(), meta.ino())) {
+        let key = identity(path).map_err(|e| Error::io("stat", path, e))?;
+        if let Some(entry) = files.get_mut(&key) {
             entry.backends += 1;
-            return Ok(LockFile {
-                key: (meta.dev(), meta.ino()),
-            });
+            return Ok(LockFile { key });
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| Error::io("open for locking", path, e))?;
-        let meta = match file.metadata() {
-            Ok(meta) => meta,
+        let file = open_existing_rw(path).map_err(|e| Error::io("open for locking", path, e))?;
+        let key = match identity_of(&file) {
+            Ok(key) => key,
             Err(e) => {
                 // Without its identity it has no place in `OPEN_FILES`, and
                 // closing it could drop the locks of this process's
@@ -223,7 +174,6 @@ impl LockFile {
                 return Err(Error::io("stat", path, e));
             }
         };
-        let key = (meta.dev(), meta.ino());
         match files.get_mut(&key) {
             Some(entry) => {
                 entry.spare.push(file);
@@ -309,7 +259,7 @@ impl WriterLock {
             // A writer of another backend of this process.
             return Err(locked(Some(std::process::id())));
         }
-        match set_lock(&entry.file, offset, libc::F_WRLCK) {
+        match lock_byte(&entry.file, offset) {
             Ok(true) => {
                 entry.held.insert(offset);
                 lock.offset = Some(offset);
@@ -330,7 +280,7 @@ impl Drop for WriterLock {
         if let (Some(offset), Some(file)) = (self.offset.take(), &self.shared.lock_file)
             && let Some(entry) = open_files().get_mut(&file.key)
         {
-            let _ = set_lock(&entry.file, offset, libc::F_UNLCK);
+            let _ = unlock_byte(&entry.file, offset);
             entry.held.remove(&offset);
         }
         self.shared.held.lock().remove(&self.id);

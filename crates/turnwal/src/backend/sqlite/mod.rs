@@ -349,19 +349,17 @@ impl SqliteBackend {
     }
 }
 
-fn file_identity(path: &Path, store_id: &str) -> Result<String> {
-    use std::os::unix::fs::MetadataExt;
+/// `file:<dev>:<ino>:<birth ns>:store:<store id>` (on Windows the volume
+/// serial number and file index stand for device and inode).
+pub(super) fn file_identity(path: &Path, store_id: &str) -> Result<String> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    let (dev, ino) = crate::storage::identity(path).map_err(|e| Error::io("stat", path, e))?;
     let birth = meta
         .created()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    Ok(format!(
-        "file:{}:{}:{birth}:store:{store_id}",
-        meta.dev(),
-        meta.ino()
-    ))
+    Ok(format!("file:{dev}:{ino}:{birth}:store:{store_id}"))
 }
 
 impl Shared {

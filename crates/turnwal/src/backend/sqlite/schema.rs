@@ -85,6 +85,7 @@ pub(super) struct Opened {
 
 /// Whether this process may write the file at `path` (`access(2)`, which
 /// also answers for a read-only file system, even to root).
+#[cfg(unix)]
 pub(super) fn writable(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
@@ -92,6 +93,15 @@ pub(super) fn writable(path: &Path) -> bool {
     };
     // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Whether this process may write the file at `path`: on Windows, a file
+/// without the read-only attribute (a directory's attribute means nothing
+/// there, so a directory counts as writable; ACLs are not inspected:
+/// docs/PLATFORMS.md).
+#[cfg(windows)]
+pub(super) fn writable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir() || !m.permissions().readonly())
 }
 
 /// Opens a database this process may not write. A WAL-mode database needs
@@ -105,12 +115,19 @@ fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
     let dir_writable = writable(parent.unwrap_or(Path::new(".")));
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    if dir_writable || Path::new(&wal).exists() {
+    if cfg!(windows) || dir_writable || Path::new(&wal).exists() {
         return Connection::open_with_flags(path, flags);
     }
+    #[cfg(unix)]
     use std::os::unix::ffi::OsStrExt;
+    #[cfg(windows)]
+    let path = path.to_string_lossy();
     let mut uri = String::from("file:");
-    for &b in path.as_os_str().as_bytes() {
+    #[cfg(unix)]
+    let bytes = path.as_os_str().as_bytes();
+    #[cfg(windows)]
+    let bytes = path.as_bytes();
+    for &b in bytes {
         if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
             uri.push(b as char);
         } else {
@@ -121,13 +138,10 @@ fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
     Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
 }
 
-/// Creates an absent database file with mode 0600, as upstream does.
+/// Creates an absent database file with mode 0600, as upstream does (on
+/// Windows, with its directory's inherited ACL).
 fn create_file(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
+    match crate::storage::private_file(std::fs::OpenOptions::new().write(true).create_new(true))
         .open(path)
     {
         Ok(_) => Ok(()),
@@ -141,18 +155,32 @@ fn create_file(path: &Path) -> Result<()> {
 /// nobody else — another user who can rename entries there could swap the
 /// database or its `-wal` file under a writer.
 fn check_parent(path: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     if !parent.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
             .create(parent)
             .map_err(|e| Error::io("create directory", parent, e))?;
     }
+    check_parent_owner(path, parent)
+}
+
+/// Windows: a real directory, not a reparse point; ownership and modes are
+/// ACL questions there, not inspected (docs/PLATFORMS.md, "Windows").
+#[cfg(windows)]
+fn check_parent_owner(path: &Path, parent: &Path) -> Result<()> {
+    crate::storage::check_private_dir(parent).map_err(|e| refused(path, e.to_string()))
+}
+
+#[cfg(unix)]
+fn check_parent_owner(path: &Path, parent: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(parent).map_err(|e| Error::io("stat", parent, e))?;
     if !meta.is_dir() {
         return Err(refused(
@@ -190,7 +218,6 @@ fn check_parent(path: &Path) -> Result<()> {
 /// Upstream's POSIX checks of the database file: a regular file (not a
 /// symlink), owned by this user, with no group or other permission bits.
 fn check_file(path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))?;
     if !meta.file_type().is_file() {
         return Err(refused(
@@ -198,6 +225,18 @@ fn check_file(path: &Path) -> Result<()> {
             "a SQLite store must be a regular file, not a symlink or a device".into(),
         ));
     }
+    check_file_owner(path, &meta)
+}
+
+/// Windows: ACLs are not inspected (docs/PLATFORMS.md, "Windows").
+#[cfg(windows)]
+fn check_file_owner(_path: &Path, _meta: &std::fs::Metadata) -> Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
+fn check_file_owner(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     if meta.uid() != current_uid() {
         return Err(refused(
             path,
@@ -220,6 +259,7 @@ fn check_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
+#[cfg(unix)]
 fn current_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }

@@ -155,20 +155,7 @@ impl Schema14Backend {
             .map_err(|e| sql("read store id", &path, e))?
             .filter(|s: &String| !s.is_empty())
             .ok_or_else(|| refused(&path, "session database has no store identity"))?;
-        let identity = {
-            use std::os::unix::fs::MetadataExt;
-            let meta = std::fs::metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
-            let birth = meta
-                .created()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            format!(
-                "file:{}:{}:{birth}:store:{store_id}",
-                meta.dev(),
-                meta.ino()
-            )
-        };
+        let identity = super::file_identity(&path, &store_id)?;
         Ok(Schema14Backend {
             path,
             identity,
