@@ -10,10 +10,18 @@ mod crashlab;
 mod damage;
 mod fuzz_corpus;
 mod hostile_inputs;
+#[cfg(unix)]
 mod hostile_jsonl;
+// Unix only: SIGKILL statuses, OFD locks read from /proc, symlinks
+// (docs/PLATFORMS.md, "Windows"); `terminate` kills writers everywhere.
+#[cfg(unix)]
 mod hostile_locks;
 mod hostile_sqlite;
 mod hostile_units;
+#[cfg(unix)]
 mod hostile_wal;
+#[cfg(unix)]
 mod kill;
+#[cfg(unix)]
 mod sqlite_lock;
+mod terminate;

@@ -52,6 +52,7 @@
 
 use crate::support;
 
+#[cfg(unix)]
 use support::pg;
 
 use std::fs;
@@ -371,11 +372,13 @@ impl Fixture for SqliteFixture {
 }
 
 /// The PostgreSQL store: a database of its own in the cluster every test
-/// of this binary shares.
+/// of this binary shares (started with Debian's server: Unix only).
+#[cfg(unix)]
 struct PostgresFixture {
     url: String,
 }
 
+#[cfg(unix)]
 impl PostgresFixture {
     fn client(&self) -> ::postgres::Client {
         ::postgres::Client::connect(&self.url, ::postgres::NoTls).unwrap()
@@ -414,6 +417,7 @@ impl PostgresFixture {
     }
 }
 
+#[cfg(unix)]
 impl Fixture for PostgresFixture {
     fn name() -> &'static str {
         "postgres"
@@ -2448,6 +2452,7 @@ backend_suite!(wal, WalFixture);
 backend_suite!(sqlite, SqliteFixture);
 backend_suite!(jsonl, JsonlFixture);
 backend_suite!(jsonl_zstd, JsonlZstdFixture);
+#[cfg(unix)]
 backend_suite!(postgres, PostgresFixture);
 
 // ---------------------------------------------------------------------------

@@ -6,19 +6,26 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+// Unix only: open descriptors and locks read from /proc, POSIX modes,
+// symlinks, a PostgreSQL server (docs/PLATFORMS.md, "Windows").
+#[cfg(unix)]
 mod clean_root;
 mod compact_bytes;
 mod contract;
 mod deep_nesting;
+#[cfg(unix)]
 mod differential;
 mod idle_seal;
 mod jsonl;
 mod jsonl_reads;
 mod jsonl_upstream;
 mod legacy_logs;
+#[cfg(unix)]
 mod live_sessions;
+#[cfg(unix)]
 mod open_files;
 mod poison;
+#[cfg(unix)]
 mod postgres;
 mod recovery;
 mod salvage_upstream;

@@ -12,7 +12,6 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -844,9 +843,11 @@ fn flipped(image: &[u8], at: usize, bit: u32) -> Vec<u8> {
 
 /// Flips bits of the installed log in place (cheap: one byte written).
 fn flip_in_place(path: &Path, image: &[u8], at: usize, bit: Option<u32>) {
-    let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+    use std::io::{Seek, SeekFrom};
+    let mut file = fs::OpenOptions::new().write(true).open(path).unwrap();
     let byte = image[at] ^ bit.map_or(0, |b| 1 << b);
-    file.write_all_at(&[byte], at as u64).unwrap();
+    file.seek(SeekFrom::Start(at as u64)).unwrap();
+    file.write_all(&[byte]).unwrap();
 }
 
 /// Installs `image` in `dir` unless it is already there.

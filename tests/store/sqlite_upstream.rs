@@ -1996,6 +1996,7 @@ fn database_written_by_turnwal_passes_upstream_checks() {
 
     // Upstream's POSIX checks of the file: a regular file (not a symlink),
     // owned by this user, no group or world bits.
+    #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::symlink_metadata(&path).unwrap();
@@ -3372,12 +3373,9 @@ fn packing_splits_runs_at_1_mib() {
 /// Opens (creating it 0600 if absent, as upstream creates its databases) a
 /// plain rusqlite connection to `path`.
 fn open_0600(path: impl AsRef<std::path::Path>) -> rusqlite::Result<rusqlite::Connection> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = path.as_ref();
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path);
+    let _ =
+        turnwal::storage::private_file(std::fs::OpenOptions::new().write(true).create_new(true))
+            .open(path);
     rusqlite::Connection::open(path)
 }

@@ -13,8 +13,11 @@ use turnwal::{SessionHeader, Store, StoreOptions};
 pub const BIN: &str = env!("CARGO_BIN_EXE_turnwal");
 pub const T0: i64 = 1_700_000_000_000;
 
+// /proc/locks and a Debian PostgreSQL server: Linux only (docs/PLATFORMS.md).
+#[cfg(unix)]
 pub mod fd_locks;
 pub mod log;
+#[cfg(unix)]
 pub mod pg;
 
 /// What a run printed and how it exited.

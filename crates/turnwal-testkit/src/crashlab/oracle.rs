@@ -175,7 +175,10 @@ impl Target {
                     .log_path(id)
             }
             Target::Jsonl(compression) => {
-                turnwal::backend::jsonl::layout::log_path(root, Some("/work/app"), id, compression)
+                // Resolved as the backend resolves its root ("/store" is
+                // `C:\store` on Windows).
+                let root = std::path::absolute(root).expect("an absolute root");
+                turnwal::backend::jsonl::layout::log_path(&root, Some("/work/app"), id, compression)
                     .expect("a valid id")
             }
         }

@@ -1037,7 +1037,11 @@ impl JsonlBackend {
     /// Removes a session's transcript (its writer holds it), its proof,
     /// an older turnwal's sidecars, temp files, and the directories left
     /// empty.
-    fn remove_session(&self, path: &Path) -> Result<()> {
+    /// Removes the transcript at `path`, which `held` holds, then what
+    /// belongs to it. The hold is let go once the name is gone (Windows
+    /// keeps a file removed while a handle is open in its directory until
+    /// the handle closes, and the directory could not go).
+    fn remove_session(&self, path: &Path, held: Box<dyn StorageFile>) -> Result<()> {
         let dir = path.parent().unwrap_or(path);
         // Named by the canonical path, found while the transcript exists.
         let proof = self.proof_path(path);
@@ -1046,6 +1050,7 @@ impl JsonlBackend {
             Err(e) if not_found(&e) => {}
             Err(e) => return Err(Error::io("remove", path, e)),
         }
+        drop(held);
         self.sync_dir(dir)?;
         if let Some(proof) = proof {
             let _ = self.storage.remove_file(&proof);
@@ -1584,7 +1589,7 @@ impl Backend for JsonlBackend {
         };
         // Held while it is read and while it goes: no writer appends in
         // between, and none is cut off mid-append.
-        let Some(_held) = self.open_held(id, &path)? else {
+        let Some(held) = self.open_held(id, &path)? else {
             return Ok(Deletion::NotFound);
         };
         let Some(summary) = self.summary(id)? else {
@@ -1593,7 +1598,7 @@ impl Backend for JsonlBackend {
         if !check(&summary) {
             return Ok(Deletion::Kept(summary));
         }
-        self.remove_session(&path)?;
+        self.remove_session(&path, held)?;
         Ok(Deletion::Deleted(summary))
     }
 }

@@ -62,7 +62,7 @@ pub(crate) const PROOF_DIR: &str = "jsonl-proof";
 
 /// The per-user state directory turnwal keeps its JSONL durability proofs
 /// in: `$TURNWAL_STATE_DIR` if set, else `$XDG_STATE_HOME/turnwal`, else
-/// `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
+/// (on Windows) `%LOCALAPPDATA%\turnwal`, else `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
 /// proof is kept and upstream's rule decides every recovery). A relative
 /// `$TURNWAL_STATE_DIR` is refused: it would name another directory from
 /// every working directory, and a proof kept where the next reader does not
@@ -90,6 +90,12 @@ pub(crate) fn state_dir_from(
         return Ok(Some(dir));
     }
     if let Some(dir) = get("XDG_STATE_HOME").filter(|d| d.is_absolute()) {
+        return Ok(Some(dir.join("turnwal")));
+    }
+    // Windows keeps per-user, per-machine state under %LOCALAPPDATA%.
+    if cfg!(windows)
+        && let Some(dir) = get("LOCALAPPDATA").filter(|d| d.is_absolute())
+    {
         return Ok(Some(dir.join("turnwal")));
     }
     Ok(get("HOME").map(|home| home.join(".local/state/turnwal")))
@@ -304,30 +310,58 @@ mod tests {
 
     #[test]
     fn the_state_dir_follows_the_environment() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
+        // An absolute path on this platform.
+        let abs = |name: &str| {
+            if cfg!(windows) {
+                format!(r"C:\{name}")
+            } else {
+                format!("/{name}")
+            }
+        };
+        let env = |vars: Vec<(&'static str, String)>| {
             move |key: &str| {
                 vars.iter()
                     .find(|(k, _)| *k == key)
                     .map(|(_, v)| OsString::from(v))
             }
         };
-        const ALL: &[(&str, &str)] = &[
-            ("TURNWAL_STATE_DIR", "/t"),
-            ("XDG_STATE_HOME", "/x"),
-            ("HOME", "/h"),
+        let (t, x, h) = (abs("t"), abs("x"), abs("h"));
+        let all = vec![
+            ("TURNWAL_STATE_DIR", t.clone()),
+            ("XDG_STATE_HOME", x.clone()),
+            ("LOCALAPPDATA", abs("l")),
+            ("HOME", h.clone()),
         ];
-        assert_eq!(state_dir_from(env(ALL)), Ok(Some(PathBuf::from("/t"))));
+        assert_eq!(state_dir_from(env(all)), Ok(Some(PathBuf::from(&t))));
         assert_eq!(
-            state_dir_from(env(&[("TURNWAL_STATE_DIR", ""), ("XDG_STATE_HOME", "/x")])),
-            Ok(Some(PathBuf::from("/x/turnwal")))
+            state_dir_from(env(vec![
+                ("TURNWAL_STATE_DIR", String::new()),
+                ("XDG_STATE_HOME", x.clone())
+            ])),
+            Ok(Some(PathBuf::from(&x).join("turnwal")))
         );
+        let home = PathBuf::from(&h).join(".local/state/turnwal");
         assert_eq!(
-            state_dir_from(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])),
-            Ok(Some(PathBuf::from("/h/.local/state/turnwal")))
+            state_dir_from(env(vec![
+                ("XDG_STATE_HOME", "rel".into()),
+                ("HOME", h.clone())
+            ])),
+            Ok(Some(home.clone()))
         );
-        assert_eq!(state_dir_from(env(&[("HOME", "")])), Ok(None));
-        let err =
-            state_dir_from(env(&[("TURNWAL_STATE_DIR", "rel/state"), ("HOME", "/h")])).unwrap_err();
+        // Windows: the local application data directory before HOME.
+        let local = vec![("LOCALAPPDATA", abs("l")), ("HOME", h.clone())];
+        let want = if cfg!(windows) {
+            PathBuf::from(abs("l")).join("turnwal")
+        } else {
+            home
+        };
+        assert_eq!(state_dir_from(env(local)), Ok(Some(want)));
+        assert_eq!(state_dir_from(env(vec![("HOME", String::new())])), Ok(None));
+        let err = state_dir_from(env(vec![
+            ("TURNWAL_STATE_DIR", "rel/state".into()),
+            ("HOME", h.clone()),
+        ]))
+        .unwrap_err();
         assert!(err.starts_with("TURNWAL_STATE_DIR must be an absolute path, not rel/state"));
     }
 

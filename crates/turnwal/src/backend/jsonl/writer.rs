@@ -519,6 +519,12 @@ impl LogWriter for JsonlWriter {
     }
 
     fn delete(self: Box<Self>) -> Result<()> {
-        self.backend.remove_session(&self.path)
+        let JsonlWriter {
+            backend,
+            path,
+            file,
+            ..
+        } = *self;
+        backend.remove_session(&path, file)
     }
 }

@@ -349,14 +349,18 @@ impl SqliteBackend {
     }
 }
 
-/// `file:<dev>:<ino>:<birth ns>:store:<store id>` (on Windows the volume
-/// serial number and file index stand for device and inode).
+/// `file:<dev>:<ino>:<birth ns>:store:<store id>`. On Windows the volume
+/// serial number and file index stand for device and inode, and the birth
+/// is 0: NTFS gives a file created under a name deleted moments before the
+/// old file's creation time (file system tunneling), so it tells nothing
+/// apart there, and the store id does.
 pub(super) fn file_identity(path: &Path, store_id: &str) -> Result<String> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
     let (dev, ino) = crate::storage::identity(path).map_err(|e| Error::io("stat", path, e))?;
     let birth = meta
         .created()
         .ok()
+        .filter(|_| cfg!(unix))
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     Ok(format!("file:{dev}:{ino}:{birth}:store:{store_id}"))

@@ -119,9 +119,13 @@ fn a_pristine_file_gets_schema_and_identity() {
     assert!(schema::is_uuid(&store_id), "{store_id}");
     assert!(backend.identity().ends_with(&format!(":store:{store_id}")));
     assert!(backend.identity().starts_with("file:"));
-    let mode =
-        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
-    assert_eq!(mode & 0o777, 0o600);
+    #[cfg(unix)]
+    {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+    }
     // Reopening keeps the identity.
     drop(backend);
     let again = SqliteBackend::open(&path, SqliteOptions::default()).unwrap();
@@ -264,6 +268,7 @@ fn foreign_databases_are_refused_before_anything_changes() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
     std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    #[cfg(unix)]
     chmod(&path, 0o600);
     let err = SqliteBackend::open(&path, SqliteOptions::default()).unwrap_err();
     assert!(err.to_string().contains("not an SQLite database"), "{err}");
@@ -820,6 +825,7 @@ fn lock_offsets_are_fnv1a64_in_the_region() {
 
 /// A database this process cannot write takes no writer lock (it would need
 /// a descriptor open for writing); its writes fail as read-only.
+#[cfg(unix)]
 #[test]
 fn a_read_only_database_takes_no_file_lock() {
     use std::os::unix::fs::PermissionsExt;
@@ -914,11 +920,14 @@ fn the_documented_example() {
     assert_eq!((c.offset, c.seq), (1, Some(1)));
 }
 
+#[cfg(unix)]
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+// POSIX owners and modes: Windows has ACLs instead (docs/PLATFORMS.md).
+#[cfg(unix)]
 #[test]
 fn files_another_user_could_tamper_with_are_refused_as_upstream_does() {
     // A database with group or other permission bits.
@@ -970,12 +979,8 @@ fn files_another_user_could_tamper_with_are_refused_as_upstream_does() {
 /// Opens (creating it 0600 if absent, as upstream creates its databases) a
 /// plain rusqlite connection to `path`.
 fn open_0600(path: impl AsRef<std::path::Path>) -> rusqlite::Result<rusqlite::Connection> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = path.as_ref();
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
+    let _ = crate::storage::private_file(std::fs::OpenOptions::new().write(true).create_new(true))
         .open(path);
     rusqlite::Connection::open(path)
 }

@@ -9,11 +9,10 @@ use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
 use std::os::windows::io::AsRawHandle;
 use std::path::Path;
 
-use windows_sys::Win32::Foundation::{ERROR_LOCK_VIOLATION, ERROR_SUCCESS};
+use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_LOCK_VIOLATION, ERROR_SUCCESS};
 use windows_sys::Win32::Storage::FileSystem::{
-    BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_REPARSE_POINT, FILE_BASIC_INFO,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FileBasicInfo,
-    GetFileInformationByHandle, GetFileInformationByHandleEx, LOCKFILE_EXCLUSIVE_LOCK,
+    BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_REPARSE_POINT, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT, GetFileInformationByHandle, LOCKFILE_EXCLUSIVE_LOCK,
     LOCKFILE_FAIL_IMMEDIATELY, LockFileEx, MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH,
     MoveFileExW, UnlockFileEx,
 };
@@ -40,9 +39,12 @@ pub fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
     })
 }
 
-/// `volume:index:size:lastWrite100ns:change100ns`: the same parts as
-/// upstream's `dev:ino:size:mtimeNs:ctimeNs`, from the file's handle (the
-/// volume serial number and file index are NTFS's device and inode).
+/// `volume:index:size:lastWrite100ns`: upstream's `dev:ino:size:mtimeNs`
+/// from the file's handle (the volume serial number and file index are
+/// NTFS's device and inode). No change time: it moves without a write where
+/// the file system keeps attributes beside the file (wine's extended
+/// attributes), and a revision that changes under a reader that changed
+/// nothing would be worse than one part fewer.
 pub(in crate::storage) fn revision(path: &Path) -> io::Result<String> {
     let file = OpenOptions::new()
         .read(true)
@@ -55,25 +57,13 @@ pub(in crate::storage) fn revision(path: &Path) -> io::Result<String> {
     if unsafe { GetFileInformationByHandle(handle, &mut info) } == 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: as above.
-    let mut basic: FILE_BASIC_INFO = unsafe { std::mem::zeroed() };
-    // SAFETY: an open handle, and a buffer of the size given.
-    if unsafe {
-        GetFileInformationByHandleEx(
-            handle,
-            FileBasicInfo,
-            (&mut basic as *mut FILE_BASIC_INFO).cast(),
-            std::mem::size_of::<FILE_BASIC_INFO>() as u32,
-        )
-    } == 0
-    {
-        return Err(io::Error::last_os_error());
-    }
     let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
     let size = (u64::from(info.nFileSizeHigh) << 32) | u64::from(info.nFileSizeLow);
+    let written = (u64::from(info.ftLastWriteTime.dwHighDateTime) << 32)
+        | u64::from(info.ftLastWriteTime.dwLowDateTime);
     Ok(format!(
-        "{}:{}:{}:{}:{}",
-        info.dwVolumeSerialNumber, index, size, basic.LastWriteTime, basic.ChangeTime
+        "{}:{}:{}:{}",
+        info.dwVolumeSerialNumber, index, size, written
     ))
 }
 
@@ -174,23 +164,31 @@ pub(in crate::storage) fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// `MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)`: the
-/// rename replaces the target even while readers have it open (every open
-/// shares delete) and returns once it is on disk.
+/// rename replaces the target and returns once it is on disk. Where the
+/// target is open (a reader, or the writer that holds it) and the classic
+/// rename refuses with access denied, the rename is made with POSIX
+/// semantics (the standard library's `rename`, Windows 10 1607 and later:
+/// every turnwal open shares delete, so the old file lives on for its
+/// handles), and the caller's directory flush makes it durable.
 pub(in crate::storage) fn rename(from: &Path, to: &Path) -> io::Result<()> {
     let wide = |p: &Path| -> Vec<u16> { p.as_os_str().encode_wide().chain([0]).collect() };
-    let (from, to) = (wide(from), wide(to));
+    let (wfrom, wto) = (wide(from), wide(to));
     // SAFETY: two NUL-terminated wide strings that outlive the call.
     if unsafe {
         MoveFileExW(
-            from.as_ptr(),
-            to.as_ptr(),
+            wfrom.as_ptr(),
+            wto.as_ptr(),
             MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH,
         )
-    } == 0
+    } != 0
     {
-        return Err(io::Error::last_os_error());
+        return Ok(());
     }
-    Ok(())
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) {
+        return std::fs::rename(from, to);
+    }
+    Err(e)
 }
 
 /// A path's UTF-16 units as little-endian bytes, for hashing into a name.
