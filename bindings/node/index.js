@@ -34,7 +34,7 @@ const here = dirname(fileURLToPath(import.meta.url))
  * `turnwal-dsh-<target>` (an optional dependency that npm installs only on
  * its platform).
  */
-const PUBLISHED_TARGETS = ['linux-x64-gnu']
+const PUBLISHED_TARGETS = ['linux-x64-gnu', 'linux-arm64-gnu', 'darwin-arm64', 'darwin-x64', 'win32-x64-gnu']
 
 /** `gnu` or `musl`: the C library of this Linux process. */
 function linuxLibc() {
@@ -48,11 +48,15 @@ function linuxLibc() {
   return process.report?.getReport?.()?.header?.glibcVersionRuntime ? 'gnu' : 'musl'
 }
 
-/** This process's platform as napi-rs names it: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, ... */
+/**
+ * This process's platform as napi-rs names it: `linux-x64-gnu`,
+ * `darwin-arm64`, `win32-x64-gnu`, ... (the Windows addon is built with
+ * mingw-w64, hence `gnu`; it loads in any Node for Windows).
+ */
 function platformTarget() {
   const { platform, arch } = process
   if (platform === 'linux') return `${platform}-${arch}-${linuxLibc()}`
-  if (platform === 'win32') return `${platform}-${arch}-msvc`
+  if (platform === 'win32') return `${platform}-${arch}-gnu`
   return `${platform}-${arch}`
 }
 

