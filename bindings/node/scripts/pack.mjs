@@ -18,7 +18,7 @@
 // scripts/macos-sdk-stubs writes). The copied turnwal.node and LICENSE files
 // are gitignored.
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -37,7 +37,7 @@ export const TARGETS = {
   },
   'darwin-arm64': { rust: 'aarch64-apple-darwin', lib: 'libturnwal_node.dylib', zig: true, toolchain: 'macos' },
   'darwin-x64': { rust: 'x86_64-apple-darwin', lib: 'libturnwal_node.dylib', zig: true, toolchain: 'macos' },
-  'win32-x64-gnu': { rust: 'x86_64-pc-windows-gnu', lib: 'turnwal_node.dll', toolchain: 'windows' },
+  'win32-x64-gnu': { rust: 'x86_64-pc-windows-gnu', lib: 'turnwal_node.dll', libnode: true, toolchain: 'windows' },
 }
 
 /** This machine's napi-rs target (index.js derives the same). */
@@ -83,12 +83,23 @@ function build(target) {
   }
   const hint = `(its toolchain: \`scripts/cross-test ${spec.toolchain}\` at the repository root installs it)`
   const env = { ...process.env, ...spec.env }
-  let sdk
+  let sdk, libnode
   try {
     if (spec.zig) {
       sdk = mkdtempSync(join(tmpdir(), 'turnwal-macos-sdk-'))
       execFileSync(join(root, 'scripts', 'macos-sdk-stubs'), [sdk], { stdio: 'inherit' })
       env.SDKROOT = sdk
+    }
+    if (spec.libnode) {
+      // napi-build links mingw builds against a `libnode.dll`, which Node
+      // for Windows does not ship (its symbols are node.exe's). The addon
+      // takes none of them from it: napi-sys loads every Node-API symbol
+      // from the host process at run time (its `dyn-symbols`), so an empty
+      // DLL satisfies the build, and the addon does not import it.
+      libnode = mkdtempSync(join(tmpdir(), 'turnwal-libnode-'))
+      writeFileSync(join(libnode, 'empty.c'), 'int turnwal_libnode_placeholder;\n')
+      execFileSync('x86_64-w64-mingw32-gcc', ['-shared', '-o', join(libnode, 'libnode.dll'), join(libnode, 'empty.c')], { stdio: 'inherit' })
+      env.LIBNODE_PATH = libnode
     }
     const args = [spec.zig ? 'zigbuild' : 'build', '-p', 'turnwal-node', '--locked', '--release', '--target', spec.rust]
     try {
@@ -97,7 +108,7 @@ function build(target) {
       throw new Error(`pack: building the addon for ${target} failed ${hint}: ${error.message}`, { cause: error })
     }
   } finally {
-    if (sdk) rmSync(sdk, { recursive: true, force: true })
+    for (const dir of [sdk, libnode]) if (dir) rmSync(dir, { recursive: true, force: true })
   }
   return join(metadata.target_directory, spec.rust, 'release', spec.lib)
 }

