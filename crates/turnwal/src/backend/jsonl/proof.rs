@@ -62,7 +62,8 @@ pub(crate) const PROOF_DIR: &str = "jsonl-proof";
 
 /// The per-user state directory turnwal keeps its JSONL durability proofs
 /// in: `$TURNWAL_STATE_DIR` if set, else `$XDG_STATE_HOME/turnwal`, else
-/// (on Windows) `%LOCALAPPDATA%\turnwal`, else `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
+/// (on Windows) `%LOCALAPPDATA%\turnwal`, else
+/// `$HOME/.local/state/turnwal`; `None` when none of them is set (then no
 /// proof is kept and upstream's rule decides every recovery). A relative
 /// `$TURNWAL_STATE_DIR` is refused: it would name another directory from
 /// every working directory, and a proof kept where the next reader does not

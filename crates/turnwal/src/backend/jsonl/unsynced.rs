@@ -16,13 +16,16 @@
 //! point leaves the old durable bytes or the whole copy.
 //!
 //! The mark is kept twice: in this process (the backend's clones share
-//! it), and as an empty file beside the transcript's durability proof in
-//! the state directory (`<proof>.unsynced`), so another process opening
-//! the session before the machine restarts finds it too. Without a state
-//! directory only this process knows. Neither is fsynced: a mark matters
-//! exactly as long as the page cache holding the dropped pages lives, and a
-//! power loss that takes the mark takes those pages too. A mark that
-//! outlives its need costs one extra copy.
+//! it), and as a file beside the transcript's durability proof in the state
+//! directory (`<proof>.unsynced`, holding the boot it was left in), so
+//! another process opening the session before the machine restarts finds
+//! it too. Without a state directory only this process knows. Neither is
+//! fsynced: a mark matters exactly as long as the page cache holding the
+//! dropped pages lives. A mark from an earlier boot (or one a power loss
+//! emptied) is stale and ignored: after a power loss what is left past the
+//! last good fdatasync is a tear for recovery to judge, and a copy would
+//! make it look written in this boot (so corrupt). A mark that outlives its
+//! need within a boot costs one extra copy.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -57,26 +60,59 @@ impl JsonlBackend {
 
     /// Leaves the mark of the transcript at `log` after a failed
     /// fdatasync. Best effort on disk: the in-process mark always holds.
+    /// The file holds the boot it was left in (8 bytes, little-endian; empty
+    /// when the boot is unknown).
     pub(crate) fn leave_unsynced_mark(&self, log: &Path) {
         self.unsynced.with(|set| set.insert(log.to_owned()));
-        if let Some(mark) = self.mark_file(log) {
-            // Already there is as good; a proof directory not yet made, or
-            // unwritable, leaves this process the only one that knows.
-            let _ = self.storage.open(&mark, OpenMode::CreateNew);
+        let Some(mark) = self.mark_file(log) else {
+            return;
+        };
+        let boot = self.storage.boot_id().map(u64::to_le_bytes);
+        let file = match self.storage.open(&mark, OpenMode::CreateNew) {
+            Ok(file) => Ok(file),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.storage.open(&mark, OpenMode::ReadWrite)
+            }
+            Err(e) => Err(e),
+        };
+        // A proof directory not yet made, or unwritable, leaves this
+        // process the only one that knows.
+        if let (Ok(mut file), Some(boot)) = (file, boot) {
+            let _ = file.write_all_at(&boot, 0);
         }
     }
 
-    /// Whether the transcript at `log` carries a mark.
+    /// Whether the transcript at `log` carries a mark. A mark left in an
+    /// earlier boot is stale and removed: the pages it warned of died with
+    /// that boot's page cache, and what a power loss left of the bytes
+    /// after the last good fdatasync is a tear for recovery to judge — a
+    /// copy would make it look written in this boot, and so corrupt.
     pub(crate) fn unsynced_marked(&self, log: &Path) -> Result<bool> {
         if self.unsynced.with(|set| set.contains(log)) {
             return Ok(true);
         }
-        match self.mark_file(log) {
-            Some(mark) => self
-                .storage
-                .exists(&mark)
-                .map_err(|e| Error::io("stat", &mark, e)),
-            None => Ok(false),
+        let Some(mark) = self.mark_file(log) else {
+            return Ok(false);
+        };
+        let left_in = match self.storage.read_all(&mark) {
+            Ok(None) => return Ok(false),
+            Ok(Some(bytes)) => <[u8; 8]>::try_from(bytes.as_slice())
+                .ok()
+                .map(u64::from_le_bytes),
+            Err(e) => return Err(Error::io("read", &mark, e)),
+        };
+        // A mark left in this boot reads as this boot: its bytes are in
+        // the page cache whether or not they reached the disk. One that
+        // names another boot, or reads empty (a power loss kept its name and
+        // lost what was written in it), is stale. Without a boot id every
+        // mark counts.
+        match (left_in, self.storage.boot_id()) {
+            (_, None) => Ok(true),
+            (Some(then), Some(now)) if then == now => Ok(true),
+            _ => {
+                let _ = self.storage.remove_file(&mark);
+                Ok(false)
+            }
         }
     }
 
@@ -101,7 +137,7 @@ impl JsonlBackend {
             .map_err(|e| Error::io("read", log, e))?
             .ok_or_else(|| Error::io("read", log, io::ErrorKind::NotFound.into()))?;
         self.remove_temps(log);
-        let (tmp, file) = self.write_temp(log, &bytes)?.ok_or_else(|| {
+        let (tmp, mut file) = self.write_temp(log, &bytes)?.ok_or_else(|| {
             Error::io(
                 "create",
                 log,
@@ -109,6 +145,7 @@ impl JsonlBackend {
             )
         })?;
         self.rename(&tmp, log)?;
+        file.renamed(log);
         self.sync_dir(log.parent().expect("a transcript has a directory"))?;
         Ok(file)
     }

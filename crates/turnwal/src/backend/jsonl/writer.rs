@@ -454,6 +454,8 @@ impl LogWriter for JsonlWriter {
                 })?;
             self.backend.rename(&tmp, &self.path)?;
             self.file = file;
+            // The handle knows its file by name (a shrink's turnstile).
+            self.file.renamed(&self.path);
             self.backend
                 .sync_dir(self.path.parent().expect("a transcript has a directory"))?;
         }
