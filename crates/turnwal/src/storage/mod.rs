@@ -8,9 +8,11 @@
 //!   regular file is opened in a way that could block (FIFOs, devices);
 //! - every directory a file is written in is private (owned by this user,
 //!   not writable by group or others), every file created is `0600` and
-//!   every directory `0700`;
-//! - a reader's memory map is never shrunk under it (readers hold a shared
-//!   `flock`; a writer shrinking a file waits for them at a turnstile);
+//!   every directory `0700` (on Unix; Windows has ACLs: docs/PLATFORMS.md);
+//! - a reader's memory map is never shrunk under it (on Linux readers hold a
+//!   shared `flock` and a writer shrinking a file waits for them at a
+//!   turnstile; on macOS and Windows readers read into memory instead,
+//!   `platform`);
 //! - a writer's hold on a log ([`hold_writer`]) lives on the log itself, so
 //!   deleting a lock file never lets a second writer in;
 //! - session ids map to file names injectively and never leave the
