@@ -80,7 +80,7 @@ it('the published dsh app runs on turnwal-dsh: headless, web, a SIGKILL mid-stre
 
   // 2. turnwal-dsh packed and added to two profiles, each switched by the patch.
   start = performance.now()
-  const tarballs = execFileSync(process.execPath, [join(binding, 'scripts', 'pack.mjs'), join(work, 'tarballs')], { cwd: binding, encoding: 'utf8', timeout: 300_000 })
+  const tarballs = execFileSync(process.execPath, [join(binding, 'scripts', 'pack.mjs'), join(work, 'tarballs'), '--targets', 'linux-x64-gnu'], { cwd: binding, encoding: 'utf8', timeout: 300_000 })
     .trim().split('\n').slice(-2)
   const home = join(work, 'dsh-home')
   const ws = join(work, 'workspace')
