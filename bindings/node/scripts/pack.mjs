@@ -69,17 +69,23 @@ function platformDir(target) {
   return dir
 }
 
+let targetDir
+/** Cargo's target directory (asked once). */
+function targetDirectory() {
+  targetDir ??= JSON.parse(execFileSync('cargo', ['metadata', '--format-version', '1', '--no-deps'], {
+    cwd: here, encoding: 'utf8', maxBuffer: 64 << 20,
+  })).target_directory
+  return targetDir
+}
+
 /** Builds the addon for `target` (release) and returns the built library's path. */
 function build(target) {
   const spec = TARGETS[target]
   if (!spec) throw new Error(`pack: unknown target ${target}; the targets are ${Object.keys(TARGETS).join(', ')}`)
-  const metadata = JSON.parse(execFileSync('cargo', ['metadata', '--format-version', '1', '--no-deps'], {
-    cwd: here, encoding: 'utf8', maxBuffer: 64 << 20,
-  }))
   if (target === platformTarget()) {
     // The host's own build, shared with `npm run build`.
     execFileSync('cargo', ['build', '-p', 'turnwal-node', '--locked', '--release'], { cwd: here, stdio: 'inherit' })
-    return join(metadata.target_directory, 'release', spec.lib)
+    return join(targetDirectory(), 'release', spec.lib)
   }
   const hint = `(its toolchain: \`scripts/cross-test ${spec.toolchain}\` at the repository root installs it)`
   const env = { ...process.env, ...spec.env }
@@ -110,7 +116,7 @@ function build(target) {
   } finally {
     for (const dir of [sdk, libnode]) if (dir) rmSync(dir, { recursive: true, force: true })
   }
-  return join(metadata.target_directory, spec.rust, 'release', spec.lib)
+  return join(targetDirectory(), spec.rust, 'release', spec.lib)
 }
 
 /** Puts `addon` into the platform package of `target` and LICENSE into it and the main package. */

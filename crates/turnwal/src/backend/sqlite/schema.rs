@@ -115,19 +115,22 @@ fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
     let dir_writable = writable(parent.unwrap_or(Path::new(".")));
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    if cfg!(windows) || dir_writable || Path::new(&wal).exists() {
+    if dir_writable || Path::new(&wal).exists() {
         return Connection::open_with_flags(path, flags);
     }
+    // Windows counts every directory writable (`writable`): never here.
+    #[cfg(windows)]
+    return Connection::open_with_flags(path, flags);
     #[cfg(unix)]
+    Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+}
+
+/// `file:<path, percent-encoded>?immutable=1`.
+#[cfg(unix)]
+fn immutable_uri(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    #[cfg(windows)]
-    let path = path.to_string_lossy();
     let mut uri = String::from("file:");
-    #[cfg(unix)]
-    let bytes = path.as_os_str().as_bytes();
-    #[cfg(windows)]
-    let bytes = path.as_bytes();
-    for &b in bytes {
+    for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
             uri.push(b as char);
         } else {
@@ -135,7 +138,7 @@ fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
         }
     }
     uri.push_str("?immutable=1");
-    Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+    uri
 }
 
 /// Creates an absent database file with mode 0600, as upstream does (on

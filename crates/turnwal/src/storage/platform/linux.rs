@@ -3,7 +3,12 @@
 use std::fs::File;
 use std::io;
 
-use super::unix::{byte_lock, byte_lock_held};
+use super::unix::{byte_held, lock_byte};
+
+/// Byte locks are open-file-description locks: tied to the open file, not
+/// the process, dropped when it is closed or its holder dies.
+pub(super) const SET_LOCK: libc::c_int = libc::F_OFD_SETLK;
+pub(super) const GET_LOCK: libc::c_int = libc::F_OFD_GETLK;
 
 /// Readers map logs and hold a shared `flock` while mapped; a writer
 /// shrinking a log waits for them (the mapping would raise SIGBUS).
@@ -16,30 +21,13 @@ pub(in crate::storage) const MAPS: bool = true;
 /// same process too; readers' shared `flock`s are another kind of lock and
 /// never meet it. `false` when another open holds it.
 pub(in crate::storage) fn hold_writer(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock(file, libc::F_OFD_SETLK, libc::F_WRLCK, at)
+    lock_byte(file, at)
 }
 
 /// Whether another open holds the writer's hold, asked with `F_OFD_GETLK`:
 /// nothing is taken.
 pub(in crate::storage) fn writer_held(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock_held(file, libc::F_OFD_GETLK, at)
-}
-
-/// A byte lock of the same kind at any offset (the SQLite backend's per-
-/// session bytes): `true` when taken.
-pub fn lock_byte(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock(file, libc::F_OFD_SETLK, libc::F_WRLCK, at)
-}
-
-/// Releases a byte taken with [`lock_byte`] explicitly (a forked child
-/// shares the description until it execs: closing would not release it).
-pub fn unlock_byte(file: &File, at: u64) -> io::Result<()> {
-    byte_lock(file, libc::F_OFD_SETLK, libc::F_UNLCK, at).map(|_| ())
-}
-
-/// Whether another open holds byte `at` ([`lock_byte`]).
-pub fn byte_held(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock_held(file, libc::F_OFD_GETLK, at)
+    byte_held(file, at)
 }
 
 /// `fdatasync`: on Linux it reaches stable storage (the block layer sends

@@ -4,7 +4,15 @@
 use std::fs::File;
 use std::io;
 
-use super::unix::{byte_lock, byte_lock_held};
+/// Byte locks (the SQLite backend's per-session bytes) are traditional
+/// POSIX locks, owned by the process: macOS has no open-file-description
+/// locks. The SQLite backend keeps one descriptor per database open for the
+/// process's life and refuses a second writer of the process itself from
+/// its own table; but closing any other descriptor of the database in this
+/// process (a read-only SQLite connection ending) drops them
+/// (docs/PLATFORMS.md says so).
+pub(super) const SET_LOCK: libc::c_int = libc::F_SETLK;
+pub(super) const GET_LOCK: libc::c_int = libc::F_GETLK;
 
 /// No mapped reads: the writer's hold is an exclusive `flock` on the log,
 /// so readers cannot take the shared `flock` that keeps a shrinking writer
@@ -43,26 +51,6 @@ fn flock(file: &File, op: libc::c_int) -> io::Result<bool> {
         Some(libc::EWOULDBLOCK) => Ok(false),
         _ => Err(e),
     }
-}
-
-/// A per-session byte lock of the SQLite backend: a traditional POSIX
-/// lock (`F_SETLK`), owned by the process. The SQLite backend keeps one
-/// descriptor per database open for the process's life and refuses a
-/// second writer of the process itself from its own table; but closing any
-/// other descriptor of the database in this process (a read-only SQLite
-/// connection ending) drops it (docs/PLATFORMS.md says so).
-pub fn lock_byte(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock(file, libc::F_SETLK, libc::F_WRLCK, at)
-}
-
-/// Releases a byte taken with [`lock_byte`].
-pub fn unlock_byte(file: &File, at: u64) -> io::Result<()> {
-    byte_lock(file, libc::F_SETLK, libc::F_UNLCK, at).map(|_| ())
-}
-
-/// Whether another process holds byte `at` (`F_GETLK`).
-pub fn byte_held(file: &File, at: u64) -> io::Result<bool> {
-    byte_lock_held(file, libc::F_GETLK, at)
 }
 
 /// `fcntl(F_FULLFSYNC)`: macOS's `fsync` hands the data to the drive but

@@ -8,7 +8,7 @@ mod unix;
 #[cfg(unix)]
 pub use unix::private_file;
 #[cfg(unix)]
-pub use unix::{check_private_dir, kind_of, path_bytes};
+pub use unix::{byte_held, check_private_dir, kind_of, lock_byte, path_bytes, unlock_byte};
 #[cfg(unix)]
 pub(super) use unix::{create_private_dir, open_regular, rename, sync_dir};
 
@@ -29,7 +29,7 @@ use windows as os;
 #[cfg(windows)]
 pub use windows::private_file;
 #[cfg(windows)]
-pub use windows::{check_private_dir, kind_of, path_bytes};
+pub use windows::{byte_held, check_private_dir, kind_of, lock_byte, path_bytes, unlock_byte};
 #[cfg(windows)]
 pub(super) use windows::{create_private_dir, open_regular, rename, revision, sync_dir};
 
@@ -37,7 +37,6 @@ pub(super) use windows::{create_private_dir, open_regular, rename, revision, syn
 compile_error!("turnwal builds for Linux, macOS and Windows (docs/PLATFORMS.md)");
 
 pub(super) use os::{MAPS, boot_id, hold_writer, sync_all, sync_data, uptime, writer_held};
-pub use os::{byte_held, lock_byte, unlock_byte};
 
 /// `dev:ino:size:mtimeNs:ctimeNs`, the form of upstream's revisions.
 #[cfg(unix)]
@@ -155,4 +154,28 @@ pub fn identity(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
             .open(path)?;
         windows::identity_of(&file)
     }
+}
+
+/// `dir`, or `.` for the empty path (the parent of a bare file name).
+fn dir_or_dot(dir: &std::path::Path) -> &std::path::Path {
+    if dir.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        dir
+    }
+}
+
+/// What a failed open of `path` reports: what the entry is when it is not
+/// a regular file (a socket, a directory opened for writing) rather than the
+/// errno; the error itself otherwise.
+fn open_error(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
+    use std::io::ErrorKind::{AlreadyExists, NotFound};
+    if !matches!(e.kind(), NotFound | AlreadyExists)
+        && let Some(kind) = std::fs::symlink_metadata(path)
+            .ok()
+            .and_then(|m| kind_of(m.file_type()))
+    {
+        return super::not_regular(kind);
+    }
+    e
 }

@@ -55,11 +55,7 @@ fn euid() -> u32 {
 /// Anyone else who can write there could plant a symlink or a file of their
 /// own under a name turnwal is about to write.
 pub fn check_private_dir(dir: &Path) -> io::Result<()> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
+    let dir = super::dir_or_dot(dir);
     let meta = std::fs::symlink_metadata(dir)?;
     if !meta.is_dir() {
         return Err(refused(format!(
@@ -117,20 +113,8 @@ pub(in crate::storage) fn open_regular(
                     .into(),
             ));
         }
-        Err(e) => {
-            // A socket (ENXIO), a directory opened for writing (EISDIR): say
-            // what the entry is rather than the errno.
-            if !matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
-            ) && let Some(kind) = std::fs::symlink_metadata(path)
-                .ok()
-                .and_then(|m| kind_of(m.file_type()))
-            {
-                return Err(not_regular(kind));
-            }
-            return Err(e);
-        }
+        // A socket (ENXIO), a directory opened for writing (EISDIR).
+        Err(e) => return Err(super::open_error(path, e)),
     };
     let meta = file.metadata()?;
     if let Some(kind) = kind_of(meta.file_type()) {
@@ -165,27 +149,30 @@ pub fn path_bytes(path: &Path) -> std::borrow::Cow<'_, [u8]> {
     std::borrow::Cow::Borrowed(path.as_os_str().as_bytes())
 }
 
-/// One POSIX byte-range lock request on `file` (`F_WRLCK` or `F_UNLCK`) at
-/// `offset`, through `cmd` (an OFD or a traditional lock command).
-pub(in crate::storage) fn byte_lock(
-    file: &File,
-    cmd: libc::c_int,
-    kind: impl Into<i32>,
-    offset: u64,
-) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a zeroed `flock` is a valid value; every field the call reads
-    // is set below.
+/// The byte-range lock commands of this OS: open-file-description locks on
+/// Linux, traditional (process-owned) ones on macOS (`super::os`).
+use super::os::{GET_LOCK, SET_LOCK};
+
+/// An `fcntl` lock request of one byte at `offset`; `kind` is `F_WRLCK` or
+/// `F_UNLCK` (`c_int` on Linux, `c_short` on macOS).
+fn one_byte(kind: impl Into<i32>, offset: u64) -> libc::flock {
+    // SAFETY: a zeroed `flock` is a valid value; every field a lock
+    // command reads is set below (`l_pid` must be 0 for the OFD ones).
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    // `c_int` on Linux, `c_short` on macOS.
     lock.l_type = kind.into() as libc::c_short;
     lock.l_whence = libc::SEEK_SET as libc::c_short;
     lock.l_start = offset as libc::off_t;
     lock.l_len = 1;
+    lock
+}
+
+/// `SET_LOCK` of byte `offset`: `false` when another holder has it.
+fn set_byte(file: &File, kind: impl Into<i32>, offset: u64) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let lock = one_byte(kind, offset);
     // SAFETY: a valid open descriptor and a pointer to an initialized
     // `flock` that outlives the call.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &lock) };
-    if rc == 0 {
+    if unsafe { libc::fcntl(file.as_raw_fd(), SET_LOCK, &lock) } == 0 {
         return Ok(true);
     }
     let e = io::Error::last_os_error();
@@ -195,24 +182,28 @@ pub(in crate::storage) fn byte_lock(
     }
 }
 
-/// Whether another holder has a write lock on byte `offset` of `file`,
-/// asked through `cmd` (an OFD or a traditional get-lock command).
-pub(in crate::storage) fn byte_lock_held(
-    file: &File,
-    cmd: libc::c_int,
-    offset: u64,
-) -> io::Result<bool> {
+/// A write lock of byte `at` of `file` (the writer's hold on Linux, the
+/// SQLite backend's per-session bytes everywhere on Unix): `true` when
+/// taken.
+pub fn lock_byte(file: &File, at: u64) -> io::Result<bool> {
+    set_byte(file, libc::F_WRLCK, at)
+}
+
+/// Releases a byte taken with [`lock_byte`] explicitly (a forked child
+/// shares an open file description until it execs: closing would not
+/// release an OFD lock).
+pub fn unlock_byte(file: &File, at: u64) -> io::Result<()> {
+    set_byte(file, libc::F_UNLCK, at).map(|_| ())
+}
+
+/// Whether another holder has byte `at` ([`lock_byte`]), asked with
+/// `GET_LOCK`: nothing is taken.
+pub fn byte_held(file: &File, at: u64) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
-    // SAFETY: as in `byte_lock`.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = offset as libc::off_t;
-    lock.l_len = 1;
+    let mut lock = one_byte(libc::F_WRLCK, at);
     // SAFETY: a valid open descriptor and a pointer to an initialized
     // `flock` the call may write, which outlives it.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut lock) };
-    if rc != 0 {
+    if unsafe { libc::fcntl(file.as_raw_fd(), GET_LOCK, &mut lock) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(lock.l_type != libc::F_UNLCK as libc::c_short)

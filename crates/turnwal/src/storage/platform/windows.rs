@@ -85,11 +85,7 @@ pub(super) fn identity_of(file: &File) -> io::Result<(u64, u64)> {
 /// its inherited ACL, and turnwal does not inspect ACLs (docs/PLATFORMS.md,
 /// "Windows").
 pub fn check_private_dir(dir: &Path) -> io::Result<()> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
+    let dir = super::dir_or_dot(dir);
     let meta = std::fs::symlink_metadata(dir)?;
     if meta.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 || !meta.is_dir() {
         return Err(refused(format!(
@@ -125,18 +121,7 @@ pub(in crate::storage) fn open_regular(
     options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT);
     let file = match options.open(path) {
         Ok(file) => file,
-        Err(e) => {
-            if !matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
-            ) && let Some(kind) = std::fs::symlink_metadata(path)
-                .ok()
-                .and_then(|m| kind_of(m.file_type()))
-            {
-                return Err(not_regular(kind));
-            }
-            return Err(e);
-        }
+        Err(e) => return Err(super::open_error(path, e)),
     };
     let meta = file.metadata()?;
     if meta.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
