@@ -15,6 +15,8 @@ mod contract;
 mod deep_nesting;
 #[cfg(unix)]
 mod differential;
+#[cfg(unix)]
+mod follow;
 mod idle_seal;
 mod jsonl;
 mod jsonl_reads;

@@ -19,6 +19,8 @@ pub mod fd_locks;
 pub mod log;
 #[cfg(unix)]
 pub mod pg;
+#[cfg(unix)]
+pub mod stores;
 
 /// What a run printed and how it exited.
 #[derive(Debug)]

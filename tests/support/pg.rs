@@ -248,6 +248,13 @@ impl Cluster {
         self.url(&name)
     }
 
+    /// [`Cluster::fresh_database`], named as `--store` takes it.
+    pub fn fresh_store_url(&self) -> String {
+        let url = self.fresh_database();
+        let name = url.rsplit("dbname=").next().unwrap().to_owned();
+        self.store_url(&name)
+    }
+
     /// The URL form of [`Cluster::url`], as `--store` takes it.
     pub fn store_url(&self, db: &str) -> String {
         format!(

@@ -58,6 +58,8 @@ fn code_of(error: &Error) -> &'static str {
         Error::Locked { .. } | Error::Leased { .. } => "LOCKED",
         Error::Superseded { .. } => "SUPERSEDED",
         Error::OpenTurn { .. } => "OPEN_TURN",
+        Error::FollowLost { .. } => "FOLLOW_LOST",
+        Error::Diverged { .. } => "DIVERGED",
         Error::InvalidArgument(_) => "INVALID_ARGUMENT",
         Error::Poisoned { .. } | Error::StorePoisoned { .. } => "POISONED",
         Error::Io { .. } => "IO",

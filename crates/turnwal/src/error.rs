@@ -118,6 +118,44 @@ pub enum Error {
         /// How long its lease runs from now, by the server's clock.
         expires_in: std::time::Duration,
     },
+    /// A followed session ([`crate::Store::follow`]) is no longer the one
+    /// its follower read: removed (`recreated` is `None`), or removed and
+    /// created again (`recreated` says how that showed). Nothing of a new
+    /// incarnation is served after the old one's events.
+    #[error(
+        "session {id:?} was {} while it was followed{}; stopped {}",
+        if .recreated.is_some() { "removed and recreated" } else { "removed" },
+        .recreated.as_ref().map(|why| format!(" ({why})")).unwrap_or_default(),
+        if *.next == 0 { "before any event".to_owned() } else { format!("after seq {}", .next - 1) }
+    )]
+    FollowLost {
+        /// Session id.
+        id: String,
+        /// The seq the follower was waiting for: every event before it was
+        /// served.
+        next: u64,
+        /// How a new incarnation showed (its header, a shorter log, another
+        /// event at a seq already served); `None` for a removed session.
+        recreated: Option<String>,
+    },
+    /// A sync ([`crate::Store::sync_to`]) found the destination holding
+    /// another history of a session than the source: another incarnation,
+    /// more events, or a different event at the same seq. Nothing of the
+    /// session was written.
+    #[error(
+        "session {id:?}: the destination holds another history than the source ({detail}); \
+         source {src}, destination {dst}; nothing written"
+    )]
+    Diverged {
+        /// Session id.
+        id: String,
+        /// Where the source stands: its store and position.
+        src: String,
+        /// Where the destination stands: its store and position.
+        dst: String,
+        /// How the histories differ.
+        detail: String,
+    },
     /// An operation that needs a balanced log met an open turn.
     #[error("session {id:?}: {reason}")]
     OpenTurn {

@@ -107,6 +107,17 @@ pub trait Backend: Send + Sync {
     /// Where the store lives, for messages.
     fn location(&self) -> String;
 
+    /// A way to wait for a sign that session `id`'s stored log changed
+    /// (`None`: that any session's did, or a session was created), for a
+    /// follower ([`crate::Store::follow`]) between two reads of the log's
+    /// revision. The default polls ([`crate::follow::watch::Poll`]); file
+    /// stores watch the log's directory, PostgreSQL listens for its
+    /// writers' notifications.
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+        let _ = id;
+        Ok(Box::new(crate::follow::watch::Poll))
+    }
+
     /// Every materialized session, read from headers and log tails without
     /// reading whole logs where the backend allows it.
     fn list(&self) -> Result<Vec<SessionSummary>>;
@@ -162,6 +173,28 @@ pub trait Backend: Send + Sync {
     /// stored log and never with a read; `None` when the session does not
     /// exist.
     fn revision(&self, id: &str) -> Result<Option<String>>;
+
+    /// The part of a [`Backend::revision`] that names the stored log's
+    /// incarnation: the same while the log is only appended to; another
+    /// when the session is removed and created again, and (file stores)
+    /// when its file is rewritten (a compaction, a seal, a repair's copy).
+    /// `None` when the backend cannot tell (the default): a follower then
+    /// relies on the last event it served being still in place.
+    fn incarnation(&self, revision: &str) -> Option<String> {
+        let _ = revision;
+        None
+    }
+
+    /// Holds session `id`'s stored log as it is now for as long as the
+    /// value lives, so that its incarnation cannot be taken by another log:
+    /// a file store's open handle keeps the file's inode from being reused
+    /// by a session removed and created again, which would otherwise get
+    /// the same device and inode, and the same revision prefix. `None`
+    /// (the default) where incarnations are drawn, never reused.
+    fn pin(&self, id: &str) -> Option<Box<dyn Send>> {
+        let _ = id;
+        None
+    }
 
     /// Reads and classifies a stored log without writing or locking; `None`
     /// when the session does not exist.

@@ -22,6 +22,8 @@ mod naming;
 mod platform;
 
 pub use naming::{decode_file_name, encode_file_name};
+#[cfg(target_os = "linux")]
+pub(crate) use platform::NameWatch;
 pub use platform::{
     byte_held, check_private_dir, identity, identity_of, kind_of, lock_byte, open_existing_rw,
     path_bytes, private_file, unlock_byte,
@@ -51,7 +53,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> io::Result<bool>;
     /// An identity of a file's current content: device, inode, size and
-    /// modification times, so it changes with every write.
+    /// modification times, so it changes with every write. Its first two
+    /// `:`-separated fields name the file itself (device and inode, volume
+    /// and file index), whatever its content ([`file_of_revision`]).
     fn revision(&self, path: &Path) -> io::Result<String>;
     /// File names in a directory (empty if the directory does not exist).
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
@@ -670,4 +674,15 @@ impl StorageFile for FsFile {
     fn into_map(self: Box<Self>) -> io::Result<Mapped> {
         map_holding(self.file, &self.path)
     }
+}
+
+/// The file a [`Storage::revision`] was read from: its first two fields
+/// (device and inode), the same while the file is only written to,
+/// another once a rename replaces it.
+pub fn file_of_revision(revision: &str) -> String {
+    revision
+        .splitn(3, ':')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(":")
 }

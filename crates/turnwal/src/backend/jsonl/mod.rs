@@ -1321,6 +1321,28 @@ impl Backend for JsonlBackend {
         self.root.display().to_string()
     }
 
+    /// The session's own directory (its transcript, a republished copy's
+    /// rename); a poll for a session not found, and for the whole root
+    /// (transcripts live a directory or two down, where one watch does
+    /// not reach).
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+        match id.map(|id| self.find_log(id)).transpose()?.flatten() {
+            Some(path) => Ok(crate::follow::watch::of_file(&path)),
+            None => Ok(Box::new(crate::follow::watch::Poll)),
+        }
+    }
+
+    /// The transcript file: a republished or repaired copy is another.
+    fn incarnation(&self, revision: &str) -> Option<String> {
+        Some(crate::storage::file_of_revision(revision))
+    }
+
+    fn pin(&self, id: &str) -> Option<Box<dyn Send>> {
+        let path = self.find_log(id).ok()??;
+        let file = self.storage.open(&path, OpenMode::Read).ok()?;
+        Some(Box::new(file))
+    }
+
     /// The header line always holds `delegationDepth` (0 for a top-level
     /// session, as upstream's writer stores it), so a live session shows the
     /// 0 a reader of the file will find.

@@ -316,6 +316,7 @@ pub fn create(
         });
     }
     insert_rows(&mut tx, location, id, rows)?;
+    notify(&mut tx, location, id)?;
     tx.commit().map_err(err("commit"))?;
     Ok(Hold {
         incarnation,
@@ -519,6 +520,7 @@ pub(crate) fn claim(
         )
         .map_err(err)?;
     if let Some(updated) = updated {
+        notify(tx, location, id)?;
         return Ok(updated.get(0));
     }
     let now = tx
@@ -582,9 +584,13 @@ pub fn append(
     // when the claim matched (they are joined to it). Synchronous commit
     // is set for this transaction inside the statement, so nothing is
     // left on a pooled connection.
+    // The notification is sent at the commit, to the followers listening
+    // (docs/POSTGRES.md, "Following"); a CTE that is only selected from
+    // runs only when referenced, hence its count.
     let result = client
         .query_typed(
-            "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
+            &format!(
+                "WITH sc AS (SELECT set_config('synchronous_commit', 'on', true)), \
              claim AS (UPDATE turnwal_sessions SET next_seq = $5, revision = revision + 1, \
                data_bytes = data_bytes + $6, writer_heartbeat = now(), \
                writer_lease_until = now() + $15::bigint * interval '1 millisecond' \
@@ -594,9 +600,12 @@ pub fn append(
                source_event_seqs, surface_op, ignorable) \
                SELECT $1, u.* FROM claim, unnest($7::bigint[], $8::integer[], $9::text[], \
                $10::bigint[], $11::text[], $12::bytea[], $13::text[], $14::boolean[]) AS u \
-               RETURNING 1) \
+               RETURNING 1), \
+             nt AS (SELECT pg_notify('turnwal', {payload}) FROM claim) \
              SELECT (SELECT revision FROM claim), (SELECT count(*) FROM ins), \
-             (SELECT count(*) FROM sc)",
+             (SELECT count(*) FROM sc), (SELECT count(*) FROM nt)",
+                payload = super::listen::payload_sql(1)
+            ),
             &params,
         )
         .map_err(|e| pg_error("append", location, e))?;
@@ -660,5 +669,20 @@ pub fn insert_alone(client: &mut Client, id: &str, rows: &[Row]) -> Result<(), p
     let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&id, Type::TEXT)];
     params.extend(columns.params());
     client.execute_typed(INSERT_UNNEST, &params)?;
+    Ok(())
+}
+
+/// Tells the store's followers that session `id` changed: delivered when
+/// `tx` commits, never if it rolls back (docs/POSTGRES.md, "Following").
+pub(crate) fn notify(tx: &mut postgres::Transaction<'_>, location: &str, id: &str) -> Result<()> {
+    tx.execute(
+        &format!(
+            "SELECT pg_notify('{}', {})",
+            super::listen::CHANNEL,
+            super::listen::payload_sql(1)
+        ),
+        &[&id],
+    )
+    .map_err(|e| pg_error("notify", location, e))?;
     Ok(())
 }

@@ -9,6 +9,7 @@
 
 pub mod epoch;
 mod lease;
+mod listen;
 mod rows;
 mod schema;
 mod shared;

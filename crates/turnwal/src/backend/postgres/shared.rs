@@ -285,5 +285,6 @@ pub(crate) fn delete_session(tx: &mut Transaction<'_>, location: &str, id: &str)
     let n = tx
         .execute("DELETE FROM turnwal_sessions WHERE session_id = $1", &[&id])
         .map_err(|e| pg_error("delete session", location, e))?;
+    super::epoch::notify(tx, location, id)?;
     Ok(n > 0)
 }

@@ -170,6 +170,23 @@ impl Backend for PgBackend {
         self.shared.location.clone()
     }
 
+    /// A connection of the follower's own, listening for the writers'
+    /// notifications (`pg_notify` in every write's transaction).
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+        Ok(Box::new(super::listen::Listen::new(
+            &self.shared.url,
+            self.shared.options.idle_in_transaction(),
+            id,
+        )?))
+    }
+
+    /// The session row's incarnation, drawn when it is created.
+    fn incarnation(&self, revision: &str) -> Option<String> {
+        revision
+            .rsplit_once(":revision:")
+            .map(|(i, _)| i.to_owned())
+    }
+
     /// One query for the whole listing: every session row with its rows
     /// from its last `turn/end` row on (all of them when it has none) and
     /// its bytes; each session classified from them by the shared scan,

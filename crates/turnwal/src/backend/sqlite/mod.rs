@@ -632,6 +632,19 @@ impl Backend for SqliteBackend {
         self.shared.path.display().to_string()
     }
 
+    /// The database file and its journals (`-wal`, `-journal`): every
+    /// session's commit writes there.
+    fn watch(&self, _id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+        Ok(crate::follow::watch::of_file(&self.shared.path))
+    }
+
+    /// The session row's incarnation, drawn when it is created.
+    fn incarnation(&self, revision: &str) -> Option<String> {
+        revision
+            .rsplit_once(":revision:")
+            .map(|(i, _)| i.to_owned())
+    }
+
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let path = &self.shared.path;
         self.shared.conn()?.read(path, |conn| {

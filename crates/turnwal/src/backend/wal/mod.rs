@@ -634,6 +634,26 @@ impl Backend for WalBackend {
         self.root.display().to_string()
     }
 
+    /// The sessions directory's entries named after the session (its log,
+    /// a rewrite's temp, its archive), or all of them.
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+        let prefix = id.map(|id| format!("{}.", encode_file_name(id)));
+        Ok(crate::follow::watch::of_names(
+            &self.sessions_dir(),
+            prefix.as_deref().unwrap_or("").as_bytes(),
+        ))
+    }
+
+    /// The log file: a compaction's or a seal's rewrite is another.
+    fn incarnation(&self, revision: &str) -> Option<String> {
+        Some(crate::storage::file_of_revision(revision))
+    }
+
+    fn pin(&self, id: &str) -> Option<Box<dyn Send>> {
+        let file = self.storage.open(&self.log_path(id), OpenMode::Read).ok()?;
+        Some(Box::new(file))
+    }
+
     fn list(&self) -> Result<Vec<SessionSummary>> {
         let dir = self.sessions_dir();
         let names = self

@@ -63,3 +63,122 @@ pub(in crate::storage) fn uptime() -> Option<std::time::Duration> {
         up.tv_nsec as u32,
     ))
 }
+
+/// Changes to the entries of one directory whose names start with a
+/// prefix, from the kernel's inotify: what a follower waits on instead of
+/// polling a log's length (`Store::follow`). A watch on the directory, not
+/// the file, so a log replaced by rename (a compaction, a repair's
+/// rewrite), removed or created again is seen as well as one written.
+pub(crate) struct NameWatch {
+    fd: std::os::fd::OwnedFd,
+    prefix: Vec<u8>,
+}
+
+impl NameWatch {
+    /// Watches `dir` for writes, renames, creations and removals of
+    /// entries whose names start with `prefix` (every entry when empty).
+    pub(crate) fn new(dir: &std::path::Path, prefix: &[u8]) -> io::Result<NameWatch> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: no pointers; the result is checked.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor this function owns from here on.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the path"))?;
+        let mask = libc::IN_MODIFY
+            | libc::IN_CLOSE_WRITE
+            | libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_MOVED_FROM
+            | libc::IN_MOVED_TO
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF;
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor and a NUL-terminated path.
+        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), dir.as_ptr(), mask) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(NameWatch {
+            fd,
+            prefix: prefix.to_vec(),
+        })
+    }
+
+    /// Waits up to `timeout` for a change to a watched name; `true` when
+    /// one came (every queued event is consumed), `false` when the time
+    /// ran out. An overflowed queue counts as a change: something may have
+    /// been missed.
+    pub(crate) fn wait(&mut self, timeout: std::time::Duration) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut seen = self.drain()?;
+        if seen {
+            return Ok(true);
+        }
+        let mut poll = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one pollfd we own.
+        let n = unsafe { libc::poll(&mut poll, 1, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        if n > 0 {
+            seen = self.drain()?;
+        }
+        Ok(seen)
+    }
+
+    /// Reads every queued event; whether one named a watched entry (or
+    /// the queue overflowed, or the directory itself went away).
+    fn drain(&mut self) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let header = std::mem::size_of::<libc::inotify_event>();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut seen = false;
+        loop {
+            // SAFETY: a buffer we own, of the length given.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock => Ok(seen),
+                    io::ErrorKind::Interrupted => continue,
+                    _ => Err(e),
+                };
+            }
+            let n = n as usize;
+            if n == 0 {
+                return Ok(seen);
+            }
+            let mut at = 0;
+            while at + header <= n {
+                // SAFETY: the kernel wrote a whole event header here; read
+                // unaligned, as the buffer has no alignment guarantee.
+                let event: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                let name_len = event.len as usize;
+                let name = &buf[at + header..(at + header + name_len).min(n)];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                let whole_dir = event.mask
+                    & (libc::IN_Q_OVERFLOW | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF)
+                    != 0;
+                if whole_dir || name.starts_with(&self.prefix) {
+                    seen = true;
+                }
+                at += header + name_len;
+            }
+        }
+    }
+}

@@ -16,6 +16,8 @@ pub(super) use unix::{create_private_dir, open_regular, rename, sync_dir};
 mod linux;
 #[cfg(target_os = "linux")]
 use linux as os;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::NameWatch;
 
 #[cfg(target_os = "macos")]
 mod macos;
