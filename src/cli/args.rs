@@ -727,10 +727,20 @@ pub struct TailArgs {
     /// How many of the last stored events to print.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
     pub lines: usize,
-    /// Keep polling and print events as another process appends them; stop
-    /// (exit 4) if the session is removed or replaced by a new one.
+    /// Keep printing events as they are appended (by this or another
+    /// process or host), until interrupted; stop (exit 4) if the session
+    /// is removed or replaced by a new one.
     #[arg(long)]
     pub follow: bool,
+    /// Print the stored events from this seq on instead of the last `-n`
+    /// (with `--follow`: follow from there; past the end: wait for it).
+    #[arg(long, value_name = "SEQ", conflicts_with = "lines")]
+    pub from: Option<u64>,
+    /// One JSON object per line, `{"session","next","event"}`: `next` is
+    /// the seq to resume from (`--from NEXT`); a follow that stops prints
+    /// `{"session","next","stopped"}` last.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(test)]

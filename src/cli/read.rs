@@ -1,17 +1,15 @@
 //! `turnwal cat` and `turnwal tail`: a session's events as JSONL.
 
 use std::io::Write;
-use std::thread;
-use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::args::TailArgs;
-use super::output::{gap_text, write_events};
-use super::{Failure, Outcome, exit};
-use turnwal::error::Error;
+use super::output::{gap_text, json_line, write_events};
+use super::{Outcome, exit};
+use turnwal::event::Event;
 use turnwal::store::Store;
-
-/// How often `tail --follow` looks for new events.
-const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Prints the inspect view (stored events plus, for a crashed log, the
 /// closers recovery would add), or with `raw` the stored events alone, as
@@ -64,106 +62,94 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
     })
 }
 
-/// Prints the last `-n` stored events; with `--follow`, polls for events
-/// another process appends and prints them until interrupted. Reads take no
-/// lock, so this never blocks the writer.
+/// Prints the last `-n` stored events (or those from `--from` on); with
+/// `--follow`, then each event as it is stored ([`Store::follow`]: inotify,
+/// PostgreSQL `LISTEN`, a short poll elsewhere) until interrupted. Reads
+/// take no lock, so this never blocks the writer.
 ///
 /// Following stops (exit 4, a message on stderr) when the session it
-/// follows is gone: removed, or removed and recreated between two polls (its
-/// header changed, it holds fewer events than were read, or the last event
-/// read is no longer the one at its seq). The new incarnation's events are
-/// never printed after the old one's.
+/// follows is gone: removed, or removed and recreated. The new
+/// incarnation's events are never printed after the old one's.
 pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
-    // Read from the log's end: the cost is the lines asked for, not the log.
-    // One event more than printed is read when following, so `-n 0
-    // --follow` still knows where the log ends.
-    let wanted = args.lines as u64 + u64::from(args.follow && args.lines == 0);
-    // What the log was before it was read: an idle log then costs a stat a
-    // poll, not a read (a compacted log's last unit would be decompressed
-    // each time). Taken before the read, so a change during it, or before
-    // the first poll, is read at the next poll.
-    let mut seen = if args.follow {
-        store.revision(id)?
-    } else {
-        None
+    let (events, next) = match args.from {
+        Some(from) => (store.read_from(id, from)?, from),
+        None => {
+            // Read from the log's end: the cost is the lines asked for, not
+            // the log. One event more than printed when following, so that
+            // `-n 0 --follow` knows where the log ends.
+            let wanted = args.lines as u64 + u64::from(args.follow && args.lines == 0);
+            let mut events = store.read_last(id, wanted)?;
+            let next = events.last().map_or(0, |e| e.seq() + 1);
+            events.drain(..events.len().saturating_sub(args.lines));
+            (events, next)
+        }
     };
-    let events = store.read_last(id, wanted)?;
-    // Read before anything is printed: the incarnation that is followed.
-    let header = args.follow.then(|| store.header(id)).transpose()?;
-    let skip = events.len().saturating_sub(args.lines);
-    write_events(out, &events[skip..])?;
-    out.flush()?;
-    let Some(header) = header else {
-        return Ok(exit::SUCCESS);
-    };
-    // Event i has seq i, so the next seq to look for follows the last read.
-    let mut next = events.last().map_or(0, |e| e.seq() + 1);
-    let mut last = events.last().cloned();
-    loop {
-        thread::sleep(FOLLOW_INTERVAL);
-        // Taken before the read: a write during it shows at the next poll.
-        let revision = store.revision(id)?;
-        if revision.is_none() {
-            return Err(gone(id, next, None));
-        }
-        if revision == seen {
-            continue;
-        }
-        seen = revision;
-        // The last event read comes back too, to prove the log continues it.
-        let from = next.saturating_sub(1);
-        let read = store
-            .read_from(id, from)
-            .and_then(|events| Ok((events, store.header(id)?)));
-        let (mut new, now) = match read {
-            Ok(read) => read,
-            Err(Error::NotFound { .. }) => return Err(gone(id, next, None)),
-            Err(e) => return Err(e.into()),
-        };
-        if now != header {
-            let why = format!(
-                "header createdAt {}, now {}",
-                header.created_at, now.created_at
-            );
-            return Err(gone(id, next, Some(&why)));
-        }
-        if let Some(last) = &last {
-            match new.first() {
-                None => {
-                    let why = format!("it holds fewer events than the {next} read");
-                    return Err(gone(id, next, Some(&why)));
-                }
-                Some(first) if first.to_json() != last.to_json() => {
-                    let why = format!("its event at seq {from} is not the one read");
-                    return Err(gone(id, next, Some(&why)));
-                }
-                Some(_) => {
-                    new.remove(0);
-                }
+    let print = |out: &mut dyn Write, events: &[Event]| -> Outcome {
+        if args.json {
+            for event in events {
+                json_line(out, &TailJson::event(id, event))?;
             }
+        } else {
+            write_events(out, events)?;
         }
-        if let Some(event) = new.last() {
-            next = event.seq() + 1;
-            write_events(out, &new)?;
-            out.flush()?;
-            last = Some(event.clone());
+        out.flush()?;
+        Ok(exit::SUCCESS)
+    };
+    let last = events.last().cloned();
+    let next = last.as_ref().map_or(next, |e| e.seq() + 1);
+    print(out, &events)?;
+    if !args.follow {
+        return Ok(exit::SUCCESS);
+    }
+    // Each seq once: the follow starts where the printing stopped, and its
+    // first read checks that the last event printed is still there.
+    let mut follow = store.follow(id, next)?;
+    if let Some(last) = last {
+        follow = follow.continuing(last)?;
+    }
+    loop {
+        match follow.wait(None) {
+            Ok(events) => {
+                print(out, &events)?;
+            }
+            Err(e) => {
+                if args.json {
+                    let stopped = TailJson {
+                        session: id,
+                        next: follow.position(),
+                        event: None,
+                        stopped: Some(e.to_string()),
+                    };
+                    json_line(out, &stopped)?;
+                    out.flush()?;
+                }
+                return Err(e.into());
+            }
         }
     }
 }
 
-/// Why `tail --follow` stopped: the session it followed was removed, or
-/// (with `recreated`, saying how that showed) removed and recreated.
-fn gone(id: &str, next: u64, recreated: Option<&str>) -> Failure {
-    let after = match next {
-        0 => "before any event".to_owned(),
-        n => format!("after seq {}", n - 1),
-    };
-    Failure::Other(match recreated {
-        None => format!("session {id:?} was removed while following; stopped {after}"),
-        Some(why) => format!(
-            "session {id:?} was removed and recreated while following ({why}); stopped {after}, \
-             printing nothing of the new session"
-        ),
-    })
+/// A line of `tail --json`.
+#[derive(Serialize)]
+struct TailJson<'a> {
+    session: &'a str,
+    /// The seq to resume from.
+    next: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<String>,
+}
+
+impl<'a> TailJson<'a> {
+    fn event(session: &'a str, event: &Event) -> TailJson<'a> {
+        TailJson {
+            session,
+            next: event.seq() + 1,
+            // An envelope the store serves is one JSON object.
+            event: RawValue::from_string(event.to_json()).ok(),
+            stopped: None,
+        }
+    }
 }

@@ -856,6 +856,74 @@ fn tail_follow_stops_when_the_session_is_removed() {
     );
 }
 
+#[test]
+fn tail_follow_from_a_seq_with_json_shows_the_cursor_and_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = session_with_turns(dir.path(), "s", 1);
+    // From seq 3 (the rest of the first turn), then what is appended.
+    let mut tail = turnwal(dir.path())
+        .args(["tail", "s", "--follow", "--from", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = BufReader::new(tail.stdout.take().unwrap()).lines();
+    let line =
+        |seq: u64, event: &str| format!(r#"{{"session":"s","next":{},"event":{event}}}"#, seq + 1);
+    for (seq, event) in first.iter().enumerate().skip(3) {
+        assert_eq!(seen.next().unwrap().unwrap(), line(seq as u64, event));
+    }
+    let next = turn(2, 6, T0 + 1000);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&next)).status, 0);
+    for (i, event) in next.iter().enumerate() {
+        assert_eq!(seen.next().unwrap().unwrap(), line(6 + i as u64, event));
+    }
+    // Removed: the last line says where it stopped, as the resume cursor.
+    assert_eq!(run(dir.path(), &["rm", "s"], "").status, 0);
+    let stop = "session \"s\" was removed while following; stopped after seq 11";
+    assert_eq!(
+        stopped(tail, seen),
+        (
+            vec![format!(
+                r#"{{"session":"s","next":12,"stopped":{}}}"#,
+                serde_json::to_string(stop).unwrap()
+            )],
+            format!("turnwal: {stop}\n"),
+            4
+        )
+    );
+}
+
+#[test]
+fn tail_from_a_seq_past_the_end_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    session_with_turns(dir.path(), "s", 1);
+    let out = run(dir.path(), &["tail", "s", "--from", "4"], "");
+    let first = cat(dir.path(), "s");
+    let want: Vec<&str> = first.lines().skip(4).collect();
+    assert_eq!(
+        (out.status, out.stdout),
+        (0, format!("{}\n", want.join("\n")))
+    );
+    // Following from seq 8 of a 6-event log: nothing until seq 8 is stored.
+    let mut tail = turnwal(dir.path())
+        .args(["tail", "s", "--follow", "--from", "8"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = BufReader::new(tail.stdout.take().unwrap()).lines();
+    let next = turn(2, 6, T0 + 1000);
+    assert_eq!(run(dir.path(), &["append", "s"], &lines(&next)).status, 0);
+    for event in &next[2..] {
+        assert_eq!(&seen.next().unwrap().unwrap(), event);
+    }
+    tail.kill().unwrap();
+    tail.wait().unwrap();
+    // -n and --from do not go together.
+    let out = run(dir.path(), &["tail", "s", "-n", "2", "--from", "1"], "");
+    assert_eq!(out.status, 64, "{}", out.stderr);
+}
+
 // ------------------------------------------------------ verify, recover
 
 fn verify_json(store: &Path, id: &str) -> (i32, Value) {

@@ -184,7 +184,7 @@ fn a_removed_or_recreated_session_ends_the_follow_and_is_never_spliced() {
                 ..
             }) => {
                 assert_eq!(next, first.len() as u64, "{kind:?}");
-                assert!(why.contains("header changed"), "{kind:?}: {why}");
+                assert!(why.contains("header createdAt"), "{kind:?}: {why}");
             }
             other => panic!("{kind:?}: {other:?}"),
         }
@@ -212,8 +212,8 @@ fn a_removed_or_recreated_session_ends_the_follow_and_is_never_spliced() {
                 // every store but the in-place ones) by every event served.
                 let at = first.len() - 1;
                 let shown = [
-                    format!("its event at seq {at} is not the one served"),
-                    format!("its events from seq 0 to {at} are not the ones served"),
+                    format!("its event at seq {at} is not the one read"),
+                    format!("its events from seq 0 to {at} are not the ones read"),
                 ];
                 assert!(
                     shown.iter().any(|s| why.contains(s.as_str())),

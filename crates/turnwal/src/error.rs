@@ -123,10 +123,11 @@ pub enum Error {
     /// created again (`recreated` says how that showed). Nothing of a new
     /// incarnation is served after the old one's events.
     #[error(
-        "session {id:?} was {} while it was followed{}; stopped {}",
+        "session {id:?} was {} while following{}; stopped {}{}",
         if .recreated.is_some() { "removed and recreated" } else { "removed" },
         .recreated.as_ref().map(|why| format!(" ({why})")).unwrap_or_default(),
-        if *.next == 0 { "before any event".to_owned() } else { format!("after seq {}", .next - 1) }
+        if *.next == 0 { "before any event".to_owned() } else { format!("after seq {}", .next - 1) },
+        if .recreated.is_some() { ", printing nothing of the new session" } else { "" }
     )]
     FollowLost {
         /// Session id.

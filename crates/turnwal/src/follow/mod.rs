@@ -159,6 +159,39 @@ impl<'s> Follow<'s> {
         })
     }
 
+    /// Continues from `last`, an event the caller read before the follow
+    /// began (the last one `tail -n` printed): the follow's first read
+    /// checks that the log still holds it, as if this follower had served
+    /// it, so a session replaced between the caller's read and the follow
+    /// is refused, not spliced. `last` must be the event just before the
+    /// follow's position.
+    ///
+    /// ```
+    /// use turnwal::{Error, Event, SessionHeader, Store};
+    /// let store = Store::in_memory();
+    /// store.create(SessionHeader::new("s", 1)).unwrap();
+    /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
+    /// let last = store.read_last("s", 1).unwrap().pop().unwrap();
+    /// let follow = store.follow("s", 1).unwrap().continuing(last).unwrap();
+    /// assert_eq!(follow.position(), 1);
+    /// let other = Event::new("turn/start", 0, 6, r#"{"turn":1}"#).unwrap();
+    /// assert!(matches!(store.follow("s", 2).unwrap().continuing(other), Err(Error::InvalidArgument(_))));
+    /// ```
+    pub fn continuing(mut self, last: Event) -> Result<Follow<'s>> {
+        if last.seq() + 1 != self.next || !self.pending.is_empty() || self.last.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "a follow from seq {} continues the event at seq {}, not {}",
+                self.next,
+                self.next.saturating_sub(1),
+                last.seq()
+            )));
+        }
+        self.started = last.seq();
+        self.digest = digest(std::slice::from_ref(&last));
+        self.last = Some(last);
+        Ok(self)
+    }
+
     /// The session followed.
     pub fn id(&self) -> &str {
         &self.id
@@ -256,39 +289,58 @@ impl<'s> Follow<'s> {
         }
         if header != self.header {
             let why = format!(
-                "its header changed: createdAt {}, now {}",
+                "header createdAt {}, now {}",
                 self.header.created_at, header.created_at
             );
             return Err(self.lost(Some(why)));
         }
         if replaced {
-            let served = usize::try_from(self.next - self.started).unwrap_or(usize::MAX);
-            let same = events.len() >= served && digest(&events[..served]) == self.digest;
-            if !same {
-                let why = format!(
-                    "its events from seq {} to {} are not the ones served",
+            // Every event read before (the anchor and those served) must
+            // be there again, as it was.
+            let read = usize::try_from(self.next - self.started).unwrap_or(usize::MAX);
+            let why = if events.len() < read {
+                Some(format!("it holds fewer events than the {} read", self.next))
+            } else if read > 0 && Some(&events[read - 1]) != self.last.as_ref() {
+                Some(format!(
+                    "its event at seq {} is not the one read",
+                    self.next - 1
+                ))
+            } else if digest(&events[..read]) != self.digest {
+                Some(format!(
+                    "its events from seq {} to {} are not the ones read",
                     self.started,
                     self.next.saturating_sub(1)
-                );
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
                 return Err(self.lost(Some(why)));
             }
-            events.drain(..served);
+            events.drain(..read);
         } else if self.next > 0 {
             match (&self.last, events.first()) {
                 (Some(_), None) => {
-                    let why = format!("it holds fewer events than the {} served", self.next);
+                    let why = format!("it holds fewer events than the {} read", self.next);
                     return Err(self.lost(Some(why)));
                 }
                 (Some(last), Some(first)) if first != last => {
-                    let why = format!("its event at seq {from} is not the one served");
+                    let why = format!("its event at seq {from} is not the one read");
                     return Err(self.lost(Some(why)));
                 }
-                // The anchor: served before, or (a follow from a seq past
-                // 0) the event before the first one to serve.
-                (_, Some(first)) if first.seq() == from => {
-                    self.last = Some(events.remove(0));
+                (Some(_), Some(_)) => {
+                    events.remove(0);
                 }
-                _ => {}
+                // The anchor of a follow from a seq past 0: the event
+                // before the first one to serve, checked from now on as if
+                // it had been served.
+                (None, Some(first)) if first.seq() == from => {
+                    let anchor = events.remove(0);
+                    self.started = from;
+                    self.digest = digest(std::slice::from_ref(&anchor));
+                    self.last = Some(anchor);
+                }
+                (None, _) => {}
             }
         }
         self.seen = Some(revision);
