@@ -49,6 +49,32 @@ Exit status: 0 when every session was copied; otherwise the highest of 2 (a sour
 session is corrupt) and 4 (a session was not copied for another reason: already in the \
 destination, not found, I/O), as for verify.";
 
+/// The long help of `turnwal sync`.
+const SYNC_HELP: &str = "\
+Copy to DST what it lacks of SRC's sessions: a session DST does not hold is copied \
+whole (header, policy, events), a session DST holds a prefix of gets the events \
+after it, a session DST holds whole is left alone. Any store to any store (WAL, \
+SQLite, JSONL, PostgreSQL), named as --store names them; DST is created if missing. \
+SRC is only read.
+
+Events are copied as SRC stores them: a session whose turn is open (a live writer, \
+or a crashed one not recovered yet) is copied with its turn open, and a later sync \
+copies the rest of it. Each batch (whole turns, fsynced) is one append of DST, so a \
+sync killed at any moment leaves DST holding a prefix of SRC, which the next sync \
+completes; a second sync copies nothing.
+
+A DST session with the same id but another history (another header, more events, \
+another event at its last seq) is refused, naming both positions, and left as it is. \
+A DST session a live writer holds (a process, a PostgreSQL lease on any host) is \
+refused too: sync never writes beside a writer.
+
+--watch keeps syncing as SRC's sessions grow (and, with --all, as new ones appear), \
+woken as `tail --follow` is, until interrupted; it prints a line per batch copied.
+
+Exit status: 0 when every session is in step; otherwise the highest of 2 (a SRC \
+session is corrupt) and 4 (refused or failed: diverged, held by a writer, not found, \
+I/O). With --watch, runs until interrupted.";
+
 /// `turnwal`: inspect, verify, repair and drive turnwal session stores.
 #[derive(Debug, Parser)]
 #[command(
@@ -279,6 +305,10 @@ pub enum Command {
     /// losslessly.
     #[command(long_about = CONVERT_HELP)]
     Convert(ConvertArgs),
+    /// Copy to DST what it lacks of SRC's sessions (new sessions whole,
+    /// grown ones by their new events); with --watch, keep doing it.
+    #[command(long_about = SYNC_HELP)]
+    Sync(SyncArgs),
     /// Write a sample store, crash a writer mid-turn, and recover it.
     #[command(
         long_about = "Write a sample store, crash a writer mid-turn, and recover it.\n\n\
@@ -391,6 +421,34 @@ pub struct ConvertArgs {
     /// interrupted convert) instead of reporting it as not copied.
     #[arg(long)]
     pub skip_existing: bool,
+}
+
+/// `turnwal sync`.
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The store to copy from (any form --store takes); only read.
+    #[arg(value_name = "SRC")]
+    pub src: String,
+    /// The store to copy into (created if missing).
+    #[arg(value_name = "DST")]
+    pub dst: String,
+    /// The sessions to sync.
+    #[arg(value_name = "SESSION", value_parser = parse_id, required_unless_present = "all")]
+    pub sessions: Vec<String>,
+    /// Every session of SRC (with --watch: those created later too).
+    #[arg(long, conflicts_with = "sessions")]
+    pub all: bool,
+    /// Keep syncing as SRC's sessions grow, until interrupted (notified
+    /// like `tail --follow`).
+    #[arg(long)]
+    pub watch: bool,
+    /// Compare every event DST holds with SRC's, not only its last one
+    /// (reads both sessions whole).
+    #[arg(long)]
+    pub verify: bool,
+    /// One JSON object per session synced (or refused), no summary line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `turnwal append`.

@@ -36,6 +36,7 @@ mod read;
 mod sessions;
 mod show;
 mod stats;
+mod sync;
 mod terminal;
 mod transfer;
 mod upkeep;
@@ -207,6 +208,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
         Command::Grep(a) => a.json,
         Command::Verify(a) => a.json,
         Command::Convert(a) => a.json,
+        Command::Sync(a) => a.json,
         Command::Bench(a) => a.json,
         _ => false,
     };
@@ -227,6 +229,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Outcome {
             bench::run(store.as_deref(), &a, out)
         }
         Command::Convert(a) => convert::run(store.as_deref(), &sqlite, &a, out),
+        Command::Sync(a) => sync::run(store.as_deref(), &sqlite, &a, out),
         Command::Completions(a) => {
             check_sqlite_args(&sqlite, &[])?;
             let mut cli = <Cli as clap::CommandFactory>::command();

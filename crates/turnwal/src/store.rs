@@ -411,6 +411,14 @@ impl Store {
         Ok(())
     }
 
+    /// Whether this store writes `id` now: open for appends, created and
+    /// not yet appended to, or held ([`Store::hold`]).
+    pub(crate) fn writes_here(&self, id: &str) -> bool {
+        let slot = self.slot(id);
+        let live = !matches!(&*Store::lock_recovering(&slot), Slot::Cold);
+        live || self.is_held(id)
+    }
+
     /// Whether [`Store::hold`] holds a writer of `id` not used yet.
     fn is_held(&self, id: &str) -> bool {
         self.held.lock().contains_key(id)
