@@ -33,5 +33,7 @@ mod recovery;
 mod salvage_upstream;
 mod sqlite14_upstream;
 mod sqlite_upstream;
+#[cfg(unix)]
+mod sync;
 mod wal_v2;
 mod wal_v3;
