@@ -12,6 +12,8 @@ mod cli_bounded_input;
 mod cli_convert;
 mod cli_damage;
 mod cli_sqlite;
+#[cfg(unix)]
+mod cli_sync;
 mod cli_terminal;
 mod convert_pairs;
 mod live_size;
