@@ -233,6 +233,14 @@ export declare class TurnwalSessionPersistence extends SessionPersistence implem
   loadStored(id: SessionId, signal?: AbortSignal): Promise<StoredPrefix<TurnwalTornMarker> | undefined>
   /** The header and the stored events with `seq >= fromSeq`, by a seek (never the whole log); no repair, no closers, no torn marker. */
   loadStoredFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<StoredSuffix | undefined>
+  /**
+   * Follow a session from `fromSeq`: its stored events in order, each once,
+   * then each new one as it is acknowledged (any process or host), until
+   * `signal` aborts (rejecting with its reason), the loop breaks, or the
+   * store closes. Rejects with a `TurnwalError` of code `FOLLOW_LOST` when
+   * the session is removed or recreated.
+   */
+  follow(id: SessionId, options?: { fromSeq?: number; signal?: AbortSignal }): AsyncGenerator<SessionEvent, void, undefined>
   /** The revision token without reading the log. */
   readStoredRevision(id: SessionId, signal?: AbortSignal): Promise<SessionPersistenceRevision | undefined>
   /** Append a contiguous batch; durable (per {@link Config.durability}) when it resolves. */

@@ -575,6 +575,51 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     return { meta, filename: 'session.jsonl', content: text }
   }
 
+  /**
+   * Follow a session: its stored events from `fromSeq` on, in order, each
+   * once, then each new one as it is acknowledged (by this process, another
+   * process, or, on PostgreSQL, another host), as an async iterator. The
+   * events are those stored (a live turn's synthetic closers never appear;
+   * a crashed writer's appear once recovery stores them). Woken by inotify
+   * or PostgreSQL's LISTEN, a short poll elsewhere; waits on a thread of its
+   * own, never the store's or libuv's. Ends when `signal` aborts (rejecting
+   * with its reason), when the loop breaks, or when the store closes;
+   * rejects with `FOLLOW_LOST` when the session is removed or recreated.
+   *
+   * @param {string} id
+   * @param {{ fromSeq?: number, signal?: AbortSignal }} [options]
+   * @returns {AsyncGenerator<object>}
+   */
+  async *follow(id, { fromSeq = 0, signal } = {}) {
+    signal?.throwIfAborted()
+    const store = await this.store()
+    let follower
+    try {
+      follower = store.follow(id, fromSeq)
+    } catch (error) {
+      throw translate(error, this.locate({ id }))
+    }
+    const stop = () => follower.cancel()
+    signal?.addEventListener('abort', stop, { once: true })
+    try {
+      for (;;) {
+        let text
+        try {
+          text = await follower.next()
+        } catch (error) {
+          signal?.throwIfAborted()
+          throw translate(error, this.locate({ id }))
+        }
+        signal?.throwIfAborted()
+        if (text === null) return
+        for (const event of JSON.parse(text)) yield event
+      }
+    } finally {
+      signal?.removeEventListener('abort', stop)
+      follower.cancel()
+    }
+  }
+
   /** Every materialized session's header (read from headers and log tails, never whole logs). */
   async list(signal) {
     return JSON.parse(await this.call((store) => store.list(false), signal))

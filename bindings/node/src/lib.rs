@@ -155,6 +155,8 @@ pub struct NativeStore {
     /// unknown, so every later operation is refused (`POISONED`) until the
     /// store is closed and opened again.
     poisoned: Arc<std::sync::atomic::AtomicBool>,
+    /// The followers of this store's sessions, cancelled when it closes.
+    followers: Arc<Mutex<Vec<turnwal::follow::Cancel>>>,
 }
 
 /// [`guarded`] for an operation on a store: a panic marks the store
@@ -1051,12 +1053,30 @@ impl NativeStore {
         )
     }
 
+    /// Follows session `id` from `fromSeq` (`Store::follow`, serving the
+    /// events as stored): a `NativeFollow` whose `next()` resolves each
+    /// new batch. Nothing is read until its first `next()`.
+    #[napi(catch_unwind)]
+    pub fn follow(&self, id: Utf16String, from_seq: f64) -> napi::Result<follower::NativeFollow> {
+        fault_point("follow.call");
+        let from_seq = from_seq_arg(from_seq)?;
+        let (store, id) = (self.store()?, session_id(&id)?);
+        let cancel = turnwal::follow::Cancel::default();
+        let mut followers = self.followers.lock().unwrap_or_else(|e| e.into_inner());
+        followers.retain(|c| !c.is_cancelled());
+        followers.push(cancel.clone());
+        Ok(follower::NativeFollow::new(store, id, from_seq, cancel))
+    }
+
     /// Releases the store: every session this store holds is closed
     /// (flushed; a version-2 WAL log's closed turns sealed) and its writer
     /// lock released. Later calls reject.
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         fault_point("close.call");
+        for cancel in self.followers.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            cancel.cancel();
+        }
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.workers.run(env, move || close_store(store), Ok)
     }
@@ -1219,6 +1239,7 @@ pub fn open_store(env: &Env, path: String, options: OpenOptions) -> napi::Result
                 store: Arc::new(Mutex::new(Some(Arc::new(store)))),
                 workers,
                 poisoned: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                followers: Arc::default(),
             })
         },
     )
@@ -1253,6 +1274,7 @@ pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_owned()
 }
 
+mod follower;
 mod workers;
 use workers::Workers;
 

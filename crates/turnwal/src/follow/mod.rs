@@ -95,6 +95,8 @@ pub struct Follow<'s> {
     pending: VecDeque<Event>,
     /// Set once the iterator has returned an error: it then ends.
     failed: bool,
+    /// Whether events are served as stored ([`Follow::raw`]).
+    raw: bool,
 }
 
 impl Store {
@@ -156,6 +158,7 @@ impl<'s> Follow<'s> {
             cancel: Cancel::default(),
             pending: VecDeque::new(),
             failed: false,
+            raw: false,
         })
     }
 
@@ -190,6 +193,24 @@ impl<'s> Follow<'s> {
         self.digest = digest(std::slice::from_ref(&last));
         self.last = Some(last);
         Ok(self)
+    }
+
+    /// Stopped by `cancel` (a handle made before the follow, as a binding
+    /// makes one before its follower thread opens the follow) instead of
+    /// its own.
+    pub fn with_cancel(mut self, cancel: Cancel) -> Follow<'s> {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Serves the events exactly as the log stores them
+    /// ([`Store::read_raw`]: before a JSONL root's or a Permissive
+    /// session's read-time migrations), as the harness's own reads of
+    /// stored events get them, instead of as [`Store::read_from`] serves
+    /// them. Set before the first read.
+    pub fn raw(mut self) -> Follow<'s> {
+        self.raw = true;
+        self
     }
 
     /// The session followed.
@@ -272,9 +293,12 @@ impl<'s> Follow<'s> {
         } else {
             self.next.saturating_sub(1)
         };
-        let read = store
-            .read_from(id, from)
-            .and_then(|events| Ok((events, store.header(id)?)));
+        let events = if self.raw {
+            store.read_raw(id, from)
+        } else {
+            store.read_from(id, from)
+        };
+        let read = events.and_then(|events| Ok((events, store.header(id)?)));
         let (mut events, header) = match read {
             Ok(read) => read,
             Err(Error::NotFound { .. }) => return Err(self.lost(None)),
