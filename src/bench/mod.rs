@@ -21,6 +21,7 @@
 pub mod baselines;
 pub mod cli;
 pub mod concurrent;
+pub mod feed;
 pub mod fixtures;
 pub mod live;
 pub mod measure;

@@ -372,6 +372,13 @@ pub struct BenchArgs {
     /// that database (use a scratch one).
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// Measure only the live feed and sync (docs/PERFORMANCE.md, "Follow
+    /// and sync"): follow latency from the writer's acknowledgement and an
+    /// idle follower's CPU on the WAL, SQLite and JSONL stores (and the
+    /// PostgreSQL database at --postgres, when given), and a realistic
+    /// session synced from the WAL to each and back.
+    #[arg(long)]
+    pub feed: bool,
     /// Time only the whole-session reads of a realistic session of this
     /// many megabytes of raw JSONL on every store (verify, cat, export,
     /// stats, grep, show against serde_json's validation of the same

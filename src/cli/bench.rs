@@ -37,6 +37,17 @@ pub(crate) fn run(store: Option<&str>, args: &BenchArgs, out: &mut dyn Write) ->
         }
     };
     let reps = if args.quick { 1 } else { 3 };
+    if args.feed {
+        let report = crate::bench::feed::run(
+            scratch.path(),
+            args.postgres.as_deref(),
+            args.quick,
+            &mut progress,
+        )
+        .map_err(failed)?;
+        drop(scratch);
+        return print(out, args.json, || report.to_json(), || report.table());
+    }
     if let Some(url) = &args.postgres {
         let report = crate::bench::postgres::run(url, args.quick, scratch.path(), &mut progress)
             .map_err(failed)?;

@@ -37,7 +37,12 @@ struct State {
 }
 
 impl NativeFollow {
-    pub(crate) fn new(store: Arc<Store>, id: String, from_seq: u64, cancel: Cancel) -> NativeFollow {
+    pub(crate) fn new(
+        store: Arc<Store>,
+        id: String,
+        from_seq: u64,
+        cancel: Cancel,
+    ) -> NativeFollow {
         NativeFollow {
             state: Arc::new(Mutex::new(State {
                 start: Some((store, id, from_seq)),
@@ -87,13 +92,22 @@ impl NativeFollow {
     #[napi(catch_unwind)]
     pub fn cancel(&self) {
         self.cancel.cancel();
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).requests = None;
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .requests = None;
     }
 }
 
 /// The follower's thread: opens the follow, then answers each request
 /// with the next batch.
-fn serve(store: Arc<Store>, id: String, from_seq: u64, cancel: Cancel, requests: mpsc::Receiver<Reply>) {
+fn serve(
+    store: Arc<Store>,
+    id: String,
+    from_seq: u64,
+    cancel: Cancel,
+    requests: mpsc::Receiver<Reply>,
+) {
     let opened = crate::guarded("follow", || {
         store
             .follow_shared(&id, from_seq)

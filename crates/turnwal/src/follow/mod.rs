@@ -33,6 +33,11 @@ use crate::store::Store;
 /// How long a cancelled follower may go on waiting before it sees it.
 const CANCEL_SLICE: Duration = Duration::from_millis(25);
 
+/// The quick looks after a sign that showed nothing ([`Follow::wait`]):
+/// this many, the first after this long, each twice the one before.
+const SETTLE_LOOKS: u32 = 5;
+const SETTLE_FIRST: Duration = Duration::from_millis(1);
+
 /// Stops a follower from another thread ([`Follow::canceller`]): its wait
 /// returns within a few tens of milliseconds, and its iterator ends.
 #[derive(Debug, Clone, Default)]
@@ -243,6 +248,8 @@ impl<'s> Follow<'s> {
     /// cancelled. `None` waits as long as it takes.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        // Looks left after a sign that showed nothing yet.
+        let mut settling = 0;
         loop {
             if self.cancel.is_cancelled() {
                 return Ok(Vec::new());
@@ -251,9 +258,16 @@ impl<'s> Follow<'s> {
             if !events.is_empty() {
                 return Ok(events);
             }
-            // Wait for a sign, in slices short enough to see a cancel, for
-            // at most the watch's recheck interval.
-            let look = Instant::now() + self.watch.recheck();
+            // A sign can come before what it signals is readable: SQLite
+            // writes a commit's frames (the sign) before it publishes them
+            // in its index. So a sign that showed nothing is followed by a
+            // few quick looks (1, 2, 4, 8, 16 ms) before waiting again.
+            let look = if settling > 0 {
+                settling -= 1;
+                Instant::now() + SETTLE_FIRST * (1 << (SETTLE_LOOKS - 1 - settling))
+            } else {
+                Instant::now() + self.watch.recheck()
+            };
             loop {
                 let now = Instant::now();
                 let until = deadline.map_or(look, |d| d.min(look));
@@ -261,6 +275,7 @@ impl<'s> Follow<'s> {
                     break;
                 }
                 if self.watch.wait((until - now).min(CANCEL_SLICE))? {
+                    settling = SETTLE_LOOKS;
                     break;
                 }
             }
