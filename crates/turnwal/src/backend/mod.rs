@@ -110,12 +110,12 @@ pub trait Backend: Send + Sync {
     /// A way to wait for a sign that session `id`'s stored log changed
     /// (`None`: that any session's did, or a session was created), for a
     /// follower ([`crate::Store::follow`]) between two reads of the log's
-    /// revision. The default polls ([`crate::follow::watch::Poll`]); file
+    /// revision. The default polls ([`crate::storage::watch::Poll`]); file
     /// stores watch the log's directory, PostgreSQL listens for its
     /// writers' notifications.
-    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::storage::watch::Watch>> {
         let _ = id;
-        Ok(Box::new(crate::follow::watch::Poll))
+        Ok(Box::new(crate::storage::watch::Poll))
     }
 
     /// Every materialized session, read from headers and log tails without

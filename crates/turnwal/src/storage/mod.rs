@@ -20,6 +20,7 @@
 
 mod naming;
 mod platform;
+pub mod watch;
 
 pub use naming::{decode_file_name, encode_file_name};
 #[cfg(target_os = "linux")]

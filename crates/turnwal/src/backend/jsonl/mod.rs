@@ -1325,10 +1325,10 @@ impl Backend for JsonlBackend {
     /// rename); a poll for a session not found, and for the whole root
     /// (transcripts live a directory or two down, where one watch does
     /// not reach).
-    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::storage::watch::Watch>> {
         match id.map(|id| self.find_log(id)).transpose()?.flatten() {
-            Some(path) => Ok(crate::follow::watch::of_file(&path)),
-            None => Ok(Box::new(crate::follow::watch::Poll)),
+            Some(path) => Ok(crate::storage::watch::of_file(&path)),
+            None => Ok(Box::new(crate::storage::watch::Poll)),
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 
 use crate::error::Result;
-use crate::follow::watch::{RECHECK_INTERVAL, Watch};
+use crate::storage::watch::{RECHECK_INTERVAL, Watch};
 
 /// The channel every turnwal writer notifies.
 pub(crate) const CHANNEL: &str = "turnwal";

@@ -172,7 +172,7 @@ impl Backend for PgBackend {
 
     /// A connection of the follower's own, listening for the writers'
     /// notifications (`pg_notify` in every write's transaction).
-    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::storage::watch::Watch>> {
         Ok(Box::new(super::listen::Listen::new(
             &self.shared.url,
             self.shared.options.idle_in_transaction(),

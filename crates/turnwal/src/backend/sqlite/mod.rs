@@ -634,8 +634,8 @@ impl Backend for SqliteBackend {
 
     /// The database file and its journals (`-wal`, `-journal`): every
     /// session's commit writes there.
-    fn watch(&self, _id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
-        Ok(crate::follow::watch::of_file(&self.shared.path))
+    fn watch(&self, _id: Option<&str>) -> Result<Box<dyn crate::storage::watch::Watch>> {
+        Ok(crate::storage::watch::of_file(&self.shared.path))
     }
 
     /// The session row's incarnation, drawn when it is created.

@@ -636,9 +636,9 @@ impl Backend for WalBackend {
 
     /// The sessions directory's entries named after the session (its log,
     /// a rewrite's temp, its archive), or all of them.
-    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::follow::watch::Watch>> {
+    fn watch(&self, id: Option<&str>) -> Result<Box<dyn crate::storage::watch::Watch>> {
         let prefix = id.map(|id| format!("{}.", encode_file_name(id)));
-        Ok(crate::follow::watch::of_names(
+        Ok(crate::storage::watch::of_names(
             &self.sessions_dir(),
             prefix.as_deref().unwrap_or("").as_bytes(),
         ))

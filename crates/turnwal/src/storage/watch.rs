@@ -56,7 +56,7 @@ impl Watch for Poll {
 /// then polls rather than fails).
 pub fn of_names(dir: &std::path::Path, prefix: &[u8]) -> Box<dyn Watch> {
     #[cfg(target_os = "linux")]
-    if let Ok(watch) = crate::storage::NameWatch::new(dir, prefix) {
+    if let Ok(watch) = super::NameWatch::new(dir, prefix) {
         return Box::new(Names(watch));
     }
     let _ = (dir, prefix);
@@ -64,7 +64,7 @@ pub fn of_names(dir: &std::path::Path, prefix: &[u8]) -> Box<dyn Watch> {
 }
 
 #[cfg(target_os = "linux")]
-struct Names(crate::storage::NameWatch);
+struct Names(super::NameWatch);
 
 #[cfg(target_os = "linux")]
 impl Watch for Names {

@@ -8,7 +8,8 @@
 //! (the next writer's open, `turnwal recover`), as the stored events they
 //! then are.
 //!
-//! Between two reads a follower waits on the backend's [`watch::Watch`]
+//! Between two reads a follower waits on the backend's
+//! [`crate::storage::watch::Watch`]
 //! (inotify on Linux, PostgreSQL's `LISTEN`, a 20 ms poll of the log's
 //! revision elsewhere) and reads only when the revision moved. Each read
 //! starts one event before the next one wanted and checks that this event
@@ -17,8 +18,6 @@
 //! compaction) goes on; a log removed, or removed and created again, ends
 //! the follow with [`Error::FollowLost`] and never serves the new
 //! incarnation's events after the old one's.
-
-pub mod watch;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -94,7 +93,7 @@ pub struct Follow<'s> {
     /// Keeps the log read last from being replaced by one that looks the
     /// same ([`crate::backend::Backend::pin`]).
     pin: Option<Box<dyn Send>>,
-    watch: Box<dyn watch::Watch>,
+    watch: Box<dyn crate::storage::watch::Watch>,
     cancel: Cancel,
     /// Read and not yet taken by the iterator.
     pending: VecDeque<Event>,
