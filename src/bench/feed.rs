@@ -36,6 +36,9 @@ const INTERVAL: Duration = Duration::from_millis(50);
 /// How long the idle follower waits.
 const IDLE: Duration = Duration::from_secs(5);
 
+/// When each seq reached the follower.
+type Arrivals = Vec<(u64, Instant)>;
+
 /// One store's follow figures.
 struct Follow {
     store: String,
@@ -158,28 +161,26 @@ fn follow(name: &str, spec: &str, batches: usize) -> BenchResult<Follow> {
     let mut follow = reader.follow(id, BATCH as u64)?;
     let cancel = follow.canceller();
     let (arrivals, idle_cpu) = std::thread::scope(|scope| -> BenchResult<_> {
-        let follower = scope.spawn(
-            move || -> turnwal::Result<(Vec<(u64, Instant)>, Option<f64>)> {
-                let mut arrivals = Vec::new();
-                let end = (BATCH * (batches + 1)) as u64;
-                while follow.position() < end {
-                    let events = follow.wait(Some(Duration::from_secs(10)))?;
-                    let now = Instant::now();
-                    arrivals.extend(events.iter().map(|e| (e.seq(), now)));
-                    if events.is_empty() && follow.canceller().is_cancelled() {
-                        break;
-                    }
+        let follower = scope.spawn(move || -> turnwal::Result<(Arrivals, Option<f64>)> {
+            let mut arrivals = Vec::new();
+            let end = (BATCH * (batches + 1)) as u64;
+            while follow.position() < end {
+                let events = follow.wait(Some(Duration::from_secs(10)))?;
+                let now = Instant::now();
+                arrivals.extend(events.iter().map(|e| (e.seq(), now)));
+                if events.is_empty() && follow.canceller().is_cancelled() {
+                    break;
                 }
-                // Then idle: nothing is written while it waits.
-                let cpu = thread_cpu();
-                let started = Instant::now();
-                let _ = follow.wait(Some(IDLE))?;
-                let idle = cpu.zip(thread_cpu()).map(|(before, after)| {
-                    (after - before).as_secs_f64() / started.elapsed().as_secs_f64()
-                });
-                Ok((arrivals, idle))
-            },
-        );
+            }
+            // Then idle: nothing is written while it waits.
+            let cpu = thread_cpu();
+            let started = Instant::now();
+            let _ = follow.wait(Some(IDLE))?;
+            let idle = cpu.zip(thread_cpu()).map(|(before, after)| {
+                (after - before).as_secs_f64() / started.elapsed().as_secs_f64()
+            });
+            Ok((arrivals, idle))
+        });
         let mut acks = Vec::with_capacity(batches);
         for _ in 0..batches {
             std::thread::sleep(INTERVAL);

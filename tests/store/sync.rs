@@ -128,12 +128,8 @@ fn another_history_in_the_destination_is_refused_and_left_as_it_is() {
         dst.close("s").unwrap();
         let before = snapshot(&dst, "s");
         match src.sync_to(&dst, "s") {
-            Err(Error::Diverged {
-                id,
-                src: at_src,
-                dst: at_dst,
-                detail,
-            }) => {
+            Err(Error::Diverged(d)) => {
+                let (id, at_src, at_dst, detail) = (&d.id, &d.src, &d.dst, &d.detail);
                 assert_eq!(
                     (id.as_str(), detail.as_str()),
                     ("s", "another event at seq 9")
@@ -163,12 +159,8 @@ fn another_history_in_the_destination_is_refused_and_left_as_it_is() {
         dst.close("s").unwrap();
         let before = snapshot(&dst, "s");
         match src.sync_to(&dst, "s") {
-            Err(Error::Diverged {
-                detail,
-                src: at_src,
-                dst: at_dst,
-                ..
-            }) => {
+            Err(Error::Diverged(d)) => {
+                let (at_src, at_dst, detail) = (&d.src, &d.dst, &d.detail);
                 assert_eq!(detail, "the destination holds more events than the source");
                 assert!(at_src.contains("(12 stored events)"), "{at_src}");
                 assert!(at_dst.contains("(18 stored events)"), "{at_dst}");
@@ -184,12 +176,8 @@ fn another_history_in_the_destination_is_refused_and_left_as_it_is() {
         dst.close("s").unwrap();
         let before = snapshot(&dst, "s");
         match src.sync_to(&dst, "s") {
-            Err(Error::Diverged {
-                detail,
-                src: at_src,
-                dst: at_dst,
-                ..
-            }) => {
+            Err(Error::Diverged(d)) => {
+                let (at_src, at_dst, detail) = (&d.src, &d.dst, &d.detail);
                 assert_eq!(detail, "another incarnation: the headers differ");
                 assert!(at_src.contains(&format!("createdAt {T0}")), "{at_src}");
                 assert!(
@@ -214,7 +202,7 @@ fn another_history_in_the_destination_is_refused_and_left_as_it_is() {
             on_batch: None,
         };
         match src.sync_to_with(&dst, "s", verify) {
-            Err(Error::Diverged { detail, .. }) => assert_eq!(detail, "another event at seq 1"),
+            Err(Error::Diverged(d)) => assert_eq!(d.detail, "another event at seq 1"),
             other => panic!("{kind:?}: {other:?}"),
         }
         assert_eq!(snapshot(&dst, "s"), before, "{kind:?}");

@@ -59,7 +59,7 @@ fn code_of(error: &Error) -> &'static str {
         Error::Superseded { .. } => "SUPERSEDED",
         Error::OpenTurn { .. } => "OPEN_TURN",
         Error::FollowLost { .. } => "FOLLOW_LOST",
-        Error::Diverged { .. } => "DIVERGED",
+        Error::Diverged(_) => "DIVERGED",
         Error::InvalidArgument(_) => "INVALID_ARGUMENT",
         Error::Poisoned { .. } | Error::StorePoisoned { .. } => "POISONED",
         Error::Io { .. } => "IO",

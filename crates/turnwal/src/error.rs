@@ -143,20 +143,8 @@ pub enum Error {
     /// another history of a session than the source: another incarnation,
     /// more events, or a different event at the same seq. Nothing of the
     /// session was written.
-    #[error(
-        "session {id:?}: the destination holds another history than the source ({detail}); \
-         source {src}, destination {dst}; nothing written"
-    )]
-    Diverged {
-        /// Session id.
-        id: String,
-        /// Where the source stands: its store and position.
-        src: String,
-        /// Where the destination stands: its store and position.
-        dst: String,
-        /// How the histories differ.
-        detail: String,
-    },
+    #[error(transparent)]
+    Diverged(Box<Divergence>),
     /// An operation that needs a balanced log met an open turn.
     #[error("session {id:?}: {reason}")]
     OpenTurn {
@@ -330,4 +318,21 @@ mod tests {
             "/s/db.sqlite: corrupt at byte 6 (seq 6): bad"
         );
     }
+}
+
+/// Where a sync found two histories of one session ([`Error::Diverged`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session {id:?}: the destination holds another history than the source ({detail}); \
+     source {src}, destination {dst}; nothing written"
+)]
+pub struct Divergence {
+    /// Session id.
+    pub id: String,
+    /// Where the source stands: its store and position.
+    pub src: String,
+    /// Where the destination stands: its store and position.
+    pub dst: String,
+    /// How the histories differ.
+    pub detail: String,
 }

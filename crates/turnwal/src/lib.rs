@@ -110,7 +110,7 @@ pub mod view;
 
 pub use backend::{Deletion, SyncMode};
 pub use contract::{Placement, Policy, Rule, Tracker, Violation, interrupted_turn_closers};
-pub use error::{Corruption, Error, Result, Unit};
+pub use error::{Corruption, Divergence, Error, Result, Unit};
 pub use event::{Event, EventError, EventKind, IncomingEvent, RawJson};
 pub use follow::Follow;
 pub use header::{ForeignVersion, HeaderError, SessionHeader};

@@ -25,7 +25,7 @@
 //!   holds (a process, a PostgreSQL lease on any host, or the destination
 //!   store itself) is refused with that writer's lock error, untouched.
 
-use crate::error::{Error, Result};
+use crate::error::{Divergence, Error, Result};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::store::{RepairBasis, Store};
@@ -164,12 +164,12 @@ impl Store {
         // Compared as the destination stores headers (a JSONL root always
         // writes `delegationDepth`).
         if &dst.backend().admit_header(ours.clone())? != theirs {
-            return Err(Error::Diverged {
+            return Err(Error::Diverged(Box::new(Divergence {
                 id: id.to_owned(),
                 src: src_at(format!("createdAt {}", ours.created_at)),
                 dst: dst_at(format!("createdAt {}", theirs.created_at)),
                 detail: "another incarnation: the headers differ".into(),
-            });
+            })));
         }
         // The last stored event, as stored (a Permissive session's reads
         // are migrated; the source is compared as stored).
@@ -186,27 +186,27 @@ impl Store {
         let mine = ours_there.first().filter(|e| e.seq() == last.seq());
         let Some(mine) = mine else {
             let src_end = self.read_last(id, 1)?.pop().map_or(0, |e| e.seq() + 1);
-            return Err(Error::Diverged {
+            return Err(Error::Diverged(Box::new(Divergence {
                 id: id.to_owned(),
                 src: src_at(format!("{src_end} stored events")),
                 dst: dst_at(format!("{end} stored events")),
                 detail: "the destination holds more events than the source".into(),
-            });
+            })));
         };
         if raw(mine) != raw(&last) {
-            return Err(Error::Diverged {
+            return Err(Error::Diverged(Box::new(Divergence {
                 id: id.to_owned(),
                 src: src_at(format!("seq {}: {}", last.seq(), excerpt(mine))),
                 dst: dst_at(format!("seq {}: {}", last.seq(), excerpt(&last))),
                 detail: format!("another event at seq {}", last.seq()),
-            });
+            })));
         }
         if verify {
             let (ours, theirs) = (self.read_raw(id, 0)?, dst.read_raw(id, 0)?);
             if let Some(at) =
                 (0..theirs.len()).find(|&i| ours.get(i).map(raw) != Some(raw(&theirs[i])))
             {
-                return Err(Error::Diverged {
+                return Err(Error::Diverged(Box::new(Divergence {
                     id: id.to_owned(),
                     src: src_at(format!(
                         "seq {at}: {}",
@@ -214,7 +214,7 @@ impl Store {
                     )),
                     dst: dst_at(format!("seq {at}: {}", excerpt(&theirs[at]))),
                     detail: format!("another event at seq {at}"),
-                });
+                })));
             }
         }
         Ok(end)
