@@ -24,4 +24,6 @@ mod hostile_wal;
 mod kill;
 #[cfg(unix)]
 mod sqlite_lock;
+#[cfg(unix)]
+mod sync_kill;
 mod terminate;
