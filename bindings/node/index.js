@@ -593,6 +593,7 @@ export class TurnwalSessionPersistence extends SessionPersistence {
   async *follow(id, { fromSeq = 0, signal } = {}) {
     signal?.throwIfAborted()
     const store = await this.store()
+    signal?.throwIfAborted()
     let follower
     try {
       follower = store.follow(id, fromSeq)
@@ -602,6 +603,8 @@ export class TurnwalSessionPersistence extends SessionPersistence {
     const stop = () => follower.cancel()
     signal?.addEventListener('abort', stop, { once: true })
     try {
+      // Aborted between the check above and the listener: no event comes.
+      signal?.throwIfAborted()
       for (;;) {
         let text
         try {

@@ -181,6 +181,9 @@ fn follow(name: &str, spec: &str, batches: usize) -> BenchResult<Follow> {
             });
             Ok((arrivals, idle))
         });
+        // Stops the follower however this closure ends (an append's error
+        // included), so the scope's join never waits on it forever.
+        let _stop = CancelOnDrop(cancel.clone());
         let mut acks = Vec::with_capacity(batches);
         for _ in 0..batches {
             std::thread::sleep(INTERVAL);
@@ -189,9 +192,7 @@ fn follow(name: &str, spec: &str, batches: usize) -> BenchResult<Follow> {
             writer.append(id, &batch)?;
             acks.push((last, Instant::now()));
         }
-        let joined = follower.join();
-        cancel.cancel();
-        let (arrivals, idle) = joined.map_err(|_| "the follower panicked")??;
+        let (arrivals, idle) = follower.join().map_err(|_| "the follower panicked")??;
         Ok(((acks, arrivals), idle))
     })?;
     let (acks, arrivals) = arrivals;
@@ -219,6 +220,15 @@ fn follow(name: &str, spec: &str, batches: usize) -> BenchResult<Follow> {
         early,
         idle_cpu,
     })
+}
+
+/// Cancels a follower when dropped.
+struct CancelOnDrop(turnwal::follow::Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 /// This thread's CPU time, user and system.

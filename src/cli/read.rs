@@ -72,18 +72,25 @@ pub(crate) fn salvage(store: &Store, id: &str, from: Option<u64>, out: &mut dyn 
 /// incarnation's events are never printed after the old one's.
 pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outcome {
     let id = &args.session;
-    let (events, next) = match args.from {
-        Some(from) => (store.read_from(id, from)?, from),
+    // What is printed, and the last event read (printed or not), which the
+    // follow checks it continues.
+    let (events, last) = match args.from {
+        Some(from) => (store.read_from(id, from)?, None),
         None => {
             // Read from the log's end: the cost is the lines asked for, not
             // the log. One event more than printed when following, so that
             // `-n 0 --follow` knows where the log ends.
             let wanted = args.lines as u64 + u64::from(args.follow && args.lines == 0);
             let mut events = store.read_last(id, wanted)?;
-            let next = events.last().map_or(0, |e| e.seq() + 1);
+            let last = events.last().cloned();
             events.drain(..events.len().saturating_sub(args.lines));
-            (events, next)
+            (events, last)
         }
+    };
+    let last = events.last().cloned().or(last);
+    let next = match (&last, args.from) {
+        (Some(e), _) => e.seq() + 1,
+        (None, from) => from.unwrap_or(0),
     };
     let print = |out: &mut dyn Write, events: &[Event]| -> Outcome {
         if args.json {
@@ -96,8 +103,6 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
         out.flush()?;
         Ok(exit::SUCCESS)
     };
-    let last = events.last().cloned();
-    let next = last.as_ref().map_or(next, |e| e.seq() + 1);
     print(out, &events)?;
     if !args.follow {
         return Ok(exit::SUCCESS);

@@ -112,9 +112,20 @@ impl Syncer<'_> {
     /// `watching` prints only what changed.
     fn pass(&mut self, out: &mut dyn Write, watching: bool) -> Outcome {
         let ids = if self.args.all {
-            let mut ids: Vec<String> = self.src.list()?.into_iter().map(|s| s.id).collect();
-            ids.sort();
-            ids
+            match self.src.list() {
+                Ok(list) => {
+                    let mut ids: Vec<String> = list.into_iter().map(|s| s.id).collect();
+                    ids.sort();
+                    ids
+                }
+                // A watch outlives a passing failure (a server restart):
+                // said once, tried again at the next pass.
+                Err(e) if watching => {
+                    self.failed("SRC", Failure::Store(e));
+                    return Ok(exit::ERROR);
+                }
+                Err(e) => return Err(e.into()),
+            }
         } else {
             let mut seen = std::collections::HashSet::new();
             let named = self.args.sessions.iter();
@@ -127,7 +138,18 @@ impl Syncer<'_> {
         let (mut in_step, mut copied) = (0usize, 0u64);
         for id in &ids {
             // Read before the sync: a write during it is another change.
-            let revision = self.src.revision(id)?;
+            let revision = match self.src.revision(id) {
+                Ok(revision) => revision,
+                Err(e) => {
+                    worst = worst.max(exit::ERROR);
+                    if self.args.json {
+                        json_line(out, &SyncJson::failed(id, &e.to_string()))?;
+                    }
+                    out.flush()?;
+                    self.failed(id, Failure::Store(e));
+                    continue;
+                }
+            };
             if watching && revision.is_some() && self.synced_at.get(id) == revision.as_ref() {
                 in_step += 1;
                 continue;
@@ -148,16 +170,11 @@ impl Syncer<'_> {
                 }
                 Err(failure) => {
                     worst = worst.max(failure.exit_status());
-                    let reason = failure.to_string();
-                    if self.last_error.get(id) == Some(&reason) {
-                        continue;
-                    }
-                    if self.args.json {
-                        json_line(out, &SyncJson::failed(id, &reason))?;
+                    if self.args.json && self.last_error.get(id) != Some(&failure.to_string()) {
+                        json_line(out, &SyncJson::failed(id, &failure.to_string()))?;
                     }
                     out.flush()?;
-                    super::terminal::warn(format_args!("{}: not synced: {reason}", display_id(id)));
-                    self.last_error.insert(id.clone(), reason);
+                    self.failed(id, failure);
                 }
             }
             out.flush()?;
@@ -173,6 +190,17 @@ impl Syncer<'_> {
         Ok(worst)
     }
 
+    /// Says on stderr that `id` (or "SRC") was not synced, once until the
+    /// reason changes.
+    fn failed(&mut self, id: &str, failure: Failure) {
+        let reason = failure.to_string();
+        if self.last_error.get(id) == Some(&reason) {
+            return;
+        }
+        super::terminal::warn(format_args!("{}: not synced: {reason}", display_id(id)));
+        self.last_error.insert(id.to_owned(), reason);
+    }
+
     fn sync_one(&mut self, id: &str) -> Result<Synced, Failure> {
         let (batches, abort_after) = (&mut self.batches, self.abort_after);
         let mut on_batch = |_: u64| {
@@ -185,14 +213,15 @@ impl Syncer<'_> {
             verify: self.args.verify,
             on_batch: Some(&mut on_batch),
         };
-        self.src
-            .sync_to_with(self.dst, id, options)
-            .map_err(|e| match e {
-                Error::NotFound { .. } => {
-                    Failure::Other(format!("session {id:?} not found in SRC"))
-                }
-                e => Failure::Store(e),
-            })
+        let src = self.src;
+        src.sync_to_with(self.dst, id, options).map_err(|e| match e {
+            // Which store lacks it: SRC (a name given that it does not
+            // hold), or DST (its copy removed while it was synced).
+            Error::NotFound { .. } if !src.exists(id).unwrap_or(true) => {
+                Failure::Other(format!("session {id:?} not found in SRC"))
+            }
+            e => Failure::Store(e),
+        })
     }
 }
 

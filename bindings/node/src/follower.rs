@@ -22,9 +22,19 @@ use turnwal::follow::Cancel;
 /// What `next()` resolves to: a batch's JSON text, or null.
 type Reply = JsDeferred<Option<String>, Box<dyn FnOnce(Env) -> napi::Result<Option<String>>>>;
 
+/// How often an idle follower thread (no `next()` pending) checks whether
+/// it was cancelled.
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A followed session (see the module docs).
 #[napi]
 pub struct NativeFollow {
+    handle: Handle,
+}
+
+/// What stops a follower: its `cancel()`, or its store's close.
+#[derive(Clone)]
+pub(crate) struct Handle {
     state: Arc<Mutex<State>>,
     cancel: Cancel,
 }
@@ -36,20 +46,37 @@ struct State {
     requests: Option<mpsc::Sender<Reply>>,
 }
 
+impl Handle {
+    /// Stops the follower: its wait ends, its thread ends, and what it
+    /// held (the store, a watch, a PostgreSQL connection) is let go.
+    pub(crate) fn stop(&self) {
+        self.cancel.cancel();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.requests = None;
+        state.start = None;
+    }
+
+    /// Whether it was stopped.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
 impl NativeFollow {
-    pub(crate) fn new(
-        store: Arc<Store>,
-        id: String,
-        from_seq: u64,
-        cancel: Cancel,
-    ) -> NativeFollow {
-        NativeFollow {
+    /// A follower of `id` from `from_seq` in `store`, and the handle its
+    /// store stops it with when it closes.
+    pub(crate) fn new(store: Arc<Store>, id: String, from_seq: u64) -> (NativeFollow, Handle) {
+        let handle = Handle {
             state: Arc::new(Mutex::new(State {
                 start: Some((store, id, from_seq)),
                 requests: None,
             })),
-            cancel,
-        }
+            cancel: Cancel::default(),
+        };
+        let follow = NativeFollow {
+            handle: handle.clone(),
+        };
+        (follow, handle)
     }
 }
 
@@ -61,14 +88,14 @@ impl NativeFollow {
     #[napi(catch_unwind, ts_return_type = "Promise<string | null>")]
     pub fn next<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         let (deferred, promise): (Reply, _) = env.create_deferred()?;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if self.cancel.is_cancelled() {
+        let mut state = self.handle.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.handle.is_stopped() {
             deferred.resolve(Box::new(|_| Ok(None)));
             return Ok(promise);
         }
         if let Some((store, id, from_seq)) = state.start.take() {
             let (tx, rx) = mpsc::channel();
-            let cancel = self.cancel.clone();
+            let cancel = self.handle.cancel.clone();
             std::thread::Builder::new()
                 .name("turnwal-follow".into())
                 .spawn(move || serve(store, id, from_seq, cancel, rx))
@@ -91,11 +118,7 @@ impl NativeFollow {
     /// tens of milliseconds, later ones at once.
     #[napi(catch_unwind)]
     pub fn cancel(&self) {
-        self.cancel.cancel();
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .requests = None;
+        self.handle.stop();
     }
 }
 
@@ -129,7 +152,13 @@ fn serve(
             return;
         }
     };
-    for reply in requests {
+    loop {
+        let reply = match requests.recv_timeout(IDLE_CHECK) {
+            Ok(reply) => reply,
+            Err(mpsc::RecvTimeoutError::Timeout) if !cancel.is_cancelled() => continue,
+            // Cancelled, or its `NativeFollow` is gone: the thread ends.
+            Err(_) => return,
+        };
         let batch = crate::guarded("follow.next", || follow.wait(None).map_err(crate::js_error)).0;
         match batch {
             Ok(events) if events.is_empty() => reply.resolve(Box::new(|_| Ok(None))),

@@ -155,8 +155,8 @@ pub struct NativeStore {
     /// unknown, so every later operation is refused (`POISONED`) until the
     /// store is closed and opened again.
     poisoned: Arc<std::sync::atomic::AtomicBool>,
-    /// The followers of this store's sessions, cancelled when it closes.
-    followers: Arc<Mutex<Vec<turnwal::follow::Cancel>>>,
+    /// The followers of this store's sessions, stopped when it closes.
+    followers: Arc<Mutex<Vec<follower::Handle>>>,
 }
 
 /// [`guarded`] for an operation on a store: a panic marks the store
@@ -1061,11 +1061,11 @@ impl NativeStore {
         fault_point("follow.call");
         let from_seq = from_seq_arg(from_seq)?;
         let (store, id) = (self.store()?, session_id(&id)?);
-        let cancel = turnwal::follow::Cancel::default();
+        let (follow, handle) = follower::NativeFollow::new(store, id, from_seq);
         let mut followers = self.followers.lock().unwrap_or_else(|e| e.into_inner());
-        followers.retain(|c| !c.is_cancelled());
-        followers.push(cancel.clone());
-        Ok(follower::NativeFollow::new(store, id, from_seq, cancel))
+        followers.retain(|f| !f.is_stopped());
+        followers.push(handle);
+        Ok(follow)
     }
 
     /// Releases the store: every session this store holds is closed
@@ -1074,13 +1074,8 @@ impl NativeStore {
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         fault_point("close.call");
-        for cancel in self
-            .followers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            cancel.cancel();
+        for follower in self.followers.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            follower.stop();
         }
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.workers.run(env, move || close_store(store), Ok)

@@ -103,12 +103,26 @@ impl Store {
             });
         }
         let header = self.header(id)?;
-        let (created, before) = match dst.header(id) {
-            Ok(theirs) => (false, self.join(dst, id, &header, &theirs, options.verify)?),
-            Err(Error::NotFound { .. }) => (true, 0),
+        // One read of the source serves the join check and the copy, so
+        // what is copied continues what the destination holds.
+        let (created, before, events) = match dst.header(id) {
+            Ok(theirs) => {
+                let (before, events) = self.join(dst, id, &header, &theirs, options.verify)?;
+                (false, before, events)
+            }
+            Err(Error::NotFound { .. }) => (true, 0, self.read_raw(id, 0)?),
             Err(e) => return Err(e),
         };
-        let events = self.read_raw(id, before)?;
+        // A source recreated between its header's read and its events'.
+        let now = self.header(id)?;
+        if now != header {
+            return Err(Error::Diverged(Box::new(Divergence {
+                id: id.to_owned(),
+                src: format!("{} (createdAt {}, now {})", self.backend().location(), header.created_at, now.created_at),
+                dst: dst.backend().location(),
+                detail: "the source session was recreated while it was read; sync again".into(),
+            })));
+        }
         let mut synced = Synced {
             created,
             before,
@@ -150,7 +164,8 @@ impl Store {
 
     /// Where the destination's copy of `id` joins this store's log: its
     /// stored length, once its header and its last event (every event with
-    /// `verify`) are found to be this store's.
+    /// `verify`) are found to be this store's; and this store's events
+    /// after it, read with the one compared.
     fn join(
         &self,
         dst: &Store,
@@ -158,7 +173,7 @@ impl Store {
         ours: &SessionHeader,
         theirs: &SessionHeader,
         verify: bool,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Vec<Event>)> {
         let src_at = |what: String| format!("{} ({what})", self.backend().location());
         let dst_at = |what: String| format!("{} ({what})", dst.backend().location());
         // Compared as the destination stores headers (a JSONL root always
@@ -174,7 +189,7 @@ impl Store {
         // The last stored event, as stored (a Permissive session's reads
         // are migrated; the source is compared as stored).
         let Some(seq) = dst.read_last(id, 1)?.pop().map(|e| e.seq()) else {
-            return Ok(0);
+            return Ok((0, self.read_raw(id, 0)?));
         };
         let Some(last) = dst.read_raw(id, seq)?.into_iter().next() else {
             return Err(Error::InvalidArgument(format!(
@@ -182,7 +197,7 @@ impl Store {
             )));
         };
         let end = last.seq() + 1;
-        let ours_there = self.read_raw(id, last.seq())?;
+        let mut ours_there = self.read_raw(id, last.seq())?;
         let mine = ours_there.first().filter(|e| e.seq() == last.seq());
         let Some(mine) = mine else {
             let src_end = self.read_last(id, 1)?.pop().map_or(0, |e| e.seq() + 1);
@@ -193,7 +208,7 @@ impl Store {
                 detail: "the destination holds more events than the source".into(),
             })));
         };
-        if raw(mine) != raw(&last) {
+        if mine != &last {
             return Err(Error::Diverged(Box::new(Divergence {
                 id: id.to_owned(),
                 src: src_at(format!("seq {}: {}", last.seq(), excerpt(mine))),
@@ -203,9 +218,7 @@ impl Store {
         }
         if verify {
             let (ours, theirs) = (self.read_raw(id, 0)?, dst.read_raw(id, 0)?);
-            if let Some(at) =
-                (0..theirs.len()).find(|&i| ours.get(i).map(raw) != Some(raw(&theirs[i])))
-            {
+            if let Some(at) = (0..theirs.len()).find(|&i| ours.get(i) != Some(&theirs[i])) {
                 return Err(Error::Diverged(Box::new(Divergence {
                     id: id.to_owned(),
                     src: src_at(format!(
@@ -217,7 +230,8 @@ impl Store {
                 })));
             }
         }
-        Ok(end)
+        ours_there.remove(0);
+        Ok((end, ours_there))
     }
 }
 
@@ -267,11 +281,6 @@ fn batches(events: &[Event]) -> impl Iterator<Item = &[Event]> {
         rest = tail;
         Some(batch)
     })
-}
-
-/// An event as compared: its whole envelope.
-fn raw(event: &Event) -> String {
-    event.to_json()
 }
 
 fn excerpt(event: &Event) -> String {

@@ -415,7 +415,9 @@ impl Store {
     /// not yet appended to, or held ([`Store::hold`]).
     pub(crate) fn writes_here(&self, id: &str) -> bool {
         let slot = self.slot(id);
-        let live = !matches!(&*Store::lock_recovering(&slot), Slot::Cold);
+        // Asked, not recovered: a poisoned slot is a writer in an unknown
+        // state, so it counts as writing.
+        let live = slot.lock().map_or(true, |s| !matches!(&*s, Slot::Cold));
         live || self.is_held(id)
     }
 

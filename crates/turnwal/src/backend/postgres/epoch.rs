@@ -601,9 +601,10 @@ pub fn append(
                SELECT $1, u.* FROM claim, unnest($7::bigint[], $8::integer[], $9::text[], \
                $10::bigint[], $11::text[], $12::bytea[], $13::text[], $14::boolean[]) AS u \
                RETURNING 1), \
-             nt AS (SELECT pg_notify('turnwal', {payload}) FROM claim) \
+             nt AS (SELECT pg_notify('{channel}', {payload}) FROM claim) \
              SELECT (SELECT revision FROM claim), (SELECT count(*) FROM ins), \
              (SELECT count(*) FROM sc), (SELECT count(*) FROM nt)",
+                channel = super::listen::CHANNEL,
                 payload = super::listen::payload_sql(1)
             ),
             &params,

@@ -10,6 +10,9 @@ use postgres::fallible_iterator::FallibleIterator;
 use crate::error::Result;
 use crate::storage::watch::{RECHECK_INTERVAL, Watch};
 
+/// How long a follower's (re)connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The channel every turnwal writer notifies.
 pub(crate) const CHANNEL: &str = "turnwal";
 
@@ -47,7 +50,23 @@ impl Listen {
     }
 
     fn connect(&self) -> Result<postgres::Client> {
-        let mut client = super::connect_only(&self.url, self.idle_in_transaction)?;
+        let location = super::location_of(&self.url);
+        let mut config: postgres::Config = self
+            .url
+            .parse()
+            .map_err(|e| super::pg_error("connect", &location, e))?;
+        // A reconnect to an unreachable server must not hold the follower
+        // (and its cancel) for the system's TCP timeout.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let mut client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| super::pg_error("connect", &location, e))?;
+        let ms = self.idle_in_transaction.as_millis().max(1);
+        client
+            .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
+            .map_err(|e| super::pg_error("connect", &location, e))?;
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .map_err(|e| super::pg_error("listen", &super::location_of(&self.url), e))?;

@@ -182,9 +182,7 @@ impl Backend for PgBackend {
 
     /// The session row's incarnation, drawn when it is created.
     fn incarnation(&self, revision: &str) -> Option<String> {
-        revision
-            .rsplit_once(":revision:")
-            .map(|(i, _)| i.to_owned())
+        crate::backend::rows::incarnation_of(revision)
     }
 
     /// One query for the whole listing: every session row with its rows

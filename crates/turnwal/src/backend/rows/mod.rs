@@ -57,3 +57,10 @@ impl crate::backend::StoredLog for StoredRows {
         Box::new(StoredRows::records(self))
     }
 }
+
+/// The incarnation part of a row store's revision
+/// (`…:incarnation:N:revision:M`, drawn when the session row is created,
+/// never reused): everything before `:revision:`.
+pub(crate) fn incarnation_of(revision: &str) -> Option<String> {
+    revision.rsplit_once(":revision:").map(|(i, _)| i.to_owned())
+}

@@ -640,9 +640,7 @@ impl Backend for SqliteBackend {
 
     /// The session row's incarnation, drawn when it is created.
     fn incarnation(&self, revision: &str) -> Option<String> {
-        revision
-            .rsplit_once(":revision:")
-            .map(|(i, _)| i.to_owned())
+        crate::backend::rows::incarnation_of(revision)
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>> {

@@ -72,6 +72,8 @@ pub(in crate::storage) fn uptime() -> Option<std::time::Duration> {
 pub(crate) struct NameWatch {
     fd: std::os::fd::OwnedFd,
     prefix: Vec<u8>,
+    /// Where queued events are read into (kept: a wait reads twice).
+    buf: Vec<u8>,
 }
 
 impl NameWatch {
@@ -105,6 +107,7 @@ impl NameWatch {
         Ok(NameWatch {
             fd,
             prefix: prefix.to_vec(),
+            buf: vec![0; 16 * 1024],
         })
     }
 
@@ -123,7 +126,9 @@ impl NameWatch {
             events: libc::POLLIN,
             revents: 0,
         };
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // Rounded up: a wait of less than a millisecond must not spin.
+        let ms = timeout.as_micros().div_ceil(1000);
+        let ms = libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX);
         // SAFETY: one pollfd we own.
         let n = unsafe { libc::poll(&mut poll, 1, ms) };
         if n < 0 {
@@ -145,7 +150,7 @@ impl NameWatch {
     fn drain(&mut self) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
         let header = std::mem::size_of::<libc::inotify_event>();
-        let mut buf = vec![0u8; 64 * 1024];
+        let buf = &mut self.buf;
         let mut seen = false;
         loop {
             // SAFETY: a buffer we own, of the length given.
