@@ -214,14 +214,15 @@ impl Syncer<'_> {
             on_batch: Some(&mut on_batch),
         };
         let src = self.src;
-        src.sync_to_with(self.dst, id, options).map_err(|e| match e {
-            // Which store lacks it: SRC (a name given that it does not
-            // hold), or DST (its copy removed while it was synced).
-            Error::NotFound { .. } if !src.exists(id).unwrap_or(true) => {
-                Failure::Other(format!("session {id:?} not found in SRC"))
-            }
-            e => Failure::Store(e),
-        })
+        src.sync_to_with(self.dst, id, options)
+            .map_err(|e| match e {
+                // Which store lacks it: SRC (a name given that it does not
+                // hold), or DST (its copy removed while it was synced).
+                Error::NotFound { .. } if !src.exists(id).unwrap_or(true) => {
+                    Failure::Other(format!("session {id:?} not found in SRC"))
+                }
+                e => Failure::Store(e),
+            })
     }
 }
 

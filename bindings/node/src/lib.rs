@@ -1074,7 +1074,12 @@ impl NativeStore {
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         fault_point("close.call");
-        for follower in self.followers.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for follower in self
+            .followers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             follower.stop();
         }
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();

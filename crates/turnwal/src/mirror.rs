@@ -118,7 +118,12 @@ impl Store {
         if now != header {
             return Err(Error::Diverged(Box::new(Divergence {
                 id: id.to_owned(),
-                src: format!("{} (createdAt {}, now {})", self.backend().location(), header.created_at, now.created_at),
+                src: format!(
+                    "{} (createdAt {}, now {})",
+                    self.backend().location(),
+                    header.created_at,
+                    now.created_at
+                ),
                 dst: dst.backend().location(),
                 detail: "the source session was recreated while it was read; sync again".into(),
             })));

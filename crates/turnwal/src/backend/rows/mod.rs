@@ -62,5 +62,7 @@ impl crate::backend::StoredLog for StoredRows {
 /// (`…:incarnation:N:revision:M`, drawn when the session row is created,
 /// never reused): everything before `:revision:`.
 pub(crate) fn incarnation_of(revision: &str) -> Option<String> {
-    revision.rsplit_once(":revision:").map(|(i, _)| i.to_owned())
+    revision
+        .rsplit_once(":revision:")
+        .map(|(i, _)| i.to_owned())
 }
