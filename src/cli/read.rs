@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use super::args::TailArgs;
 use super::output::{gap_text, json_line, write_events};
 use super::{Outcome, exit};
+use turnwal::error::Error;
 use turnwal::event::Event;
 use turnwal::store::Store;
 
@@ -109,30 +110,47 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
     }
     // Each seq once: the follow starts where the printing stopped, and its
     // first read checks that the last event printed is still there.
-    let mut follow = store.follow(id, next)?;
-    if let Some(last) = last {
-        follow = follow.continuing(last)?;
-    }
+    let follow = match store.follow(id, next) {
+        Ok(follow) => follow,
+        // Read a moment ago, gone now: removed while following.
+        Err(Error::NotFound { .. }) => {
+            let gone = Error::FollowLost {
+                id: id.clone(),
+                next,
+                recreated: None,
+            };
+            return stopped(out, args.json, id, next, gone);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut follow = match last {
+        Some(last) => follow.continuing(last)?,
+        None => follow,
+    };
     loop {
         match follow.wait(None) {
             Ok(events) => {
                 print(out, &events)?;
             }
-            Err(e) => {
-                if args.json {
-                    let stopped = TailJson {
-                        session: id,
-                        next: follow.position(),
-                        event: None,
-                        stopped: Some(e.to_string()),
-                    };
-                    json_line(out, &stopped)?;
-                    out.flush()?;
-                }
-                return Err(e.into());
-            }
+            Err(e) => return stopped(out, args.json, id, follow.position(), e),
         }
     }
+}
+
+/// How a follow ends: its error, after (with `--json`) a last line naming
+/// it and the seq to resume from.
+fn stopped(out: &mut dyn Write, json: bool, id: &str, next: u64, e: Error) -> Outcome {
+    if json {
+        let stopped = TailJson {
+            session: id,
+            next,
+            event: None,
+            stopped: Some(e.to_string()),
+        };
+        json_line(out, &stopped)?;
+        out.flush()?;
+    }
+    Err(e.into())
 }
 
 /// A line of `tail --json`.
