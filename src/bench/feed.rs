@@ -164,7 +164,7 @@ fn follow(name: &str, spec: &str, batches: usize) -> BenchResult<Follow> {
         let follower = scope.spawn(move || -> turnwal::Result<(Arrivals, Option<f64>)> {
             let mut arrivals = Vec::new();
             let end = (BATCH * (batches + 1)) as u64;
-            while follow.position() < end {
+            while follow.next_seq() < end {
                 let events = follow.wait(Some(Duration::from_secs(10)))?;
                 let now = Instant::now();
                 arrivals.extend(events.iter().map(|e| (e.seq(), now)));

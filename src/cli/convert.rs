@@ -27,21 +27,19 @@
 //!   else the highest of the failures' (2 corrupt, 4 anything else), as
 //!   `verify` over a whole store does.
 
-use std::collections::HashSet;
 use std::io::Write;
 
 use serde::Serialize;
 
 use super::args::{ConvertArgs, SqliteArgs};
-use super::location::{self, IfMissing, Opening};
+use super::location;
 use super::output::{CutJson, count, cut_text, display_id, id_json, json_line};
 use super::progress::Progress;
-use super::{Failure, Outcome, check_sqlite_args, exit};
-use turnwal::backend::SyncMode;
+use super::{Failure, Outcome, exit};
 use turnwal::error::Error;
 use turnwal::event::Event;
 use turnwal::scan::{Cut, LogState};
-use turnwal::store::{Store, StoreOptions};
+use turnwal::store::Store;
 
 /// How many events are read between two progress reports.
 const PROGRESS_EVENTS: usize = 4096;
@@ -83,40 +81,17 @@ pub(crate) fn run(
     args: &ConvertArgs,
     out: &mut dyn Write,
 ) -> Outcome {
-    if store.is_some() {
-        return Err(Failure::Usage(
-            "convert names its stores with --from and --to; --store is not used".into(),
-        ));
-    }
-    let from = location::classify(&args.from)?;
-    let to = location::classify(&args.to)?;
-    check_sqlite_args(sqlite, &[&from, &to])?;
-    if !from.exists() {
-        return Err(Failure::Other(format!(
-            "--from {}: no such store",
-            from.path().display()
-        )));
-    }
-    if from.same_place(&to) {
-        return Err(Failure::Usage(format!(
-            "--from {} and --to {} name the same store",
-            from.path().display(),
-            to.path().display()
-        )));
-    }
-    let sqlite = sqlite.options();
-    let src = from.open(&Opening::new(StoreOptions::default()).sqlite(sqlite.clone()))?;
-    // Every batch fsynced: the copy is acknowledged only when whole, and its
-    // records carry a durable watermark close to their end.
-    let dst = to.open(
-        &Opening::new(StoreOptions {
-            sync: SyncMode::Batch,
-            ..StoreOptions::default()
-        })
-        .if_missing(IfMissing::Create)
-        .sqlite(sqlite),
+    let (src, dst) = location::open_pair(
+        store,
+        sqlite,
+        &location::Pair {
+            command: "convert",
+            src: ("--from", &args.from),
+            dst: ("--to", &args.to),
+            how: "with --from and --to",
+        },
     )?;
-    let ids = session_ids(&src, &args.sessions)?;
+    let ids = location::session_ids(&src, &args.sessions)?;
     let progress = Progress::new("converting", true, ids.len());
     let mut worst = exit::SUCCESS;
     let mut copied = 0usize;
@@ -201,22 +176,6 @@ pub(crate) fn run(
         writeln!(out)?;
     }
     Ok(worst)
-}
-
-/// The sessions to copy: the named ones (each once, in the order given), or
-/// every session of the source sorted by id.
-fn session_ids(src: &Store, named: &[String]) -> Result<Vec<String>, Failure> {
-    if named.is_empty() {
-        let mut ids: Vec<String> = src.list()?.into_iter().map(|s| s.id).collect();
-        ids.sort();
-        return Ok(ids);
-    }
-    let mut seen = HashSet::new();
-    Ok(named
-        .iter()
-        .filter(|id| seen.insert(id.as_str()))
-        .cloned()
-        .collect())
 }
 
 /// Why a session was not copied, and what became of a partial copy.

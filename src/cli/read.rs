@@ -132,7 +132,7 @@ pub(crate) fn tail(store: &Store, args: &TailArgs, out: &mut dyn Write) -> Outco
             Ok(events) => {
                 print(out, &events)?;
             }
-            Err(e) => return stopped(out, args.json, id, follow.position(), e),
+            Err(e) => return stopped(out, args.json, id, follow.next_seq(), e),
         }
     }
 }

@@ -9,13 +9,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::args::{SqliteArgs, SyncArgs};
-use super::location::{self, IfMissing, Opening};
+use super::location;
 use super::output::{count, display_id, json_line};
-use super::{Failure, Outcome, check_sqlite_args, exit};
-use turnwal::backend::SyncMode;
+use super::{Failure, Outcome, exit};
 use turnwal::error::Error;
 use turnwal::mirror::{SyncOptions, Synced};
-use turnwal::store::{Store, StoreOptions};
+use turnwal::store::Store;
 
 /// The hidden test hook: `TURNWAL_TEST_SYNC_ABORT_AFTER=N` aborts the
 /// process (no cleanup, as a SIGKILL ends it) once N batches are
@@ -34,38 +33,15 @@ pub(crate) fn run(
     args: &SyncArgs,
     out: &mut dyn Write,
 ) -> Outcome {
-    if store.is_some() {
-        return Err(Failure::Usage(
-            "sync names its stores as SRC and DST; --store is not used".into(),
-        ));
-    }
-    let from = location::classify(&args.src)?;
-    let to = location::classify(&args.dst)?;
-    check_sqlite_args(sqlite, &[&from, &to])?;
-    if !from.exists() {
-        return Err(Failure::Other(format!(
-            "SRC {}: no such store",
-            from.path().display()
-        )));
-    }
-    if from.same_place(&to) {
-        return Err(Failure::Usage(format!(
-            "SRC {} and DST {} name the same store",
-            from.path().display(),
-            to.path().display()
-        )));
-    }
-    let sqlite = sqlite.options();
-    let src = from.open(&Opening::new(StoreOptions::default()).sqlite(sqlite.clone()))?;
-    // Every batch fsynced before the next is read: what DST acknowledged
-    // is durable, and a kill leaves it a prefix.
-    let dst = to.open(
-        &Opening::new(StoreOptions {
-            sync: SyncMode::Batch,
-            ..StoreOptions::default()
-        })
-        .if_missing(IfMissing::Create)
-        .sqlite(sqlite),
+    let (src, dst) = location::open_pair(
+        store,
+        sqlite,
+        &location::Pair {
+            command: "sync",
+            src: ("SRC", &args.src),
+            dst: ("DST", &args.dst),
+            how: "as SRC and DST",
+        },
     )?;
     let mut syncer = Syncer {
         src: &src,
@@ -111,28 +87,16 @@ impl Syncer<'_> {
     /// Syncs every session once; the exit status (the worst failure's).
     /// `watching` prints only what changed.
     fn pass(&mut self, out: &mut dyn Write, watching: bool) -> Outcome {
-        let ids = if self.args.all {
-            match self.src.list() {
-                Ok(list) => {
-                    let mut ids: Vec<String> = list.into_iter().map(|s| s.id).collect();
-                    ids.sort();
-                    ids
-                }
-                // A watch outlives a passing failure (a server restart):
-                // said once, tried again at the next pass.
-                Err(e) if watching => {
-                    self.failed("SRC", Failure::Store(e));
-                    return Ok(exit::ERROR);
-                }
-                Err(e) => return Err(e.into()),
+        // `--all` names none (clap refuses both).
+        let ids = match location::session_ids(self.src, &self.args.sessions) {
+            Ok(ids) => ids,
+            // A watch outlives a passing failure (a server restart): said
+            // once, tried again at the next pass.
+            Err(e) if watching => {
+                self.failed("SRC", Failure::Store(e));
+                return Ok(exit::ERROR);
             }
-        } else {
-            let mut seen = std::collections::HashSet::new();
-            let named = self.args.sessions.iter();
-            named
-                .filter(|id| seen.insert(id.as_str()))
-                .cloned()
-                .collect()
+            Err(e) => return Err(e.into()),
         };
         let mut worst = exit::SUCCESS;
         let (mut in_step, mut copied) = (0usize, 0u64);

@@ -224,7 +224,8 @@ fn sync_watch_copies_as_the_source_grows_and_new_sessions_appear() {
         seen.next().unwrap().unwrap(),
         "a: copied 6 events (6 -> 12)"
     );
-    // Woken by the source's change, not a slow poll.
+    // Copied within a pass or two (each within the watch's 1 s recheck
+    // at worst; the notification's latency is a bench figure, not this).
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",

@@ -11,34 +11,39 @@ use std::time::{Duration, Instant};
 use support::log::Log;
 use support::stores::{ALL, Kind, open};
 const T0: u64 = support::T0 as u64;
-use turnwal::{Error, Event, SessionHeader, Store};
+use turnwal::{Error, Event, Follow, SessionHeader, Store};
 
 /// How long a test waits for what it expects before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Everything `follow` serves until its position reaches `end`.
-fn follow_until(store: &Store, id: &str, from: u64, end: u64) -> Vec<Event> {
-    let mut follow = store.follow(id, from).unwrap();
+fn served_until(follow: &mut Follow<'_>, end: u64) -> Vec<Event> {
     let started = Instant::now();
     let mut got = Vec::new();
-    while follow.position() < end {
+    while follow.next_seq() < end {
         assert!(
             started.elapsed() < PATIENCE,
             "stuck at {}",
-            follow.position()
+            follow.next_seq()
         );
         got.extend(follow.wait(Some(Duration::from_secs(1))).unwrap());
     }
     got
 }
 
+/// A store of `kind` opened twice: a writer and a reader (as another
+/// process would be), and the directory they live in.
+fn two_instances(kind: Kind) -> (tempfile::TempDir, Store, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = kind.place(dir.path(), "store");
+    let (writer, reader) = (open(&spec), open(&spec));
+    (dir, writer, reader)
+}
+
 #[test]
 fn a_follower_serves_every_event_once_in_order_from_any_seq() {
     for kind in ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = kind.place(dir.path(), "store");
-        let writer = open(&spec);
-        let reader = open(&spec);
+        let (_dir, writer, reader) = two_instances(kind);
         writer.create(SessionHeader::new("s", T0)).unwrap();
         let mut log = Log::new();
         log.prompt_turn("first", "one");
@@ -67,7 +72,9 @@ fn a_follower_serves_every_event_once_in_order_from_any_seq() {
                     let reader = &reader;
                     (
                         from,
-                        scope.spawn(move || follow_until(reader, "s", from, end)),
+                        scope.spawn(move || {
+                            served_until(&mut reader.follow("s", from).unwrap(), end)
+                        }),
                     )
                 })
                 .collect();
@@ -93,10 +100,7 @@ fn a_follower_serves_every_event_once_in_order_from_any_seq() {
 #[test]
 fn a_follower_goes_on_through_a_compaction() {
     for kind in ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = kind.place(dir.path(), "store");
-        let writer = open(&spec);
-        let reader = open(&spec);
+        let (_dir, writer, reader) = two_instances(kind);
         writer.create(SessionHeader::new("s", T0)).unwrap();
         let mut log = Log::new();
         for i in 0..6 {
@@ -115,12 +119,7 @@ fn a_follower_goes_on_through_a_compaction() {
         writer.append("s", &log.batch()).unwrap();
         writer.close("s").unwrap();
         writer.compact("s").unwrap();
-        let end = log.next_seq();
-        let started = Instant::now();
-        while follow.position() < end {
-            assert!(started.elapsed() < PATIENCE);
-            got.extend(follow.wait(Some(Duration::from_secs(1))).unwrap());
-        }
+        got.extend(served_until(&mut follow, log.next_seq()));
         assert_eq!(got, log.all(), "{kind:?}");
         // And it is still following: nothing more, no error.
         assert!(
@@ -135,10 +134,7 @@ fn a_follower_goes_on_through_a_compaction() {
 #[test]
 fn a_removed_or_recreated_session_ends_the_follow_and_is_never_spliced() {
     for kind in ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = kind.place(dir.path(), "store");
-        let writer = open(&spec);
-        let reader = open(&spec);
+        let (_dir, writer, reader) = two_instances(kind);
         let mut log = Log::new();
         log.prompt_turn("one", "a").prompt_turn("two", "b");
         let first = log.batch();
@@ -260,12 +256,7 @@ fn a_crashed_writers_closers_are_served_once_recovery_stores_them() {
         let closers = view.events[stored.len()..].to_vec();
         assert_eq!(closers.last().unwrap().event_type(), "turn/end");
         assert!(closers.last().unwrap().data().get().contains("interrupted"));
-        let started = Instant::now();
-        let mut got = Vec::new();
-        while got.len() < closers.len() {
-            assert!(started.elapsed() < PATIENCE, "{kind:?}");
-            got.extend(follow.wait(Some(Duration::from_secs(1))).unwrap());
-        }
+        let got = served_until(&mut follow, view.events.len() as u64);
         assert_eq!(got, closers, "{kind:?}");
     }
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::event::{Event, MAX_SAFE_INTEGER};
+use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::store::Store;
 
@@ -122,7 +122,7 @@ impl Store {
     /// assert_eq!(follow.wait(Some(Duration::from_secs(5))).unwrap()[0].seq(), 0);
     /// store.append("s", &[Event::new("user/message", 1, 6, r#"{"id":"u"}"#).unwrap()]).unwrap();
     /// let next = follow.wait(Some(Duration::from_secs(5))).unwrap();
-    /// assert_eq!((next.len(), next[0].seq(), follow.position()), (1, 1, 2));
+    /// assert_eq!((next.len(), next[0].seq(), follow.next_seq()), (1, 1, 2));
     /// // Nothing new: the wait times out empty.
     /// assert!(follow.wait(Some(Duration::from_millis(50))).unwrap().is_empty());
     /// ```
@@ -139,11 +139,7 @@ impl Store {
 
 impl<'s> Follow<'s> {
     fn start(store: StoreRef<'s>, id: &str, from_seq: u64) -> Result<Follow<'s>> {
-        if from_seq > MAX_SAFE_INTEGER {
-            return Err(Error::InvalidArgument(format!(
-                "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
-            )));
-        }
+        crate::store::check_from_seq(from_seq)?;
         // The watch first: a change after it is a sign at the next wait.
         let watch = store.backend().watch(Some(id))?;
         let header = store.header(id)?;
@@ -180,7 +176,7 @@ impl<'s> Follow<'s> {
     /// store.append("s", &[Event::new("turn/start", 0, 5, r#"{"turn":1}"#).unwrap()]).unwrap();
     /// let last = store.read_last("s", 1).unwrap().pop().unwrap();
     /// let follow = store.follow("s", 1).unwrap().continuing(last).unwrap();
-    /// assert_eq!(follow.position(), 1);
+    /// assert_eq!(follow.next_seq(), 1);
     /// let other = Event::new("turn/start", 0, 6, r#"{"turn":1}"#).unwrap();
     /// assert!(matches!(store.follow("s", 2).unwrap().continuing(other), Err(Error::InvalidArgument(_))));
     /// ```
@@ -224,7 +220,7 @@ impl<'s> Follow<'s> {
 
     /// The seq of the next event to be served: every stored event before
     /// it has been (a cursor to follow again from).
-    pub fn position(&self) -> u64 {
+    pub fn next_seq(&self) -> u64 {
         self.next - self.pending.len() as u64
     }
 
@@ -332,54 +328,42 @@ impl<'s> Follow<'s> {
             );
             return Err(self.lost(Some(why)));
         }
-        if replaced {
-            // Every event read before (the anchor and those served) must
-            // be there again, as it was.
-            let read = usize::try_from(self.next - self.started).unwrap_or(usize::MAX);
-            let why = if events.len() < read {
-                Some(format!("it holds fewer events than the {} read", self.next))
-            } else if read > 0 && Some(&events[read - 1]) != self.last.as_ref() {
-                Some(format!(
-                    "its event at seq {} is not the one read",
-                    self.next - 1
-                ))
-            } else if digest(&events[..read]) != self.digest {
-                Some(format!(
-                    "its events from seq {} to {} are not the ones read",
-                    self.started,
-                    self.next.saturating_sub(1)
-                ))
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                return Err(self.lost(Some(why)));
-            }
-            events.drain(..read);
-        } else if self.next > 0 {
-            match (&self.last, events.first()) {
-                (Some(_), None) => {
-                    let why = format!("it holds fewer events than the {} read", self.next);
-                    return Err(self.lost(Some(why)));
-                }
-                (Some(last), Some(first)) if first != last => {
-                    let why = format!("its event at seq {from} is not the one read");
-                    return Err(self.lost(Some(why)));
-                }
-                (Some(_), Some(_)) => {
-                    events.remove(0);
-                }
-                // The anchor of a follow from a seq past 0: the event
-                // before the first one to serve, checked from now on as if
-                // it had been served.
-                (None, Some(first)) if first.seq() == from => {
-                    let anchor = events.remove(0);
-                    self.started = from;
-                    self.digest = digest(std::slice::from_ref(&anchor));
-                    self.last = Some(anchor);
-                }
-                (None, _) => {}
-            }
+        // The events of this read that were read before (from `from` up to
+        // `next`): all there again, as they were. In place that is the
+        // last one; in a replaced log, every one, by the digest.
+        let known = if self.last.is_some() {
+            usize::try_from(self.next - from).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
+        let why = if events.len() < known {
+            Some(format!("it holds fewer events than the {} read", self.next))
+        } else if known > 0 && Some(&events[known - 1]) != self.last.as_ref() {
+            Some(format!(
+                "its event at seq {} is not the one read",
+                self.next - 1
+            ))
+        } else if replaced && digest(&events[..known]) != self.digest {
+            Some(format!(
+                "its events from seq {} to {} are not the ones read",
+                self.started,
+                self.next.saturating_sub(1)
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(self.lost(Some(why)));
+        }
+        events.drain(..known);
+        // The anchor of a follow from a seq past 0: the event before the
+        // first one to serve, checked from now on as if it had been served.
+        let unanchored = !replaced && self.last.is_none() && self.next > 0;
+        if unanchored && events.first().is_some_and(|e| e.seq() == from) {
+            let anchor = events.remove(0);
+            self.started = from;
+            self.digest = digest(std::slice::from_ref(&anchor));
+            self.last = Some(anchor);
         }
         self.seen = Some(revision);
         if incarnation != self.incarnation {
@@ -399,7 +383,7 @@ impl<'s> Follow<'s> {
     fn lost(&self, recreated: Option<String>) -> Error {
         Error::FollowLost {
             id: self.id.clone(),
-            next: self.position(),
+            next: self.next_seq(),
             recreated,
         }
     }

@@ -179,17 +179,23 @@ impl Store {
         theirs: &SessionHeader,
         verify: bool,
     ) -> Result<(u64, Vec<Event>)> {
-        let src_at = |what: String| format!("{} ({what})", self.backend().location());
-        let dst_at = |what: String| format!("{} ({what})", dst.backend().location());
+        // Both stores named, each with where it stands.
+        let diverged = |at_src: String, at_dst: String, detail: String| {
+            Error::Diverged(Box::new(Divergence {
+                id: id.to_owned(),
+                src: format!("{} ({at_src})", self.backend().location()),
+                dst: format!("{} ({at_dst})", dst.backend().location()),
+                detail,
+            }))
+        };
         // Compared as the destination stores headers (a JSONL root always
         // writes `delegationDepth`).
         if &dst.backend().admit_header(ours.clone())? != theirs {
-            return Err(Error::Diverged(Box::new(Divergence {
-                id: id.to_owned(),
-                src: src_at(format!("createdAt {}", ours.created_at)),
-                dst: dst_at(format!("createdAt {}", theirs.created_at)),
-                detail: "another incarnation: the headers differ".into(),
-            })));
+            return Err(diverged(
+                format!("createdAt {}", ours.created_at),
+                format!("createdAt {}", theirs.created_at),
+                "another incarnation: the headers differ".into(),
+            ));
         }
         // The last stored event, as stored (a Permissive session's reads
         // are migrated; the source is compared as stored).
@@ -206,33 +212,27 @@ impl Store {
         let mine = ours_there.first().filter(|e| e.seq() == last.seq());
         let Some(mine) = mine else {
             let src_end = self.read_last(id, 1)?.pop().map_or(0, |e| e.seq() + 1);
-            return Err(Error::Diverged(Box::new(Divergence {
-                id: id.to_owned(),
-                src: src_at(format!("{src_end} stored events")),
-                dst: dst_at(format!("{end} stored events")),
-                detail: "the destination holds more events than the source".into(),
-            })));
+            return Err(diverged(
+                format!("{src_end} stored events"),
+                format!("{end} stored events"),
+                "the destination holds more events than the source".into(),
+            ));
         };
         if mine != &last {
-            return Err(Error::Diverged(Box::new(Divergence {
-                id: id.to_owned(),
-                src: src_at(format!("seq {}: {}", last.seq(), excerpt(mine))),
-                dst: dst_at(format!("seq {}: {}", last.seq(), excerpt(&last))),
-                detail: format!("another event at seq {}", last.seq()),
-            })));
+            return Err(diverged(
+                format!("seq {}: {}", last.seq(), excerpt(mine)),
+                format!("seq {}: {}", last.seq(), excerpt(&last)),
+                format!("another event at seq {}", last.seq()),
+            ));
         }
         if verify {
             let (ours, theirs) = (self.read_raw(id, 0)?, dst.read_raw(id, 0)?);
             if let Some(at) = (0..theirs.len()).find(|&i| ours.get(i) != Some(&theirs[i])) {
-                return Err(Error::Diverged(Box::new(Divergence {
-                    id: id.to_owned(),
-                    src: src_at(format!(
-                        "seq {at}: {}",
-                        ours.get(at).map_or("none".into(), excerpt)
-                    )),
-                    dst: dst_at(format!("seq {at}: {}", excerpt(&theirs[at]))),
-                    detail: format!("another event at seq {at}"),
-                })));
+                return Err(diverged(
+                    format!("seq {at}: {}", ours.get(at).map_or("none".into(), excerpt)),
+                    format!("seq {at}: {}", excerpt(&theirs[at])),
+                    format!("another event at seq {at}"),
+                ));
             }
         }
         ours_there.remove(0);

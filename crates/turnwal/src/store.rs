@@ -1151,11 +1151,7 @@ impl Store {
     /// assert!(store.read_from("s", 2).unwrap().is_empty());
     /// ```
     pub fn read_from(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
-        if from_seq > MAX_SAFE_INTEGER {
-            return Err(Error::InvalidArgument(format!(
-                "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
-            )));
-        }
+        check_from_seq(from_seq)?;
         let slot = self.slot(id);
         let mut guard = Store::lock(&slot, id)?;
         match &mut *guard {
@@ -1288,11 +1284,7 @@ impl Store {
     /// JSONL backend's legacy migrations), from the stored log even when
     /// this store writes the session.
     pub fn read_raw(&self, id: &str, from_seq: u64) -> Result<Vec<Event>> {
-        if from_seq > MAX_SAFE_INTEGER {
-            return Err(Error::InvalidArgument(format!(
-                "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
-            )));
-        }
+        check_from_seq(from_seq)?;
         if let Slot::Pending { .. } = &*Store::lock(&self.slot(id), id)? {
             return Err(Error::NotFound { id: id.to_owned() });
         }
@@ -2133,3 +2125,13 @@ fn events_text(events: &[Event]) -> String {
 }
 
 pub use crate::event::now_ms;
+
+/// Refuses a `from_seq` past JavaScript's safe integers, as every seq is.
+pub(crate) fn check_from_seq(from_seq: u64) -> Result<()> {
+    if from_seq > MAX_SAFE_INTEGER {
+        return Err(Error::InvalidArgument(format!(
+            "from_seq must be a non-negative safe integer (at most 2^53 - 1), got {from_seq}"
+        )));
+    }
+    Ok(())
+}

@@ -86,18 +86,6 @@ pub fn of_file(path: &std::path::Path) -> Box<dyn Watch> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
-    let name = path.file_name().map(os_bytes).unwrap_or_default();
-    of_names(dir, &name)
-}
-
-fn os_bytes(name: &std::ffi::OsStr) -> Vec<u8> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        name.as_bytes().to_vec()
-    }
-    #[cfg(not(unix))]
-    {
-        name.to_string_lossy().into_owned().into_bytes()
-    }
+    let name = path.file_name().unwrap_or_default();
+    of_names(dir, &super::path_bytes(std::path::Path::new(name)))
 }

@@ -50,23 +50,8 @@ impl Listen {
     }
 
     fn connect(&self) -> Result<postgres::Client> {
-        let location = super::location_of(&self.url);
-        let mut config: postgres::Config = self
-            .url
-            .parse()
-            .map_err(|e| super::pg_error("connect", &location, e))?;
-        // A reconnect to an unreachable server must not hold the follower
-        // (and its cancel) for the system's TCP timeout.
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        let mut client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| super::pg_error("connect", &location, e))?;
-        let ms = self.idle_in_transaction.as_millis().max(1);
-        client
-            .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
-            .map_err(|e| super::pg_error("connect", &location, e))?;
+        let mut client =
+            super::connect_within(&self.url, self.idle_in_transaction, Some(CONNECT_TIMEOUT))?;
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .map_err(|e| super::pg_error("listen", &super::location_of(&self.url), e))?;

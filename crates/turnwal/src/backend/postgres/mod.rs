@@ -110,8 +110,27 @@ pub(crate) fn connect_only(
     url: &str,
     idle_in_transaction: std::time::Duration,
 ) -> Result<postgres::Client> {
+    connect_within(url, idle_in_transaction, None)
+}
+
+/// [`connect_only`], giving up after `timeout` when the URL sets no
+/// `connect_timeout` of its own (a follower's reconnect must not hold its
+/// cancel for the system's TCP timeout).
+pub(crate) fn connect_within(
+    url: &str,
+    idle_in_transaction: std::time::Duration,
+    timeout: Option<std::time::Duration>,
+) -> Result<postgres::Client> {
     let location = location_of(url);
-    let mut client = postgres::Client::connect(url, postgres::NoTls)
+    let mut config: postgres::Config =
+        url.parse().map_err(|e| pg_error("connect", &location, e))?;
+    if let Some(timeout) = timeout
+        && config.get_connect_timeout().is_none()
+    {
+        config.connect_timeout(timeout);
+    }
+    let mut client = config
+        .connect(postgres::NoTls)
         .map_err(|e| pg_error("connect", &location, e))?;
     let ms = idle_in_transaction.as_millis().max(1);
     client
